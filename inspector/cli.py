@@ -1,0 +1,64 @@
+"""The `moe-inspector` command line: one entry point, one module per subcommand.
+
+Each module in `inspector.commands` exposes `add_arguments(parser)` and `run(args) -> int`.
+Modules are imported only when their subcommand runs, so `info` never loads Qt and only
+`record` and `explain` load torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, str] = {
+    "view": "open traces in the desktop app (the default)",
+    "info": "print a summary of a trace file",
+    "record": "run the experiments with the model and write a trace",
+    "explain": "confirm divergence causes by counterfactual reruns and store them in the trace",
+    "export": "render a view of a trace to PNG, SVG, PDF or CSV without a display",
+}
+
+
+class UsageError(Exception):
+    """A bad option value; the command line prints it and exits with status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="moe-inspector",
+        description="Record and inspect routing in Mixture-of-Experts language models.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"inspector.commands.{name}")
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """`moe-inspector` and `moe-inspector FILE` mean `moe-inspector view [FILE]`."""
+    if not argv:
+        return ["view"]
+    if argv[0] in COMMANDS or argv[0] in ("-h", "--help"):
+        return argv
+    return ["view", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = _with_default_command(list(sys.argv[1:] if argv is None else argv))
+    parser = _parser()
+    args = parser.parse_args(argv)
+    module = importlib.import_module(f"inspector.commands.{args.command}")
+    try:
+        return int(module.run(args) or 0)
+    except UsageError as exc:
+        print(f"moe-inspector {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
