@@ -1,0 +1,269 @@
+"""Capacity-limited routing: one vectorized routine for every system of ROUTING.md.
+
+`route(router_logits[B,T,E], valid[B,T], policy)` chooses each token's candidates, orders a group's
+candidates by the policy's priority, gives each its slot in its expert's queue, keeps those with
+`slot < C` and weights the survivors. No Python loop runs over tokens or experts; every tie is broken
+by an explicit secondary key (stable sorts of exact int64 keys, first-index argmax; never
+`torch.topk`, whose order among equal values differs between CPU and CUDA).
+
+Tie-break rules (recorded here because traces depend on them):
+- a token's choice order: score descending, then expert index ascending;
+- inside an expert's queue: the priority key, then arrival position (flatten order), then choice
+  rank j.
+
+Expert choice (Zhou et al. 2022): K = E. Candidate j of a token is its j-th best expert by score
+(same tie-break as above); it is kept when that expert's top-C tokens of the group include the token.
+A token may thus be kept by 0..E experts; `slot` is the token's rank in that expert's preference.
+There `top_k` only enters the capacity formula (the average number of experts per token).
+
+Random priority draws one key per (b, t, j) of the step's [B,T,K] tensor from a generator on the
+input's device seeded with (policy.seed, seed_offset), as DeepSpeed draws over its whole token
+tensor: the same batch gives the same draw, but the draw depends on the batch's layout, even per
+sequence, and CPU and CUDA generators give different streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from model.routing_policy import DROPLESS_CAPACITY, PRESETS, RoutingPolicy
+
+__all__ = ["DROPLESS_CAPACITY", "PRESETS", "RoutingDecision", "RoutingPolicy", "route", "router_scores"]
+
+
+@dataclass(frozen=True)
+class RoutingDecision:
+    """What the router decided for one forward step of one MoE layer.
+
+    Tokens not routed in this step (pads unless `pads_routed`, tokens routed in an earlier step)
+    have expert = slot = -1, gate = 0, kept = False and group = -1.
+    """
+
+    expert: torch.Tensor        # [B,T,K] int64 chosen experts in choice order
+    gate: torch.Tensor          # [B,T,K] float32 weight applied (0 when dropped)
+    kept: torch.Tensor          # [B,T,K] bool candidate kept
+    slot: torch.Tensor          # [B,T,K] int64 rank in that expert's queue within its group
+    group: torch.Tensor         # [B,T] int64 group id within the step
+    capacity: torch.Tensor      # [G] int64 capacity C per group, -2 for dropless
+    requested: torch.Tensor     # [G,E] int64 candidates sent to each expert
+    kept_count: torch.Tensor    # [G,E] int64 candidates each expert accepted
+    group_tokens: torch.Tensor  # [G] int64 tokens S counted in each group (the S of the formula)
+    probs: torch.Tensor         # [B,T,E] float32 router scores used
+
+    @property
+    def routed(self) -> torch.Tensor:
+        """[B,T] bool: tokens routed in this step."""
+        return self.group >= 0
+
+    @property
+    def dropped(self) -> torch.Tensor:
+        """[B,T,K] bool: candidates that exist but were dropped."""
+        return (self.expert >= 0) & ~self.kept
+
+
+def router_scores(router_logits: torch.Tensor, score_fn: str) -> torch.Tensor:
+    """Scores p[B,T,E] in float32: softmax over experts, or an elementwise sigmoid (DeepSeek-V3)."""
+    z = router_logits.float()
+    return torch.softmax(z, dim=-1) if score_fn == "softmax" else torch.sigmoid(z)
+
+
+def route(
+    router_logits: torch.Tensor,
+    valid: torch.Tensor,
+    policy: RoutingPolicy,
+    *,
+    pad: torch.Tensor | None = None,
+    seed_offset: int = 0,
+) -> RoutingDecision:
+    """Route the tokens marked `valid[B,T]` given `router_logits[B,T,E]` under `policy`.
+
+    `pad[B,T]` (optional, disjoint from `valid`) marks pad positions of this step: they are routed
+    when `policy.pads_routed` and counted in their group's S when `policy.pads_count_toward_capacity`.
+    `seed_offset` (e.g. a layer and step index) is mixed into `policy.seed` for random priority.
+    Runs on the device of `router_logits`.
+    """
+    _check_inputs(router_logits, valid, pad, policy, seed_offset)
+    B, T, E = router_logits.shape
+    K = policy.candidates_per_token(E)
+    N = B * T
+    seq_major = policy.flatten == "seq_major"
+
+    probs = router_scores(router_logits, policy.score_fn)  # [B,T,E]
+    routed, counted = valid, valid
+    if pad is not None:
+        if policy.pads_routed:
+            routed = valid | pad
+        if policy.pads_count_toward_capacity:
+            counted = valid | pad
+
+    # Everything below works on the token stream in arrival order n (flatten order).
+    p = _to_stream(probs, seq_major)                  # [N,E]
+    routed_n = _to_stream(routed, seq_major)          # [N]
+    counted_n = _to_stream(counted, seq_major)        # [N]
+    expert = _top_experts(p, K)                       # [N,K] score desc, then expert index asc
+    raw = p.gather(-1, expert)                        # [N,K] scores of the chosen experts
+
+    group, G = _groups(counted_n, B, T, seq_major, policy)   # [N]
+    S = _bucket_count(torch.where(counted_n, group, G), G + 1)[:G]  # [G]
+    capacity = policy.capacity(S, E)                  # [G]
+
+    gate0 = raw / raw.sum(-1, keepdim=True).clamp_min(_TINY) if policy.norm == "before_drop" else raw
+    # Candidates that are not routed go to a spare bucket G*E so they never take a slot.
+    ge = torch.where(routed_n[:, None], group[:, None] * E + expert, G * E)  # [N,K]
+    slot = _slots(ge, raw, gate0, policy, G * E + 1, seed_offset, B, T, seq_major)  # [N,K]
+
+    if policy.dropless:
+        kept = routed_n[:, None].expand(N, K)
+    else:
+        kept = routed_n[:, None] & (slot < capacity[group.clamp(0, G - 1)][:, None])
+    gate = torch.where(kept, gate0, torch.zeros_like(gate0))
+    if policy.norm == "after_drop":
+        gate = gate / gate.sum(-1, keepdim=True).clamp_min(_TINY)
+
+    requested = _bucket_count(ge.reshape(-1), G * E + 1)[: G * E].view(G, E)
+    kept_ge = torch.where(kept, ge, G * E)
+    kept_count = _bucket_count(kept_ge.reshape(-1), G * E + 1)[: G * E].view(G, E)
+
+    missing = torch.full_like(expert, -1)
+    return RoutingDecision(
+        expert=_from_stream(torch.where(routed_n[:, None], expert, missing), B, T, seq_major),
+        gate=_from_stream(gate, B, T, seq_major),
+        kept=_from_stream(kept.contiguous(), B, T, seq_major),
+        slot=_from_stream(torch.where(routed_n[:, None], slot, missing), B, T, seq_major),
+        group=_from_stream(torch.where(routed_n, group, -1), B, T, seq_major),
+        capacity=capacity,
+        requested=requested,
+        kept_count=kept_count,
+        group_tokens=S,
+        probs=probs,
+    )
+
+
+_TINY = torch.finfo(torch.float32).tiny  # guards 0/0 only: a token with every candidate dropped
+
+
+def _check_inputs(logits, valid, pad, policy, seed_offset) -> None:
+    if not isinstance(policy, RoutingPolicy):
+        raise ValueError(f"route: policy must be a RoutingPolicy, got {type(policy).__name__}")
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or not logits.is_floating_point():
+        raise ValueError("route: router_logits must be a floating tensor [B,T,E], got "
+                         f"{getattr(logits, 'dtype', type(logits).__name__)} of shape "
+                         f"{tuple(getattr(logits, 'shape', ()))}")
+    B, T, E = logits.shape
+    for name, mask in (("valid", valid), ("pad", pad)):
+        if mask is None and name == "pad":
+            continue
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, T):
+            raise ValueError(f"route: {name} must be a bool tensor of shape {(B, T)} (B, T), got "
+                             f"{getattr(mask, 'dtype', type(mask).__name__)} of shape "
+                             f"{tuple(getattr(mask, 'shape', ()))}")
+        if mask.device != logits.device:
+            raise ValueError(f"route: {name} is on {mask.device}, router_logits on {logits.device}")
+    if E < 1 or (policy.priority != "expert_choice" and policy.top_k > E):
+        raise ValueError(f"route: top_k = {policy.top_k} needs at least that many experts, got E = {E}")
+    if isinstance(seed_offset, bool) or not isinstance(seed_offset, int):
+        raise ValueError(f"route: seed_offset must be an integer, got {seed_offset!r}")
+
+
+def _to_stream(x: torch.Tensor, seq_major: bool) -> torch.Tensor:
+    """[B,T,...] -> [N,...] in arrival order: b*T+t (batch-major) or t*B+b (seq-major)."""
+    if seq_major:
+        x = x.transpose(0, 1)
+    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+
+def _from_stream(x: torch.Tensor, B: int, T: int, seq_major: bool) -> torch.Tensor:
+    """Inverse of `_to_stream`: [N,...] -> [B,T,...]."""
+    if seq_major:
+        return x.reshape(T, B, *x.shape[1:]).transpose(0, 1).contiguous()
+    return x.reshape(B, T, *x.shape[1:])
+
+
+def _top_experts(p: torch.Tensor, K: int) -> torch.Tensor:
+    """Indices [N,K] of the K best experts of each row of p[N,E]: score desc, then index asc."""
+    if K > 4:  # expert choice or a large k: one stable sort
+        return torch.sort(-p, dim=-1, stable=True).indices[:, :K]
+    # A few argmax passes beat a full sort over E; argmax returns the first (lowest) index among
+    # equal maxima, which is the tie-break wanted. Scores are >= 0, so -1 removes a chosen expert.
+    q = p.clone()
+    chosen = []
+    for _ in range(K):  # loop over choice ranks only
+        e = q.argmax(-1, keepdim=True)
+        chosen.append(e)
+        q.scatter_(-1, e, -1.0)
+    return torch.cat(chosen, -1)
+
+
+def _groups(counted: torch.Tensor, B: int, T: int, seq_major: bool,
+            policy: RoutingPolicy) -> tuple[torch.Tensor, int]:
+    """Group id of each stream position [N] and the number of groups G."""
+    N = B * T
+    n = torch.arange(N, device=counted.device)
+    if policy.group_by == "sequence":
+        return (n % B if seq_major else n // T), B
+    if policy.group_by == "batch":
+        return torch.zeros_like(n), 1
+    # fixed: consecutive chunks of group_size counted tokens of the stream (T5X, V-MoE)
+    rank = torch.cumsum(counted.to(torch.int64), 0) - 1
+    group = rank.clamp_min(0) // policy.group_size
+    total = int(counted.sum())  # the one host sync: G sets output shapes
+    return group, max(1, -(-total // policy.group_size))
+
+
+def _bucket_count(index: torch.Tensor, size: int) -> torch.Tensor:
+    """Occurrences of each value in [0, size) (like bincount, without a device sync)."""
+    counts = torch.zeros(size, dtype=torch.int64, device=index.device)
+    return counts.index_add_(0, index, torch.ones_like(index, dtype=torch.int64))
+
+
+def _seed(policy: RoutingPolicy, seed_offset: int) -> int:
+    # Spread seed and offset apart so (seed, offset) pairs give distinct streams.
+    return (policy.seed * 0x9E3779B97F4A7C15 + seed_offset) % 2**63
+
+
+def _descending(x: torch.Tensor) -> torch.Tensor:
+    """int64 key in [0, 2**31) that sorts float32 scores x >= 0 from the highest down.
+
+    The bit pattern of a non-negative float32 read as int32 grows with the value, so the key is
+    exact: equal scores give equal keys and fall back to the next key (arrival order).
+    """
+    x = torch.where(x > 0, x, torch.zeros_like(x)).to(torch.float32).contiguous()  # no -0.0
+    return (0x7FFFFFFF - x.view(torch.int32)).to(torch.int64)
+
+
+def _slots(ge, raw, gate0, policy, buckets, seed_offset, B, T, seq_major) -> torch.Tensor:
+    """Slot [N,K] of each candidate: higher-priority candidates of the same (group, expert) bucket.
+
+    Candidates start in arrival order (n, then j); one stable sort by an int64 key packing
+    (bucket, priority) orders them by (bucket, priority, n, j). K-major priorities put j right after
+    the bucket, so the 2nd-choice queue of an expert starts after all its 1st-choice requests, kept
+    or not (`slot2 = cumsum(mask2) - 1 + sum(mask1)`).
+    """
+    N, K = ge.shape
+    M = N * K
+    j = torch.arange(K, device=ge.device).expand(N, K)
+    prio = policy.priority
+    if prio == "kmajor_position":
+        key = ge * K + j
+    elif prio == "token_major_position":
+        key = ge
+    elif prio == "kmajor_score":  # Batch Prioritized Routing: by the token's top score
+        key = ((ge * K + j) << 31) + _descending(raw[:, :1]).expand(N, K)
+    elif prio == "probs":  # by the candidate's gate at drop time (Megatron: normalised)
+        key = (ge << 31) + _descending(gate0)
+    elif prio == "expert_choice":  # each expert prefers its highest-scoring tokens
+        key = (ge << 31) + _descending(raw)
+    else:  # random token selection (DeepSpeed RTS), k-major, seeded
+        gen = torch.Generator(device=ge.device)
+        gen.manual_seed(_seed(policy, seed_offset))
+        noise = torch.randint(0, 2**31, (B, T, K), generator=gen, device=ge.device)
+        key = ((ge * K + j) << 31) + _to_stream(noise, seq_major)
+    order = torch.sort(key.reshape(M), stable=True).indices
+    bucket = ge.reshape(M)
+    counts = _bucket_count(bucket, buckets)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.empty(M, dtype=torch.int64, device=ge.device)
+    slot[order] = torch.arange(M, device=ge.device) - starts[bucket[order]]
+    return slot.view(N, K)
