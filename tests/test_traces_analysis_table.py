@@ -1,0 +1,129 @@
+"""Cause summaries and explanation tables: columns for `write_table`, read back through the reader."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from traces import TraceWriter, open_trace
+from traces.analysis import CAUSES, Difference, Displacement, ExplainRecord, Verdict, summarize
+from traces.analysis.displacement import Candidate
+from traces.analysis.explain_table import (
+    COLUMNS,
+    from_columns,
+    summarize_records,
+    table_attrs,
+    table_name,
+    to_columns,
+    with_counterfactuals,
+)
+from traces.synthetic import byte_vocab, synthetic_meta
+
+
+def make_verdict(run: str, cause: str, t_star: int, **extra) -> Verdict:
+    base = dict(run=run, row=2, ref_run="r000", ref_row=0, request=0, is_probe=True, ref_is_probe=True,
+                prompt_len=10, compared=t_star if t_star >= 0 else 30, t_star=t_star,
+                token=65 if t_star >= 0 else -1, ref_token=66 if t_star >= 0 else -1, cause=cause,
+                position=-1, layer=-1, root=None)
+    return Verdict(**{**base, **extra})
+
+
+def capacity_verdict() -> Verdict:
+    ahead = tuple(Candidate(row=r, position=p, rank=0, slot=i, kept=True)
+                  for i, (r, p) in enumerate([(3, 1), (3, 4), (7, 0)]))
+    d = Displacement(run="r005", layer=2, row=2, position=12, rank=1, expert=5, step=0, group=0, slot=3,
+                     capacity=3, kept=False, is_probe=True, ahead=ahead)
+    return make_verdict("r005", "capacity", 20, position=12, layer=2, rank=1, ref_experts=(1, 5),
+                        experts=(1, 5), ref_kept=(True, True), kept=(True, False), displacement=d,
+                        root=Difference(position=0, layer=0, kind="router_logits"), router_margin=0.25,
+                        router_delta=1e-7, logit_margin=0.01, logit_delta=0.3)
+
+
+def verdicts() -> list[Verdict]:
+    return [make_verdict("r000", "identical", -1), capacity_verdict(),
+            make_verdict("r001", "router_flip", 15, position=11, layer=0, rank=1, router_margin=1e-4),
+            make_verdict("r002", "capacity", 17, position=11, layer=1, rank=0, ref_experts=(4, 1),
+                         experts=(4, 1), ref_kept=(False, True), kept=(True, True), slots=(1, 0),
+                         ref_slots=(6, 2)),
+            make_verdict("r003", "output_numeric", 25, position=24),
+            make_verdict("r004", "upstream_numeric", -1, position=3, layer=1)]
+
+
+def test_summary_counts_and_shares_of_divergent_runs():
+    s = summarize(verdicts())
+    assert (s.n_runs, s.n_divergent) == (6, 4)
+    assert list(s.counts)[: len(CAUSES)] == list(CAUSES)
+    assert s.counts["capacity"] == 2 and s.counts["router_flip"] == 1 and s.counts["upstream_numeric"] == 0
+    assert s.shares["capacity"] == 0.5 and s.unexplained_share == 0.0
+    assert s.rows() == [("capacity", 2, 0.5), ("router_flip", 1, 0.25), ("output_numeric", 1, 0.25)]
+    assert s.describe() == ("4 of 6 runs diverge: capacity 2 (50%), router_flip 1 (25%), output_numeric 1 "
+                            "(25%); unexplained 0%.")
+    assert summarize([make_verdict("r9", "unexplained", 12)]).unexplained_share == 1.0
+    assert summarize([]).describe() == "0 of 0 runs diverge."
+
+
+def test_record_of_a_capacity_verdict():
+    r = ExplainRecord.from_verdict(capacity_verdict())
+    assert (r.cause, r.position, r.layer, r.rank, r.t_star, r.new_index) == ("capacity", 12, 2, 1, 20, 10)
+    assert (r.dropped_in, r.capacity, r.group, r.step, r.slot) == ("r005", 3, 0, 0, 3)
+    assert r.displacing_rows == "3 3 7"
+    assert (r.root_kind, r.root_position, r.root_layer) == ("router_logits", 0, 0)
+    assert r.sentence.startswith("Position 12, layer 2: the probe's 2nd choice expert 5 was dropped in run "
+                                 "r005 (capacity 3 in group 0 of step 0, slot 3); rows 3, 3, 7 took slots "
+                                 "0-2")
+    assert (r.dropless_same, r.invariant_same, r.replay_same, r.confirmed_cause) == (None, None, None, "")
+
+
+def same(a: ExplainRecord, b: ExplainRecord) -> bool:
+    for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b), strict=True):
+        if isinstance(x, float) and math.isnan(x):
+            if not (isinstance(y, float) and math.isnan(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def test_columns_round_trip_through_a_trace_file(tmp_path):
+    records = [ExplainRecord.from_verdict(v) for v in verdicts()]
+    records[1] = with_counterfactuals(records[1], dropless_same=True, invariant_same=False,
+                                      confirmed_cause="capacity")
+    records[2] = with_counterfactuals(records[2], replay_same=True, confirmed_cause="router_flip")
+    columns = to_columns(records)
+    assert list(columns) == list(COLUMNS) and {len(c) for c in columns.values()} == {6}
+    assert columns["dropless_same"].tolist() == [-1, 1, -1, -1, -1, -1]
+    assert columns["invariant_same"].dtype == np.int8 and columns["t_star"].dtype == np.int32
+    path = tmp_path / "t.h5"
+    with TraceWriter(path, meta=synthetic_meta(1, 2, 1, 4), vocab=byte_vocab(4), requests=["a"],
+                     prompt_tokens=[[1]], compression=None) as writer:
+        writer.write_table(table_name("E1 cf=1.0 native"), columns, table_attrs(experiment="E1"))
+    with open_trace(path) as trace:
+        assert trace.table_names == ["explain_E1_cf_1.0_native"]
+        read, attrs = trace.read_table("explain_E1_cf_1.0_native")
+    assert attrs["kind"] == "explain" and attrs["experiment"] == "E1"
+    back = from_columns(read)
+    assert len(back) == 6 and all(same(a, b) for a, b in zip(records, back, strict=True))
+    assert back[1].dropless_same is True and back[1].invariant_same is False and back[1].replay_same is None
+    summary = summarize_records(back)
+    assert summary.counts["capacity"] == 2 and summary.n_divergent == 4
+
+
+def test_confirmed_cause_overrides_the_walk_in_summaries():
+    records = [ExplainRecord.from_verdict(v) for v in verdicts()]
+    records[3] = with_counterfactuals(records[3], confirmed_cause="router_flip")
+    s = summarize_records(records)
+    assert s.counts["capacity"] == 1 and s.counts["router_flip"] == 2
+
+
+def test_bad_tables_give_clear_errors():
+    columns = to_columns([ExplainRecord.from_verdict(v) for v in verdicts()])
+    with pytest.raises(ValueError, match="lacks column\\(s\\) sentence"):
+        from_columns({k: v for k, v in columns.items() if k != "sentence"})
+    with pytest.raises(ValueError, match="differ in length"):
+        from_columns({**columns, "cause": columns["cause"][:2]})
+    with pytest.raises(ValueError, match="replay_same holds 2"):
+        from_columns({**columns, "replay_same": np.full(6, 2, np.int8)})
+    with pytest.raises(ValueError, match="no usable characters"):
+        table_name(" / ")
+    assert to_columns([])["cause"].shape == (0,) and from_columns(to_columns([])) == []

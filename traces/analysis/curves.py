@@ -1,0 +1,212 @@
+"""Measures 3 to 5 of EXPERIMENTS.md, per position (and layer) over the shared prefix of two runs.
+
+Definitions, once for the whole project (the UI labels use the same words):
+
+- **KL** at position t: KL(P_ref || P_other) of the two next-token distributions
+  `softmax(logits[t])`, in nats, computed in float64.
+- **max logit difference**: max over the vocabulary of |logits_ref[t] - logits_other[t]|.
+- **logit margin**: the reference's top-1 minus top-2 logit at t. A greedy token flips only if the
+  two logits involved move by a total of at least the margin, so a numeric flip is explained when
+  the logit perturbation reaches the margin.
+- **router margin**: z_(K) - z_(K+1), the gap between the K-th and (K+1)-th largest *router logits*
+  of a token at a layer (K = experts per token). Logits, not probabilities: softmax keeps the order,
+  the logit gap does not depend on the other experts, and it is directly comparable with a
+  router-logit perturbation. Infinite when every expert is chosen (E == K).
+- **drops**: dropped candidates of a token at a layer (chosen, `expert >= 0`, not kept).
+
+Routing and logits are compared bitwise: a floating-point difference of one ulp counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # rows.py uses this module's measures for its per-row caches
+    from traces.analysis.rows import RowTrace
+
+
+def bitwise_differ(a: np.ndarray, b: np.ndarray, axis: int | tuple[int, ...] | None = -1) -> np.ndarray:
+    """Whether `a` and `b` differ in any bit along `axis` (same shapes; dtypes may differ).
+
+    Equal dtypes compare raw bits (so -0.0 vs 0.0 and NaN payloads count as differences); unequal
+    float dtypes compare values in float64 with NaN equal to NaN.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"cannot compare shapes {a.shape} and {b.shape}")
+    if a.dtype == b.dtype and a.dtype.kind == "f":
+        unsigned = np.dtype(f"u{a.dtype.itemsize}")
+        differ = a.view(unsigned) != b.view(unsigned)
+    elif a.dtype.kind == "f" or b.dtype.kind == "f":
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        differ = (a64 != b64) & ~(np.isnan(a64) & np.isnan(b64))
+    else:
+        differ = a != b
+    return differ if axis is None else differ.any(axis=axis)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, in float64."""
+    x = np.asarray(logits, dtype=np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def kl_divergence(ref_logits: np.ndarray, other_logits: np.ndarray) -> np.ndarray:
+    """[...]: KL(P_ref || P_other) in nats of the next-token distributions `softmax(logits[..., V])`."""
+    lp, lq = log_softmax(ref_logits), log_softmax(other_logits)
+    kl = (np.exp(lp) * (lp - lq)).sum(axis=-1)
+    return np.maximum(kl, 0.0)  # rounding can give -1e-17 for equal distributions
+
+
+def max_logit_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[...]: max over the last axis of |a - b| (float64 result; differences in at least float32)."""
+    a, b = np.asarray(a), np.asarray(b)
+    dtype = np.result_type(a.dtype, b.dtype, np.float32)
+    return np.abs(a.astype(dtype, copy=False) - b.astype(dtype, copy=False)).max(axis=-1).astype(np.float64)
+
+
+def top_margin(scores: np.ndarray, k: int = 1) -> np.ndarray:
+    """[...]: gap between the k-th and (k+1)-th largest values of the last axis (inf if it has k)."""
+    x = np.asarray(scores, dtype=np.float64)
+    n = x.shape[-1]
+    if not 1 <= k <= n:
+        raise ValueError(f"k = {k} outside 1..{n}")
+    if k == n:
+        return np.full(x.shape[:-1], np.inf)
+    part = -np.partition(-x, (k - 1, k), axis=-1)
+    return part[..., k - 1] - part[..., k]
+
+
+def logit_margin(logits: np.ndarray) -> np.ndarray:
+    """[...]: top-1 minus top-2 logit (the margin a greedy argmax flip must overcome)."""
+    return top_margin(logits, 1)
+
+
+def router_margin(router_logits: np.ndarray, k: int) -> np.ndarray:
+    """[..]: z_(k) - z_(k+1) of the router logits `[..., E]` (measure 4)."""
+    return top_margin(router_logits, k)
+
+
+def kept_sets(expert: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """[..., K]: the kept experts as a sorted set (dropped and missing candidates as -1)."""
+    return np.sort(np.where(kept & (expert >= 0), expert, -1), axis=-1)
+
+
+def drops(expert: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """[...]: dropped candidates per token (chosen but not kept) from `[..., K]` arrays."""
+    return ((np.asarray(expert) >= 0) & ~np.asarray(kept, bool)).sum(axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class RoutingDifferences:
+    """[L, T] masks of two rows over positions 0..T-1 (False where either row was not routed)."""
+
+    routed: np.ndarray         # [T] both rows routed the token (step >= 0 in both)
+    router_logits: np.ndarray  # [L, T] router logits differ bitwise
+    expert: np.ndarray         # [L, T] chosen experts differ (choice order counts)
+    kept: np.ndarray           # [L, T] kept sets differ (as sets of experts)
+    gate: np.ndarray           # [L, T] applied weights differ bitwise
+    logits: np.ndarray | None  # [T] next-token logits differ bitwise; None when either lacks logits
+
+    @property
+    def decision(self) -> np.ndarray:
+        """[L, T] a discrete routing decision differs (experts or kept set)."""
+        return self.expert | self.kept
+
+    @property
+    def routing(self) -> np.ndarray:
+        """[L, T] anything stored about routing differs."""
+        return self.router_logits | self.expert | self.kept | self.gate
+
+
+def routing_differences(a: RowTrace, b: RowTrace, length: int | None = None) -> RoutingDifferences:
+    """Bitwise differences of rows `a` and `b` over positions 0..length-1 (default: the shorter row)."""
+    T = min(a.length, b.length) if length is None else length
+    if not 0 <= T <= min(a.length, b.length):
+        raise ValueError(f"length {T} beyond the rows ({a.length} and {b.length} positions)")
+    if a.n_layers != b.n_layers or a.expert.shape[2] != b.expert.shape[2]:
+        raise ValueError(f"{a.label} and {b.label} have different L or K: "
+                         f"{a.expert.shape} vs {b.expert.shape}")
+    routed = (a.step[:T] >= 0) & (b.step[:T] >= 0)  # [T]
+    ea, eb = a.expert[:, :T], b.expert[:, :T]
+    ka, kb = a.kept[:, :T], b.kept[:, :T]
+    expert = (ea != eb).any(axis=-1)  # [L, T]
+    # Same experts in the same order: the kept sets differ iff a kept flag does. Compare as sets
+    # only where the choices differ (rare), which saves sorting every token.
+    kept = (ka != kb).any(axis=-1) & ~expert
+    if expert.any():
+        kept[expert] = (kept_sets(ea[expert], ka[expert]) != kept_sets(eb[expert], kb[expert])).any(axis=-1)
+    masks = {
+        "router_logits": bitwise_differ(a.router_logits[:, :T], b.router_logits[:, :T]),
+        "expert": expert,
+        "kept": kept,
+        "gate": bitwise_differ(a.gate[:, :T], b.gate[:, :T]),
+    }
+    masks = {k: v & routed[None, :] for k, v in masks.items()}
+    logits = None
+    if a.logits is not None and b.logits is not None:
+        logits = bitwise_differ(a.logits[:T], b.logits[:T]) & routed
+    return RoutingDifferences(routed=routed, logits=logits, **masks)
+
+
+@dataclass(frozen=True, eq=False)
+class PairCurves:
+    """Per-position (and per-layer) divergence of run `other` against `ref` over positions 0..length-1.
+
+    Next-token quantities are NaN where either row has no logits or did not compute the token.
+    """
+
+    length: int
+    differences: RoutingDifferences
+    kl: np.ndarray                  # [T] KL(P_ref || P_other), nats
+    max_logit_diff: np.ndarray      # [T] max |logits_ref - logits_other|
+    logit_margin: np.ndarray        # [T] the reference's top-1 minus top-2 logit
+    router_margin_ref: np.ndarray   # [L, T] z_(K) - z_(K+1) in the reference
+    router_margin_other: np.ndarray  # [L, T]
+    router_delta: np.ndarray        # [L, T] max |router logit difference|
+    drops_ref: np.ndarray           # [L, T] dropped candidates of the reference's token
+    drops_other: np.ndarray         # [L, T]
+
+
+def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
+                differences: RoutingDifferences | None = None) -> PairCurves:
+    """Measures 3-5 for two rows of one request over their shared prefix.
+
+    `length` defaults to the shared prefix: positions before the first differing token (beyond it
+    the inputs differ, so nothing is comparable), or the shorter row when the tokens never differ.
+    `differences` may pass `routing_differences(ref, other, length)` when already computed.
+    """
+    if length is None:
+        length = shared_prefix(ref, other)
+    diff = routing_differences(ref, other, length) if differences is None else differences
+    if diff.routed.shape[0] != length:
+        raise ValueError(f"differences cover {diff.routed.shape[0]} positions, not {length}")
+    T = length
+    routed = diff.routed
+    nan_t = np.full(T, np.nan)
+    kl, dmax, margin = nan_t, nan_t.copy(), nan_t.copy()
+    if ref.logits is not None and other.logits is not None:
+        # The rows cache their log-probabilities and margins: a reference is shared by many pairs.
+        lp, lq = ref.log_probs[:T], other.log_probs[:T]
+        kl = np.where(routed, np.maximum((ref.probs[:T] * (lp - lq)).sum(axis=-1), 0.0), np.nan)
+        dmax = np.where(routed, max_logit_difference(ref.logits[:T], other.logits[:T]), np.nan)
+        margin = np.where(routed, ref.logit_margin[:T], np.nan)
+    za, zb = ref.router_logits[:, :T], other.router_logits[:, :T]
+    return PairCurves(
+        length=T, differences=diff, kl=kl, max_logit_diff=dmax, logit_margin=margin,
+        router_margin_ref=ref.router_margin[:, :T], router_margin_other=other.router_margin[:, :T],
+        router_delta=np.where(routed, max_logit_difference(za, zb), np.nan),
+        drops_ref=drops(ref.expert[:, :T], ref.kept[:, :T]),
+        drops_other=drops(other.expert[:, :T], other.kept[:, :T]),
+    )
+
+
+def shared_prefix(a: RowTrace, b: RowTrace) -> int:
+    """Positions before the first token where the rows differ (the shorter length when none)."""
+    T = min(a.length, b.length)
+    differs = a.tokens[:T] != b.tokens[:T]
+    return int(np.argmax(differs)) if differs.any() else T

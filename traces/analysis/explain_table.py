@@ -1,0 +1,177 @@
+"""Explanation tables: verdicts as equal-length columns for `TraceWriter.write_table`, and back.
+
+One record per (run, row) compared against a reference row of the same request. The counterfactual
+reruns (EXPERIMENTS.md measure 6: the same batch dropless, with batch-invariant kernels, and run B
+forced to replay run A's routing) are filled in later by the explain command; until then their
+columns hold -1. Table names are `explain_<label>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from traces.analysis.causes import Verdict
+from traces.analysis.summary import CauseSummary, summarize_causes
+
+TABLE_PREFIX = "explain_"
+TABLE_KIND = "explain"
+TABLE_VERSION = 1
+
+#: Encoding of the counterfactual columns (int8): the rerun's completion equals the reference's.
+COUNTERFACTUAL_CODES = {None: -1, False: 0, True: 1}
+
+
+@dataclass(frozen=True)
+class ExplainRecord:
+    """One row of an explanation table (a flat, storable view of a `Verdict` plus counterfactuals)."""
+
+    run: str
+    row: int
+    ref_run: str
+    ref_row: int
+    request: int
+    probe: bool
+    t_star: int            # first differing position, -1 none
+    new_index: int         # t* among the new tokens, -1 none
+    token: int
+    ref_token: int
+    cause: str
+    position: int          # of the cause event
+    layer: int             # of the cause event; -1 logits stage or none
+    root_kind: str         # first bitwise difference ('' none)
+    root_position: int
+    root_layer: int
+    rank: int              # choice rank at the event, -1 none
+    router_margin: float
+    router_delta: float
+    logit_margin: float
+    logit_delta: float
+    dropped_in: str        # run that dropped the candidate (capacity), '' otherwise
+    capacity: int          # of the dropped candidate's group, -1 n/a
+    group: int
+    step: int
+    slot: int
+    displacing_rows: str   # rows ahead of the dropped candidate in slot order, space separated
+    sentence: str
+    dropless_same: bool | None = None    # same batch, dropless: completion equals the reference's
+    invariant_same: bool | None = None   # same batch, batch-invariant kernels
+    replay_same: bool | None = None      # forced to replay the reference's routing
+    confirmed_cause: str = ""            # cause the counterfactuals confirm ('' not yet settled)
+
+    @classmethod
+    def from_verdict(cls, v: Verdict, vocab: list[str] | None = None) -> ExplainRecord:
+        d = v.displacement
+        root = v.root
+        return cls(
+            run=v.run, row=v.row, ref_run=v.ref_run, ref_row=v.ref_row, request=v.request, probe=v.is_probe,
+            t_star=v.t_star, new_index=v.new_index, token=v.token, ref_token=v.ref_token, cause=v.cause,
+            position=v.position, layer=v.layer, root_kind=root.kind if root else "",
+            root_position=root.position if root else -1, root_layer=root.layer if root else -1,
+            rank=v.rank, router_margin=v.router_margin, router_delta=v.router_delta,
+            logit_margin=v.logit_margin, logit_delta=v.logit_delta, dropped_in=v.dropped_in,
+            capacity=d.capacity if d else -1, group=d.group if d else -1, step=d.step if d else -1,
+            slot=d.slot if d else -1, displacing_rows=" ".join(str(r) for r in d.ahead_rows) if d else "",
+            sentence=v.describe(vocab),
+        )
+
+    @property
+    def diverged(self) -> bool:
+        return self.t_star >= 0
+
+
+_FIELDS = dataclasses.fields(ExplainRecord)
+_COUNTERFACTUALS = ("dropless_same", "invariant_same", "replay_same")
+#: Column order of the table.
+COLUMNS: tuple[str, ...] = tuple(f.name for f in _FIELDS)
+_KINDS = {"str": "str", "int": "int", "bool": "bool", "float": "float", "bool | None": "counterfactual"}
+
+
+def _kind(name: str) -> str:
+    field = next(f for f in _FIELDS if f.name == name)
+    return _KINDS[str(field.type)]
+
+
+def table_name(label: str) -> str:
+    """`explain_<label>` with anything but letters, digits, '-', '.' and '_' turned into '_'."""
+    clean = re.sub(r"[^A-Za-z0-9_.\-]+", "_", label.strip()).strip("_")
+    if not clean:
+        raise ValueError(f"table label {label!r} has no usable characters")
+    return TABLE_PREFIX + clean
+
+
+def table_attrs(**extra) -> dict:
+    """Attributes stored with an explanation table (kind, version, counterfactual encoding, extras)."""
+    return {"kind": TABLE_KIND, "version": TABLE_VERSION,
+            "counterfactual_encoding": "1 same completion as the reference, 0 different, -1 not run",
+            **extra}
+
+
+def to_columns(records: Sequence[ExplainRecord]) -> dict[str, np.ndarray]:
+    """Equal-length 1-D columns (str, int32, float64, bool; counterfactuals int8) in `COLUMNS` order."""
+    columns: dict[str, np.ndarray] = {}
+    for name in COLUMNS:
+        values = [getattr(r, name) for r in records]
+        kind = _kind(name)
+        if kind == "str":
+            columns[name] = np.array(values, dtype=np.str_) if values else np.zeros(0, dtype="<U1")
+        elif kind == "int":
+            columns[name] = np.array(values, dtype=np.int32)
+        elif kind == "float":
+            columns[name] = np.array(values, dtype=np.float64)
+        elif kind == "bool":
+            columns[name] = np.array(values, dtype=bool)
+        else:
+            columns[name] = np.array([COUNTERFACTUAL_CODES[v] for v in values], dtype=np.int8)
+    return columns
+
+
+def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
+    """Records from columns as `to_columns` writes them (or a reader returns them: str or bytes).
+
+    Raises ValueError naming a missing column, unequal lengths or a bad counterfactual code.
+    """
+    missing = [name for name in COLUMNS if name not in columns]
+    if missing:
+        raise ValueError(f"explanation table lacks column(s) {', '.join(missing)}")
+    lengths = {name: len(columns[name]) for name in COLUMNS}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"explanation table columns differ in length: {lengths}")
+    decoded: dict[str, list] = {}
+    for name in COLUMNS:
+        kind = _kind(name)
+        values = list(np.asarray(columns[name]).tolist())
+        if kind == "str":
+            decoded[name] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in values]
+        elif kind == "int":
+            decoded[name] = [int(v) for v in values]
+        elif kind == "float":
+            decoded[name] = [float(v) for v in values]
+        elif kind == "bool":
+            decoded[name] = [bool(v) for v in values]
+        else:
+            bad = [v for v in values if v not in (-1, 0, 1)]
+            if bad:
+                raise ValueError(f"explanation column {name} holds {bad[0]}; expected -1, 0 or 1")
+            decoded[name] = [None if v == -1 else bool(v) for v in values]
+    n = next(iter(lengths.values()))
+    return [ExplainRecord(**{name: decoded[name][i] for name in COLUMNS}) for i in range(n)]
+
+
+def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,
+                         invariant_same: bool | None = None, replay_same: bool | None = None,
+                         confirmed_cause: str | None = None) -> ExplainRecord:
+    """A copy of `record` with the counterfactual results given (the others kept)."""
+    changes = {k: v for k, v in (("dropless_same", dropless_same), ("invariant_same", invariant_same),
+                                 ("replay_same", replay_same), ("confirmed_cause", confirmed_cause))
+               if v is not None}
+    return dataclasses.replace(record, **changes)
+
+
+def summarize_records(records: Sequence[ExplainRecord]) -> CauseSummary:
+    """Cause summary of a table: the confirmed cause where the counterfactuals settled one."""
+    return summarize_causes((r.confirmed_cause or r.cause for r in records), (r.diverged for r in records))

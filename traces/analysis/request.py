@@ -1,0 +1,93 @@
+"""All runs of one request at once: U(N), t*, the prefix tree and the cause of every divergence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from traces.analysis.causes import Verdict, explain_pair_with_differences
+from traces.analysis.curves import PairCurves, RoutingDifferences, pair_curves
+from traces.analysis.divergence import (
+    BranchNode,
+    BranchPoint,
+    Completions,
+    branch_points,
+    count_completions,
+    first_divergence,
+    new_tokens,
+    prefix_tree,
+)
+from traces.analysis.rows import RowTrace
+from traces.analysis.summary import CauseSummary, summarize
+
+
+@dataclass(frozen=True, eq=False)
+class RequestAnalysis:
+    """Divergence of N runs of one request against the reference run `reference` (an index into `rows`)."""
+
+    rows: tuple[RowTrace, ...]
+    reference: int
+    completions: Completions     # U(N), mode share, over `completions.n_new_tokens` new tokens
+    new: np.ndarray              # [N, n_new] the compared new tokens
+    first_divergence: np.ndarray  # [N] new-token index of t* against the reference, -1 none
+    tree: BranchNode
+    verdicts: tuple[Verdict, ...]  # one per run; the reference's own is `identical`
+    differences: tuple[RoutingDifferences, ...]  # of each run against the reference, shared prefix
+
+    @property
+    def request(self) -> int:
+        return self.rows[0].request
+
+    @property
+    def prompt_len(self) -> int:
+        return self.rows[0].prompt_len
+
+    @property
+    def t_star(self) -> np.ndarray:
+        """[N] absolute position of the first differing token, -1 none."""
+        return np.where(self.first_divergence >= 0, self.first_divergence + self.prompt_len, -1)
+
+    @property
+    def branch_points(self) -> list[BranchPoint]:
+        return branch_points(self.tree)
+
+    def summary(self) -> CauseSummary:
+        return summarize(self.verdicts)
+
+    def curves(self, i: int, length: int | None = None) -> PairCurves:
+        """Per-position curves of run i against the reference (shared prefix by default)."""
+        known = self.differences[i] if length is None else None
+        return pair_curves(self.rows[self.reference], self.rows[i], length, differences=known)
+
+
+def mode_reference(rows: Sequence[RowTrace], n_new: int | None = None) -> int:
+    """Index of the first run whose completion is the most common one."""
+    completions = count_completions(new_tokens([r.tokens for r in rows], [r.prompt_len for r in rows], n_new))
+    return int(np.argmax(completions.labels == 0))
+
+
+def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
+                    n_new: int | None = None) -> RequestAnalysis:
+    """Measures 1, 2 and 6 for the runs `rows` of one request.
+
+    `n_new` is the number of new tokens compared for U(N) and t* (default: the shortest completion);
+    the causes compare each pair over its whole shared prefix.
+    """
+    rows = tuple(rows)
+    if not rows:
+        raise ValueError("no runs given")
+    requests = {r.request for r in rows}
+    if len(requests) > 1:
+        raise ValueError(f"rows hold several requests {sorted(requests)}: give the runs of one request")
+    if not 0 <= reference < len(rows):
+        raise ValueError(f"reference {reference} is not one of the {len(rows)} runs")
+    new = new_tokens([r.tokens for r in rows], [r.prompt_len for r in rows], n_new)
+    ref = rows[reference]
+    pairs = [explain_pair_with_differences(ref, row) for row in rows]
+    return RequestAnalysis(
+        rows=rows, reference=reference, completions=count_completions(new), new=new,
+        first_divergence=first_divergence(new, reference), tree=prefix_tree(new),
+        verdicts=tuple(v for v, _ in pairs), differences=tuple(d for _, d in pairs),
+    )

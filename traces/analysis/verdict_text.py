@@ -1,0 +1,114 @@
+"""The plain-language sentence of a `Verdict`: the same words in the GUI, the export and the tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from traces.analysis.displacement import capacity_text
+
+if TYPE_CHECKING:
+    from traces.analysis.causes import Verdict
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def token_text(token: int, vocab: list[str] | None) -> str:
+    """A token as its vocabulary string in quotes, or as 'token 17' without a vocabulary."""
+    if vocab is not None and 0 <= token < len(vocab):
+        return repr(vocab[token])
+    return f"token {token}"
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _experts(experts: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(e) for e in experts) + "]"
+
+
+def _whose(v: Verdict, probe: bool) -> str:
+    return "the probe's" if probe else f"request {v.request}'s"
+
+
+def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
+    """Event sentence, then how the tokens split, then the first bitwise difference when elsewhere."""
+    parts = [_event(v)]
+    if v.diverged:
+        parts.append(_split(v, vocab))
+    elif v.cause != "identical":
+        n = v.compared - v.prompt_len
+        parts.append(f"The completions still agree over the {n} new token{'s' if n != 1 else ''} compared.")
+    if v.root is not None and (v.root.position, v.root.layer) != (v.position, v.layer):
+        parts.append(f"(The runs first differ bitwise at {v.root.describe()}.)")
+    return " ".join(parts)
+
+
+def _event(v: Verdict) -> str:
+    at = f"Position {v.position}, layer {v.layer}:"
+    pair = f"run {v.ref_run} row {v.ref_row}"
+    if v.cause == "capacity":
+        return _capacity(v, at)
+    if v.cause == "router_flip":
+        return (f"{at} router flip at a near-tie: {_whose(v, v.is_probe)} experts changed from "
+                f"{_experts(v.ref_experts)} in run {v.ref_run} to {_experts(v.experts)} in run {v.run} "
+                f"(router margin {_num(v.router_margin)} between its {ordinal(v.rank + 1)} and "
+                f"{ordinal(v.rank + 2)} choice, router logits differ by up to {_num(v.router_delta)}).")
+    if v.cause == "seeded_random":
+        return (f"{at} same router logits, different experts ({_experts(v.ref_experts)} in run {v.ref_run}, "
+                f"{_experts(v.experts)} in run {v.run}): a seeded random choice.")
+    if v.cause == "renormalization":
+        kept = [e for e, k in zip(v.ref_experts, v.ref_kept, strict=True) if k]
+        gates_ref = ", ".join(_num(g) for g in v.ref_gates)
+        gates = ", ".join(_num(g) for g in v.gates)
+        return (f"{at} same router logits and kept experts {_experts(tuple(kept))}, different weights "
+                f"({gates_ref} in run {v.ref_run}, {gates} in run {v.run}): the after-drop "
+                f"renormalization differs.")
+    if v.cause == "upstream_numeric":
+        return (f"{at} the router logits differ by up to {_num(v.router_delta)} although all earlier routing "
+                f"was identical: a numeric difference upstream of the router (router margin there "
+                f"{_num(v.router_margin)}); no choice of experts or kept set differs "
+                f"{'before the tokens split' if v.diverged else 'in the positions compared'}.")
+    if v.cause == "output_numeric":
+        return (f"Routing is identical up to the divergence; the next-token logits first differ at position "
+                f"{v.position}: a numeric difference in the expert or attention reductions.")
+    if v.cause == "unexplained":
+        return (f"The tokens differ at position {v.t_star} but no routing or logit difference "
+                f"precedes it (against {pair}).")
+    return (f"Run {v.run} row {v.row} and {pair} agree bitwise on tokens, routing and logits over "
+            f"{v.compared} positions.")
+
+
+def _capacity(v: Verdict, at: str) -> str:
+    d, c = v.displacement, v.counterpart
+    known = len(v.ref_experts) if d is not None else min(len(v.ref_experts), len(v.ref_kept), len(v.slots),
+                                                         len(v.ref_slots))
+    if not 0 <= v.rank < known:
+        return f"{at} a candidate was kept in one run and dropped in the other (capacity)."
+    choice = f"{ordinal(v.rank + 1)} choice expert {v.ref_experts[v.rank]}"
+    if d is None:
+        in_other = v.ref_kept[v.rank]
+        dropper = v.run if in_other else v.ref_run
+        slot = v.slots[v.rank] if in_other else v.ref_slots[v.rank]
+        probe = v.is_probe if in_other else v.ref_is_probe
+        return (f"{at} {_whose(v, probe)} {choice} was dropped in run {dropper} (slot {slot}; the "
+                f"whole run is not at hand to name who took the slots ahead).")
+    text = (f"{at} {_whose(v, d.is_probe)} {choice} was dropped in run {d.run} ({capacity_text(d.capacity)} "
+            f"in group {d.group} of step {d.step}, slot {d.slot}); {d.describe_ahead()}.")
+    if c is not None:
+        text += f" In run {c.run} it was kept (slot {c.slot}, {capacity_text(c.capacity)})."
+    return text
+
+
+def _split(v: Verdict, vocab: list[str] | None) -> str:
+    text = (f"The tokens split at position {v.t_star} (new token {v.new_index}): "
+            f"{token_text(v.ref_token, vocab)} in run {v.ref_run}, "
+            f"{token_text(v.token, vocab)} in run {v.run}")
+    if v.logit_margin == v.logit_margin:  # not NaN: logits are at hand
+        text += (f"; the reference's top-2 logit margin at position {v.t_star - 1} was "
+                 f"{_num(v.logit_margin)} against a logit difference of up to {_num(v.logit_delta)}")
+    return text + "."
