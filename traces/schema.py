@@ -20,6 +20,30 @@ FORMAT_VERSION = 1
 #: Fill value for positions past a row's end (tokens, step, expert, slot, group).
 MISSING = -1
 
+#: Capacity value stored for dropless routing (no candidate can overflow).
+DROPLESS_CAPACITY = -2
+
+#: Capacity value stored for a group that does not exist in that step (fewer groups than G).
+ABSENT_GROUP = -1
+
+KERNEL_MODES = ("native", "batch_invariant")
+
+DIM_LETTERS = ("L", "B", "T", "K", "E", "V", "S", "G", "R")
+
+# Where things live inside the file.
+VOCAB = "vocab"
+REQUESTS = "requests"
+REQUEST_TEXT = "requests/text"
+REQUEST_TOKENS = "requests/tokens"
+REQUEST_OFFSETS = "requests/offsets"
+RUNS = "runs"
+TABLES = "tables"
+
+#: Positions per chunk along T: a 512-token window of one (layer, row) is one chunk.
+CHUNK_T = 512
+#: Target bytes of one chunk of the small per-step load arrays (they are chunked along S only).
+LOAD_CHUNK_BYTES = 1 << 16
+
 
 @dataclass(frozen=True)
 class DatasetSpec:
@@ -30,6 +54,7 @@ class DatasetSpec:
     dtypes: tuple[str, ...]  # accepted numpy dtype names; the writer uses the first
     meaning: str
     required: bool = True
+    fill: float | int | bool = MISSING  # value past a row's end (and HDF5 fill value)
 
     @property
     def ndim(self) -> int:
@@ -52,6 +77,13 @@ ROOT_ATTRS: dict[str, str] = {
     "seed": "seed of the recording session",
 }
 
+#: Root attributes the writer fills itself; `meta` gives every other one.
+WRITER_ROOT_ATTRS = ("format", "format_version", "created", "producer")
+#: Root attributes without which a file cannot be read (the others only give warnings).
+REQUIRED_ROOT_ATTRS = ("format", "format_version", "model_config", "moe_layers", "routing", "kernel_mode")
+#: Root attributes stored as JSON text.
+JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing")
+
 RUN_ATTRS: dict[str, str] = {
     "request_ids": "int array [B]: the request id in each row",
     "probe_row": "row of the probe request in this batch, -1 when there is none",
@@ -68,31 +100,95 @@ RUN_ATTRS: dict[str, str] = {
     "complete": "false until every dataset of the run is written and flushed",
 }
 
+#: Run attributes the writer fills itself.
+WRITER_RUN_ATTRS = ("index", "complete")
+#: Run attributes without which a run cannot be read (the others only give warnings).
+REQUIRED_RUN_ATTRS = ("request_ids", "probe_row", "batch_size", "index", "complete")
+#: Run attributes stored as JSON text.
+JSON_RUN_ATTRS = ("routing",)
+
 RUN_DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("tokens", ("B", "T"), ("int32",), "prompt + generated token ids, -1 past the row's end"),
-    DatasetSpec("prompt_len", ("B",), ("int32",), "prompt length of each row"),
-    DatasetSpec("step", ("B", "T"), ("int16",), "forward step that routed the token (0 = prefill), -1 past end"),
+    DatasetSpec("prompt_len", ("B",), ("int32",), "prompt length of each row", fill=0),
+    DatasetSpec("step", ("B", "T"), ("int16",),
+                "forward step that routed the token (0 = prefill), -1 past end"),
     DatasetSpec("routing/expert", ("L", "B", "T", "K"), ("int16",), "chosen experts in choice order"),
-    DatasetSpec("routing/gate", ("L", "B", "T", "K"), ("float32", "float16"), "weight applied (0 when dropped)"),
-    DatasetSpec("routing/kept", ("L", "B", "T", "K"), ("bool",), "candidate kept (true) or dropped (false)"),
-    DatasetSpec("routing/slot", ("L", "B", "T", "K"), ("int32",), "rank in that expert's queue within its group"),
+    DatasetSpec("routing/gate", ("L", "B", "T", "K"), ("float32", "float16"),
+                "weight applied (0 when dropped)", fill=0.0),
+    DatasetSpec("routing/kept", ("L", "B", "T", "K"), ("bool",),
+                "candidate kept (true) or dropped (false)", fill=False),
+    DatasetSpec("routing/slot", ("L", "B", "T", "K"), ("int32",),
+                "rank in that expert's queue within its group"),
     DatasetSpec("routing/group", ("L", "B", "T"), ("int32",), "group id within its step"),
-    DatasetSpec("routing/router_logits", ("L", "B", "T", "E"), ("float32", "float16"), "router logits"),
-    DatasetSpec("load/requested", ("S", "L", "G", "E"), ("int32",), "candidates sent to each expert"),
-    DatasetSpec("load/kept", ("S", "L", "G", "E"), ("int32",), "candidates each expert accepted"),
+    DatasetSpec("routing/router_logits", ("L", "B", "T", "E"), ("float32", "float16"), "router logits",
+                fill=0.0),
+    DatasetSpec("load/requested", ("S", "L", "G", "E"), ("int32",), "candidates sent to each expert", fill=0),
+    DatasetSpec("load/kept", ("S", "L", "G", "E"), ("int32",), "candidates each expert accepted", fill=0),
     DatasetSpec("load/capacity", ("S", "L", "G"), ("int32",), "capacity C per group, -1 for absent groups, "
                 "-2 for dropless"),
-    DatasetSpec("logits", ("B", "T", "V"), ("float32", "float16"), "next-token logits at every position"),
+    DatasetSpec("logits", ("B", "T", "V"), ("float32", "float16"), "next-token logits at every position",
+                fill=0.0),
 )
 
 DATASETS_BY_PATH: dict[str, DatasetSpec] = {d.path: d for d in RUN_DATASETS}
 
-#: Capacity value stored for dropless routing (no candidate can overflow).
-DROPLESS_CAPACITY = -2
-
-KERNEL_MODES = ("native", "batch_invariant")
+#: Lazy-array attribute name of each dataset on a reader's `Run` (`routing/kept` -> `kept`).
+RUN_ARRAY_NAMES: dict[str, str] = {
+    d.path: ("load_kept" if d.path == "load/kept" else d.path.rsplit("/", 1)[-1]) for d in RUN_DATASETS
+}
 
 
 def dtype_ok(spec: DatasetSpec, dtype: np.dtype) -> bool:
     """Whether `dtype` is one of the dtypes the spec accepts."""
     return np.dtype(dtype).name in spec.dtypes
+
+
+def chunk_shape(spec: DatasetSpec, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
+    """Chunk shape of a dataset so one run, one layer or one window of positions reads only its chunks.
+
+    Per-token arrays take one (layer, row) and up to `CHUNK_T` positions per chunk with the whole
+    K, E or V axis; per-step load arrays take whole (L, G, E) blocks and as many steps as fit in
+    `LOAD_CHUNK_BYTES`. None (contiguous) for empty datasets, which HDF5 cannot chunk.
+    """
+    if not shape or 0 in shape:
+        return None
+    if spec.dims[0] == "S":
+        inner = int(np.prod(shape[1:])) * itemsize
+        return (max(1, min(shape[0], LOAD_CHUNK_BYTES // max(inner, 1))), *shape[1:])
+    chunk = []
+    for letter, size in zip(spec.dims, shape, strict=True):
+        if letter in ("L",) or (letter == "B" and len(spec.dims) > 1):
+            chunk.append(1)
+        elif letter == "T":
+            chunk.append(min(size, CHUNK_T))
+        else:
+            chunk.append(size)
+    return tuple(chunk)
+
+
+def collect_dims(
+    shapes: dict[str, tuple[int, ...]],
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Dimension sizes (letter -> size) implied by run dataset shapes, and every conflict found.
+
+    `shapes` maps schema paths to shapes; unknown paths are ignored. A conflict is `(path, message)`
+    where the message says what was expected: `"expected dim B = 4 (as in tokens), found 3"`.
+    """
+    dims: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for spec in RUN_DATASETS:
+        if spec.path not in shapes:
+            continue
+        shape = tuple(int(n) for n in shapes[spec.path])
+        if len(shape) != spec.ndim:
+            problems.append((spec.path, f"expected {spec.ndim}-D array [{', '.join(spec.dims)}], "
+                                        f"found shape {shape}"))
+            continue
+        for letter, size in zip(spec.dims, shape, strict=True):
+            if letter not in dims:
+                dims[letter], origin[letter] = size, spec.path
+            elif dims[letter] != size:
+                problems.append((spec.path, f"expected dim {letter} = {dims[letter]} "
+                                            f"(as in {origin[letter]}), found {size} in shape {shape}"))
+    return dims, problems

@@ -1,0 +1,147 @@
+"""Lazy arrays: numpy-style views of one HDF5 dataset that read only the slices asked for."""
+
+from __future__ import annotations
+
+import numbers
+
+import h5py
+import numpy as np
+
+from traces.errors import TraceError
+
+
+class LazyArray:
+    """A read-only view of a dataset: `shape`, `dtype`, `dims` (letters) and `__getitem__`.
+
+    Indexing accepts what numpy accepts for basic and advanced indexing (ints, slices with any step,
+    Ellipsis, integer or boolean arrays); only the bounding box of the request is read from disk.
+    Any failure while reading becomes `TraceError`.
+    """
+
+    def __init__(self, dataset: h5py.Dataset, file_path: str, where: str, dims: tuple[str, ...]) -> None:
+        self._ds = dataset
+        self._file_path = file_path
+        self.where = where
+        self.dims = dims
+        self.shape: tuple[int, ...] = tuple(int(n) for n in dataset.shape)
+        self.dtype = np.dtype(dataset.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        dims = " ".join(f"{d}={n}" for d, n in zip(self.dims, self.shape, strict=True))
+        return f"<LazyArray {self.where} [{dims}] {self.dtype}>"
+
+    def read(self) -> np.ndarray:
+        """The whole dataset as an array."""
+        return self[...]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self.read()
+        return out if dtype is None else out.astype(dtype)
+
+    def __getitem__(self, key) -> np.ndarray:
+        box, local = _plan(key, self.shape)
+        if any(b[1] <= b[0] for b in box if isinstance(b, tuple)):  # empty: nothing to read
+            return np.zeros(_box_shape(box), dtype=self.dtype)[tuple(local)] if local else \
+                np.zeros(_box_shape(box), dtype=self.dtype)
+        try:
+            data = self._ds[tuple(slice(*b) if isinstance(b, tuple) else b for b in box)]
+        except Exception as exc:  # h5py raises OSError, RuntimeError, KeyError, ... on damaged files
+            raise TraceError(self._file_path, self.where, f"readable data ({type(exc).__name__}: {exc})") \
+                from exc
+        data = np.asarray(data)
+        if data.dtype != self.dtype:
+            raise TraceError(self._file_path, self.where, f"data of dtype {self.dtype}, read {data.dtype}")
+        return data[tuple(local)] if local else data
+
+
+def _box_shape(box) -> tuple[int, ...]:
+    return tuple(max(0, b[1] - b[0]) for b in box if isinstance(b, tuple))
+
+
+def _expand(key, ndim: int) -> list:
+    """Key as a list with one entry per axis (Ellipsis expanded, missing axes filled with `:`)."""
+    key = list(key) if isinstance(key, tuple) else [key]
+    if any(k is None for k in key):
+        raise IndexError("np.newaxis is not supported by lazy arrays; index the result instead")
+    n_ellipsis = sum(1 for k in key if k is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_ellipsis:
+        i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        n_real = sum(np.asarray(k).ndim if _is_bool_array(k) else 1 for k in key if k is not Ellipsis)
+        key[i:i + 1] = [slice(None)] * (ndim - n_real)
+    n_real = sum(np.asarray(k).ndim if _is_bool_array(k) else 1 for k in key)
+    if n_real > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
+                         f"but {n_real} were indexed")
+    return key + [slice(None)] * (ndim - n_real)
+
+
+def _is_bool_array(k) -> bool:
+    return isinstance(k, np.ndarray | list) and np.asarray(k).dtype == bool
+
+
+def _plan(key, shape: tuple[int, ...]):
+    """Split a numpy index into a bounding box to read (per axis: int or (start, stop, step)) and
+    the index to apply to what was read (empty when the box alone is the answer)."""
+    key = _expand(key, len(shape))
+    # Boolean arrays become integer arrays (one per axis they cover), as numpy does.
+    flat: list = []
+    for k in key:
+        if _is_bool_array(k):
+            flat.extend(np.nonzero(np.asarray(k)))
+        else:
+            flat.append(k)
+    has_array = any(not isinstance(k, slice | numbers.Integral) for k in flat)
+    box, local, needs_local = [], [], has_array
+    for axis, (k, n) in enumerate(zip(flat, shape, strict=True)):
+        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
+            if has_array:  # keep the axis so numpy applies its advanced-indexing rules on `local`
+                box.append((i, i + 1, 1))
+                local.append(0)
+            else:
+                box.append(i)
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if step > 0:
+                box.append((start, max(start, stop), step))
+                local.append(slice(None))
+            else:  # h5py reads forward only: read the covered range, reverse locally
+                count = len(range(start, stop, step))
+                lo = start + step * (count - 1) if count else 0
+                box.append((lo, lo + (start - lo + 1 if count else 0), 1))
+                local.append(slice(None, None, step))
+                needs_local = True
+        else:
+            idx = np.asarray(k)
+            if idx.dtype.kind not in "iu":
+                raise IndexError(f"arrays used as indices must be of integer or boolean type, "
+                                 f"got {idx.dtype}")
+            idx = np.where(idx < 0, idx + n, idx)
+            if idx.size and (idx.min() < 0 or idx.max() >= n):
+                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
+            lo = int(idx.min()) if idx.size else 0
+            hi = int(idx.max()) + 1 if idx.size else 0
+            box.append((lo, hi, 1))
+            local.append(idx - lo)
+    return box, (local if needs_local else [])

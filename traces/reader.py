@@ -1,0 +1,255 @@
+"""Lazy reader of schema-v1 traces: opening costs milliseconds, arrays read only the slices asked for.
+
+`open_trace` checks the root (format, version, required attributes, vocab, request pool, runs
+group) and lists runs; `trace.run(name)` checks that run's attributes and datasets. Every failure
+becomes `TraceError`; nothing in a file is ever evaluated or unpickled (JSON text and plain numbers
+only; object dtypes other than UTF-8 strings are refused).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import h5py
+import numpy as np
+
+from traces import schema
+from traces.errors import TraceError
+from traces.lazy import LazyArray
+from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
+
+log = logging.getLogger(__name__)
+
+
+def _first_error(path: str, problems) -> None:
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise TraceError(path, errors[0].where, errors[0].message + more)
+
+
+def _strings(path: str, ds: h5py.Dataset, where: str, start: int = 0, stop: int | None = None) -> list[str]:
+    try:
+        return [str(s) for s in ds.asstr()[start:stop]]
+    except Exception as exc:  # damaged heap, invalid UTF-8, ...
+        raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
+
+
+class Requests:
+    """The request pool: `text` (list of str), `prompt_tokens(r)`, `len()`."""
+
+    def __init__(self, path: str, group: h5py.Group, n: int) -> None:
+        self._path, self._group, self._n = path, group, n
+        self._text: list[str] | None = None
+        self._offsets: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def text(self) -> list[str]:
+        if self._text is None:
+            self._text = _strings(self._path, self._group["text"], f"/{schema.REQUEST_TEXT}")
+        return self._text
+
+    def prompt_tokens(self, r: int) -> np.ndarray:
+        """Prompt token ids of request `r` (int32 [n])."""
+        if not 0 <= r < self._n:
+            raise IndexError(f"request {r} out of range [0, {self._n})")
+        try:
+            if self._offsets is None:
+                self._offsets = np.asarray(self._group["offsets"][()], dtype=np.int64)
+            start, stop = int(self._offsets[r]), int(self._offsets[r + 1])
+            return np.asarray(self._group["tokens"][start:stop], dtype=np.int32)
+        except Exception as exc:
+            raise TraceError(self._path, f"/{schema.REQUEST_TOKENS}",
+                             f"readable prompt tokens ({type(exc).__name__}: {exc})") from exc
+
+
+class Run:
+    """One run (one batch composition): attributes, dims and one lazy array per dataset."""
+
+    tokens: LazyArray
+    prompt_len: LazyArray
+    step: LazyArray
+    expert: LazyArray
+    gate: LazyArray
+    kept: LazyArray
+    slot: LazyArray
+    group: LazyArray
+    router_logits: LazyArray
+    requested: LazyArray
+    load_kept: LazyArray
+    capacity: LazyArray
+    logits: LazyArray
+
+    def __init__(self, path: str, f: h5py.File, name: str, meta: dict) -> None:
+        dims, problems = check_run(f, name, meta)
+        _first_error(path, problems)
+        self.name = name
+        self.where = f"/{schema.RUNS}/{name}"
+        self.dims: dict[str, int] = dims
+        group = f[schema.RUNS][name]
+        try:
+            attrs = {k: plain_attr(v) for k, v in group.attrs.items()}
+        except Exception as exc:
+            raise TraceError(path, self.where, f"plain attributes ({type(exc).__name__}: {exc})") from exc
+        for key in schema.JSON_RUN_ATTRS:
+            if isinstance(attrs.get(key), str):
+                attrs[key] = json.loads(attrs[key])  # check_run proved it parses
+        self.attrs: dict = attrs
+        self.complete: bool = bool(attrs["complete"])
+        self.request_ids: np.ndarray = np.asarray(attrs["request_ids"], dtype=np.int64)
+        self.probe_row: int = int(attrs["probe_row"])
+        self.batch_size: int = int(attrs["batch_size"])
+        self.arrays: dict[str, LazyArray] = {}
+        for spec in schema.RUN_DATASETS:
+            arr = LazyArray(group[spec.path], path, f"{self.where}/{spec.path}", spec.dims)
+            self.arrays[spec.path] = arr
+            setattr(self, schema.RUN_ARRAY_NAMES[spec.path], arr)
+
+    def __repr__(self) -> str:
+        dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
+        return f"<Run {self.name} [{dims}]{'' if self.complete else ' incomplete'}>"
+
+    def row_length(self, b: int) -> int:
+        """Valid positions of row `b` (prompt + generated tokens; later positions hold -1)."""
+        return int(np.count_nonzero(self.tokens[b] != schema.MISSING))
+
+    def storage(self) -> dict[str, tuple[int, int]]:
+        """Per dataset: (bytes as arrays, bytes stored on disk)."""
+        out = {}
+        for path, arr in self.arrays.items():
+            try:
+                stored = int(arr._ds.id.get_storage_size())
+            except Exception as exc:
+                raise TraceError(arr._file_path, arr.where, f"readable storage ({exc})") from exc
+            out[path] = (arr.nbytes, stored)
+        return out
+
+
+class Trace:
+    """An open trace file. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        self._file = open_hdf5(self.path)
+        try:
+            self._open()
+        except TraceError:
+            self._file.close()
+            raise
+        except Exception as exc:  # any other h5py failure on a damaged file
+            self._file.close()
+            raise TraceError(self.path, "/", f"a readable trace ({type(exc).__name__}: {exc})") from exc
+
+    def _open(self) -> None:
+        meta, problems = check_root(self._file)
+        _first_error(self.path, problems)
+        self._R, self._V = meta.pop("R"), meta.pop("V")
+        self.meta: dict = meta
+        self.moe_layers: list[int] = list(meta["moe_layers"])
+        self._vocab: list[str] | None = None
+        self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
+        self._runs: dict[str, Run] = {}
+        complete, incomplete = [], []
+        runs = self._file[schema.RUNS]
+        for name in runs:
+            where = f"/{schema.RUNS}/{name}"
+            try:
+                group = runs[name]
+                done = bool(plain_attr(group.attrs["complete"])) if "complete" in group.attrs else False
+                index = plain_attr(group.attrs["index"]) if "index" in group.attrs else None
+            except Exception as exc:  # a damaged run header does not make the whole file unusable
+                log.info("%s: %s: unreadable run header (%s)", self.path, where, exc)
+                done, index = False, None
+            key = (index if isinstance(index, int) else float("inf"), name)
+            (complete if done is True else incomplete).append((key, name))
+        self.run_names: list[str] = [n for _, n in sorted(complete)]
+        self.incomplete_runs: list[str] = [n for _, n in sorted(incomplete)]
+        if self.incomplete_runs:
+            log.info("%s: incomplete runs %s", self.path, self.incomplete_runs)
+
+    # -- root ---------------------------------------------------------------------------------
+
+    @property
+    def vocab(self) -> list[str]:
+        """Display string of each token id (read on first use)."""
+        if self._vocab is None:
+            self._vocab = _strings(self.path, self._file[schema.VOCAB], f"/{schema.VOCAB}")
+        return self._vocab
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def run(self, name: str) -> Run:
+        """The run `name` (complete or not), checked against the schema; TraceError if broken."""
+        if name not in self._runs:
+            if name not in self.run_names and name not in self.incomplete_runs:
+                raise TraceError(self.path, f"/{schema.RUNS}/{name}",
+                                 f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
+            try:
+                self._runs[name] = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V})
+            except TraceError:
+                raise
+            except Exception as exc:
+                raise TraceError(self.path, f"/{schema.RUNS}/{name}",
+                                 f"a readable run ({type(exc).__name__}: {exc})") from exc
+        return self._runs[name]
+
+    def runs(self) -> list[Run]:
+        """Every complete run, in write order."""
+        return [self.run(name) for name in self.run_names]
+
+    # -- tables -------------------------------------------------------------------------------
+
+    @property
+    def table_names(self) -> list[str]:
+        """Names of the complete tables under /tables."""
+        try:
+            tables = self._file.get(schema.TABLES)
+            if tables is None:
+                return []
+            return [n for n in tables if plain_attr(tables[n].attrs.get("complete", False)) is True]
+        except Exception as exc:
+            raise TraceError(self.path, f"/{schema.TABLES}", f"a readable group ({exc})") from exc
+
+    def read_table(self, name: str) -> tuple[dict[str, np.ndarray], dict]:
+        """Columns (name -> 1-D array, strings as str arrays) in stored order, and the table's attrs."""
+        where = f"/{schema.TABLES}/{name}"
+        if name not in self.table_names:
+            raise TraceError(self.path, where, f"expected an existing table "
+                                               f"(tables: {', '.join(self.table_names) or 'none'})")
+        columns, problems = check_table(self._file, name)
+        _first_error(self.path, problems)
+        group = self._file[schema.TABLES][name]
+        out = {}
+        for col in columns:
+            ds = group[col]
+            if h5py.check_string_dtype(ds.dtype) is not None:
+                out[col] = np.array(_strings(self.path, ds, f"{where}/{col}"), dtype=str)
+            else:
+                out[col] = LazyArray(ds, self.path, f"{where}/{col}", ("N",)).read()
+        return out, json.loads(plain_attr(group.attrs["attrs"]))
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._runs.clear()
+        if self._file.id.valid:
+            self._file.close()
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.path}: {len(self.run_names)} runs, {len(self.incomplete_runs)} incomplete>"
+
+
+def open_trace(path: str | os.PathLike) -> Trace:
+    """Open a trace lazily; raises TraceError when the file is not a usable trace."""
+    return Trace(path)

@@ -1,0 +1,107 @@
+"""A readable text summary of a trace: the output of `moe-inspector info`."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from traces import schema
+from traces.errors import TraceError
+from traces.reader import Run, Trace
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _knobs(routing) -> str:
+    """Routing knobs on one line: `group_by=batch capacity=factor(cf=1.0) ...`."""
+    if not isinstance(routing, dict):
+        return str(routing)
+    parts = []
+    for key, value in routing.items():
+        if isinstance(value, dict):
+            inner = ", ".join(f"{k}={v}" for k, v in value.items() if k != "kind")
+            value = f"{value.get('kind', '')}({inner})"
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _ids(request_ids, limit: int = 12) -> str:
+    ids = [str(int(r)) for r in request_ids]
+    return " ".join(ids[:limit]) + (f" ... ({len(ids)} rows)" if len(ids) > limit else "")
+
+
+def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
+    d = run.dims
+    probe = "none" if run.probe_row < 0 else f"row {run.probe_row} (request {run.request_ids[run.probe_row]})"
+    stored = sum(s for _, s in run.storage().values())
+    raw = sum(r for r, _ in run.storage().values())
+    lines = [f"  {run.name}{'' if run.complete else '  [INCOMPLETE]'}: B={d['B']} T={d['T']} S={d['S']} "
+             f"G={d['G']}  probe {probe}  {_size(stored)} on disk ({_size(raw)} as arrays)"]
+    for key in ("condition", "label", "experiment"):
+        if run.attrs.get(key) not in (None, ""):
+            lines.append(f"      {key}: {run.attrs[key]}")
+    lines.append(f"      request ids: {_ids(run.request_ids)}")
+    if run.attrs.get("routing") not in (None, default_routing):
+        lines.append(f"      routing: {_knobs(run.attrs['routing'])}")
+    if run.attrs.get("kernel_mode") not in (None, default_kernel):
+        lines.append(f"      kernel mode: {run.attrs['kernel_mode']}")
+    return lines
+
+
+def _dataset_lines(run: Run) -> list[str]:
+    lines = [f"datasets of each run (shapes of {run.name}):"]
+    storage = run.storage()
+    for path, arr in run.arrays.items():
+        raw, stored = storage[path]
+        shape = " x ".join(f"{letter}={n}" for letter, n in zip(arr.dims, arr.shape, strict=True))
+        ratio = f"{stored / raw:.2f}" if raw else "-"
+        lines.append(f"  {path:<22} {arr.dtype.name:<8} [{shape}]  {_size(raw)} -> {_size(stored)} ({ratio})")
+    return lines
+
+
+def describe(trace: Trace) -> str:
+    """Model and routing settings, kernel mode, runs with their compositions and completeness,
+    shapes and sizes on disk."""
+    meta = trace.meta
+    file_size = os.path.getsize(trace.path) if os.path.exists(trace.path) else 0
+    config = meta.get("model_config", {})
+    lines = [
+        f"{trace.path}: {schema.FORMAT} v{meta.get('format_version')}, {_size(file_size)}",
+        f"created {meta.get('created', '?')} by {meta.get('producer', '?')}",
+        "model: " + " ".join(f"{k}={v}" for k, v in config.items()),
+        f"  MoE layers (L={len(trace.moe_layers)}): {json.dumps(trace.moe_layers)}",
+        f"  tokenizer {meta.get('tokenizer', '?')}, device {meta.get('device', '?')}, "
+        f"dtype {meta.get('dtype', '?')}, torch {meta.get('torch_version', '?')}, "
+        f"seed {meta.get('seed', '?')}",
+        f"routing: {_knobs(meta.get('routing'))}",
+        f"kernel mode: {meta.get('kernel_mode')}",
+        f"requests: R={len(trace.requests)}",
+        f"runs: {len(trace.run_names)} complete, {len(trace.incomplete_runs)} incomplete",
+    ]
+    first = None
+    total_raw = total_stored = 0
+    for name in trace.run_names + trace.incomplete_runs:
+        try:
+            run = trace.run(name)
+        except TraceError as exc:
+            state = "incomplete" if name in trace.incomplete_runs else "unreadable"
+            lines.append(f"  {name}  [{state.upper()}]: {exc.where}: {exc.expected}")
+            continue
+        lines.extend(_run_lines(run, meta.get("routing"), meta.get("kernel_mode")))
+        storage = run.storage().values()
+        total_raw += sum(r for r, _ in storage)
+        total_stored += sum(s for _, s in storage)
+        first = first or run
+    if first is not None:
+        lines.extend(_dataset_lines(first))
+        ratio = f" (ratio {total_stored / total_raw:.2f})" if total_raw else ""
+        lines.append(f"all runs: {_size(total_raw)} as arrays, {_size(total_stored)} on disk{ratio}")
+    tables = trace.table_names
+    lines.append(f"tables: {', '.join(tables) if tables else 'none'}")
+    return "\n".join(lines)

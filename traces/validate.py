@@ -1,0 +1,360 @@
+"""Checks of a trace against schema v1 that collect every problem instead of stopping at the first.
+
+`check_root` and `check_run` look only at metadata (attributes, dtypes, shapes), so the reader runs
+them on open and on `trace.run(name)` at no real cost; `validate(path, read_data=True)` also reads
+every dataset of every run to find damaged chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+
+from traces import schema
+from traces.errors import TraceError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a file: where inside it, what was expected, and how bad it is."""
+
+    where: str
+    message: str
+    severity: str = "error"  # "error" (unusable part) or "warning" (usable, but not as specified)
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.where}: {self.message}"
+
+
+def _safe(fn, where: str, problems: list[Problem], what: str):
+    """Call fn(); on any h5py failure record a problem and return None."""
+    try:
+        return fn()
+    except Exception as exc:  # damaged files raise OSError, RuntimeError, KeyError, ValueError, ...
+        problems.append(Problem(where, f"expected {what} ({type(exc).__name__}: {exc})"))
+        return None
+
+
+def plain_attr(value):
+    """An attribute as a plain Python value (str, int, float, bool or numeric array), else TypeError.
+
+    Only strings, numbers and numeric arrays are data; anything else (object arrays, references,
+    compound types) is refused, never interpreted.
+    """
+    if isinstance(value, bytes | np.bytes_):
+        return bytes(value).decode("utf-8")
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.item() if value.shape == () else value
+    raise TypeError(f"unsupported attribute type {type(value).__name__}")
+
+
+def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple, required: bool = True):
+    """Read attribute `key` as a plain value of type `kind`, recording a problem when it is not."""
+    try:
+        if key not in obj.attrs:
+            if required:
+                problems.append(Problem(where, f"expected attribute {key!r}"))
+            else:
+                problems.append(Problem(where, f"expected attribute {key!r} (optional)", "warning"))
+            return None
+        value = plain_attr(obj.attrs[key])
+    except Exception as exc:
+        problems.append(Problem(where, f"expected readable attribute {key!r} ({type(exc).__name__}: {exc})"))
+        return None
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        problems.append(Problem(where, f"expected attribute {key!r} of type {names}, found {value!r:.60}"))
+        return None
+    return value
+
+
+def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, required: bool = True):
+    text = _attr(obj, key, where, problems, str, required)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        problems.append(Problem(where, f"expected JSON text in attribute {key!r}, found {text!r:.60}"))
+        return None
+    if not isinstance(value, kind):
+        problems.append(Problem(where, f"expected attribute {key!r} to hold a JSON {kind.__name__}"))
+        return None
+    return value
+
+
+def _dataset(parent, path: str, where: str, problems: list[Problem]) -> h5py.Dataset | None:
+    obj = _safe(lambda: parent.get(path), where, problems, "a readable object")
+    if obj is None:
+        if not any(p.where == where for p in problems):
+            problems.append(Problem(where, "expected dataset, found nothing"))
+        return None
+    if not isinstance(obj, h5py.Dataset):
+        problems.append(Problem(where, f"expected dataset, found {type(obj).__name__.lower()}"))
+        return None
+    return obj
+
+
+def _string_dataset(parent, path: str, problems: list[Problem]) -> h5py.Dataset | None:
+    where = f"/{path}"
+    ds = _dataset(parent, path, where, problems)
+    if ds is None:
+        return None
+    if ds.ndim != 1 or h5py.check_string_dtype(ds.dtype) is None:
+        problems.append(Problem(where, f"expected 1-D dataset of strings, found {ds.ndim}-D {ds.dtype}"))
+        return None
+    return ds
+
+
+def check_root(f: h5py.File) -> tuple[dict, list[Problem]]:
+    """Problems of the root (attributes, vocab, request pool, runs group) and the decoded metadata.
+
+    Metadata holds every readable root attribute, JSON ones decoded, plus `"R"` and `"V"` sizes.
+    """
+    problems: list[Problem] = []
+    fmt = _attr(f, "format", "/", problems, str)
+    if fmt is not None and fmt != schema.FORMAT:
+        problems.append(Problem("/", f'expected attribute format = "{schema.FORMAT}", found {fmt!r:.60}'))
+    if fmt != schema.FORMAT:  # another kind of file: its other contents say nothing to us
+        return {}, problems
+    version = _attr(f, "format_version", "/", problems, int)
+    if version is not None and not 1 <= version <= schema.FORMAT_VERSION:
+        problems.append(Problem("/", f"expected format_version <= {schema.FORMAT_VERSION} (newest this "
+                                     f"reader knows), found {version}: upgrade moe-inspector to read it"))
+        return {}, problems
+    meta: dict = {}
+    kinds = {"model_config": dict, "moe_layers": list, "routing": dict}
+    for key in schema.ROOT_ATTRS:
+        required = key in schema.REQUIRED_ROOT_ATTRS
+        if key in schema.JSON_ROOT_ATTRS:
+            value = _json_attr(f, key, "/", problems, kinds[key], required)
+        else:
+            value = _attr(f, key, "/", problems, int if key == "format_version" else (str, int, float),
+                          required)
+        if value is not None:
+            meta[key] = value
+    layers = meta.get("moe_layers")
+    if layers is not None and not all(isinstance(i, int) for i in layers):
+        problems.append(Problem("/", "expected attribute 'moe_layers' to be a JSON list of ints"))
+    if meta.get("kernel_mode") not in (None, *schema.KERNEL_MODES):
+        problems.append(Problem("/", f"expected kernel_mode in {schema.KERNEL_MODES}, "
+                                     f"found {meta['kernel_mode']!r:.40}", "warning"))
+    vocab = _string_dataset(f, schema.VOCAB, problems)
+    text = _string_dataset(f, schema.REQUEST_TEXT, problems)
+    meta["V"] = vocab.shape[0] if vocab is not None else None
+    meta["R"] = text.shape[0] if text is not None else None
+    _check_request_tokens(f, meta["R"], problems)
+    runs = _safe(lambda: f.get(schema.RUNS), f"/{schema.RUNS}", problems, "a readable group")
+    if not isinstance(runs, h5py.Group):
+        problems.append(Problem(f"/{schema.RUNS}", "expected group"))
+    tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
+    if tables is not None and not isinstance(tables, h5py.Group):
+        problems.append(Problem(f"/{schema.TABLES}", "expected group"))
+    return meta, problems
+
+
+def _check_request_tokens(f: h5py.File, R: int | None, problems: list[Problem]) -> None:
+    tokens = _dataset(f, schema.REQUEST_TOKENS, f"/{schema.REQUEST_TOKENS}", problems)
+    offsets = _dataset(f, schema.REQUEST_OFFSETS, f"/{schema.REQUEST_OFFSETS}", problems)
+    for ds, where in ((tokens, schema.REQUEST_TOKENS), (offsets, schema.REQUEST_OFFSETS)):
+        if ds is not None and (ds.ndim != 1 or ds.dtype.kind not in "iu"):
+            problems.append(Problem(f"/{where}", f"expected 1-D integer dataset, "
+                                                 f"found {ds.ndim}-D {ds.dtype}"))
+            return
+    if tokens is None or offsets is None or R is None:
+        return
+    if offsets.shape[0] != R + 1:
+        problems.append(Problem(f"/{schema.REQUEST_OFFSETS}", f"expected {R + 1} offsets (R + 1), "
+                                                              f"found {offsets.shape[0]}"))
+        return
+    values = _safe(lambda: offsets[()], f"/{schema.REQUEST_OFFSETS}", problems, "readable offsets")
+    if values is None:
+        return
+    if values[0] != 0 or np.any(np.diff(values) < 0) or values[-1] != tokens.shape[0]:
+        problems.append(Problem(f"/{schema.REQUEST_OFFSETS}", f"expected non-decreasing offsets from 0 to "
+                                                              f"{tokens.shape[0]} (length of tokens)"))
+
+
+def _check_labels(ds: h5py.Dataset, spec: schema.DatasetSpec, where: str, problems: list[Problem]) -> None:
+    """Warn when the HDF5 dimension labels are not the schema's letters.
+
+    The labels are read as a plain string attribute: the HDF5 dimension-scale API (`ds.dims[i].label`)
+    crashes the process on some damaged files instead of reporting an error.
+    """
+    labels = _safe(lambda: ds.attrs.get("DIMENSION_LABELS"), where, problems, "readable dimension labels")
+    try:
+        found = tuple(bytes(x).decode() if isinstance(x, bytes) else str(x) for x in labels)
+    except TypeError:
+        found = None
+    if found != spec.dims:
+        problems.append(Problem(where, f"expected dimension labels {spec.dims}, found {found}", "warning"))
+
+
+def check_run(f: h5py.File, name: str, meta: dict,
+              labels: bool = False) -> tuple[dict[str, int], list[Problem]]:
+    """Problems of one run (attributes, each dataset's dtype and ndim, consistent dims) and its dims.
+
+    With `labels`, also check the dimension labels (only `validate` does: the reader never needs them).
+    """
+    where = f"/{schema.RUNS}/{name}"
+    problems: list[Problem] = []
+    group = _safe(lambda: f[schema.RUNS].get(name), where, problems, "a readable group")
+    if not isinstance(group, h5py.Group):
+        if group is not None or not problems:
+            problems.append(Problem(where, "expected group"))
+        return {}, problems
+    complete = _attr(group, "complete", where, problems, bool)
+    if complete is False:
+        problems.append(Problem(where, "run is incomplete (complete = false): its writer did not finish",
+                                "warning"))
+    _attr(group, "index", where, problems, int)
+    request_ids = _attr(group, "request_ids", where, problems, np.ndarray)
+    batch_size = _attr(group, "batch_size", where, problems, int)
+    probe_row = _attr(group, "probe_row", where, problems, int)
+    for key in schema.RUN_ATTRS:
+        if key not in schema.REQUIRED_RUN_ATTRS:
+            if key in schema.JSON_RUN_ATTRS:
+                _json_attr(group, key, where, problems, dict, required=False)
+            else:
+                _attr(group, key, where, problems, (str, int, float), required=False)
+    shapes = {}
+    for spec in schema.RUN_DATASETS:
+        ds_where = f"{where}/{spec.path}"
+        ds = _dataset(group, spec.path, ds_where, problems)
+        if ds is None:
+            continue
+        if not schema.dtype_ok(spec, ds.dtype):
+            problems.append(Problem(ds_where, f"expected dataset of dtype {' or '.join(spec.dtypes)}, "
+                                              f"found {ds.dtype}"))
+            continue
+        shapes[spec.path] = ds.shape
+        if labels:
+            _check_labels(ds, spec, ds_where, problems)
+    dims, conflicts = schema.collect_dims(shapes)
+    problems.extend(Problem(f"{where}/{path}", message) for path, message in conflicts)
+    B = dims.get("B")
+    if request_ids is not None and (request_ids.ndim != 1 or request_ids.dtype.kind not in "iu"
+                                    or (B is not None and request_ids.shape[0] != B)):
+        problems.append(Problem(where, f"expected attribute 'request_ids' of {B} ints, "
+                                       f"found {request_ids!r:.60}"))
+    elif request_ids is not None and meta.get("R") is not None and request_ids.size and (
+            request_ids.min() < 0 or request_ids.max() >= meta["R"]):
+        problems.append(Problem(where, f"expected request_ids in [0, {meta['R']}) (the request pool)"))
+    if batch_size is not None and B is not None and batch_size != B:
+        problems.append(Problem(where, f"expected batch_size = B = {B}, found {batch_size}"))
+    if probe_row is not None and B is not None and not -1 <= probe_row < B:
+        problems.append(Problem(where, f"expected probe_row in [-1, {B}), found {probe_row}"))
+    layers = meta.get("moe_layers")
+    if layers is not None and dims.get("L") not in (None, len(layers)):
+        problems.append(Problem(f"{where}/routing/expert", f"expected L = {len(layers)} (length of "
+                                                          f"moe_layers), found {dims['L']}"))
+    if meta.get("V") is not None and dims.get("V") not in (None, meta["V"]):
+        problems.append(Problem(f"{where}/logits", f"expected V = {meta['V']} (length of vocab), "
+                                                   f"found {dims['V']}"))
+    return dims, problems
+
+
+def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
+    """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
+    for spec in schema.RUN_DATASETS:
+        where = f"/{schema.RUNS}/{name}/{spec.path}"
+        ds = _safe(lambda spec=spec: f[schema.RUNS][name][spec.path], where, problems, "a dataset")
+        if ds is None:
+            continue
+        step = ds.chunks[0] if ds.chunks else max(1, ds.shape[0] if ds.shape else 1)
+        for start in range(0, ds.shape[0] if ds.shape else 1, step):
+            if _safe(lambda ds=ds, start=start, step=step: ds[start:start + step], where, problems,
+                     "readable data") is None:
+                break
+
+
+def validate(path: str | os.PathLike, *, read_data: bool = False) -> list[Problem]:
+    """Every problem found in the trace at `path` (empty list: a valid file).
+
+    With `read_data`, also read every dataset of every run (slow on big files) to find damaged chunks.
+    """
+    path = os.fspath(path)
+    try:
+        f = open_hdf5(path)
+    except TraceError as exc:
+        return [Problem(exc.where, exc.expected)]
+    with f:
+        meta, problems = check_root(f)
+        if any(p.severity == "error" for p in problems) and "format_version" not in meta:
+            return problems
+        runs = f.get(schema.RUNS) if not any(p.where == f"/{schema.RUNS}" for p in problems) else None
+        names = _safe(lambda: list(runs), f"/{schema.RUNS}", problems, "a readable group") if runs else []
+        for name in names or []:
+            _, run_problems = check_run(f, name, meta, labels=True)
+            problems.extend(run_problems)
+            if read_data and not any(p.severity == "error" for p in run_problems):
+                _read_all(f, name, problems)
+        tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
+        if isinstance(tables, h5py.Group):
+            for name in _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group") or []:
+                problems.extend(check_table(f, name)[1])
+    return problems
+
+
+def check_table(f: h5py.File, name: str) -> tuple[list[str], list[Problem]]:
+    """Problems of `/tables/<name>` and its column names in order."""
+    where = f"/{schema.TABLES}/{name}"
+    problems: list[Problem] = []
+    group = _safe(lambda: f[schema.TABLES].get(name), where, problems, "a readable group")
+    if not isinstance(group, h5py.Group):
+        problems.append(Problem(where, "expected group"))
+        return [], problems
+    columns = _json_attr(group, "columns", where, problems, list)
+    _json_attr(group, "attrs", where, problems, dict)
+    if columns is None:
+        return [], problems
+    lengths = set()
+    for col in columns:
+        ds = _dataset(group, str(col), f"{where}/{col}", problems)
+        if ds is None:
+            continue
+        if ds.ndim != 1 or not (ds.dtype.kind in "biuf" or h5py.check_string_dtype(ds.dtype) is not None):
+            problems.append(Problem(f"{where}/{col}", f"expected 1-D column of numbers, bools or strings, "
+                                                      f"found {ds.ndim}-D {ds.dtype}"))
+            continue
+        lengths.add(ds.shape[0])
+    if len(lengths) > 1:
+        problems.append(Problem(where, f"expected columns of equal length, found lengths {sorted(lengths)}"))
+    return [str(c) for c in columns], problems
+
+
+def open_hdf5(path: str) -> h5py.File:
+    """Open `path` read-only as HDF5, or raise TraceError saying why it cannot be."""
+    if not os.path.exists(path):
+        raise TraceError(path, "/", "expected an existing file, found nothing at that path")
+    if os.path.isdir(path):
+        raise TraceError(path, "/", "expected a file, found a directory")
+    if not os.access(path, os.R_OK):
+        raise TraceError(path, "/", "expected a readable file, permission denied")
+    try:
+        if os.path.getsize(path) == 0:
+            raise TraceError(path, "/", "expected an HDF5 trace, found an empty file")
+        # No file lock: a trace being recorded can still be inspected up to its last flushed run.
+        return h5py.File(path, "r", locking=False)
+    except TraceError:
+        raise
+    except Exception as exc:
+        reason = "a file that is not HDF5" if not _is_hdf5(path) else f"{type(exc).__name__}: {exc}"
+        raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
+
+
+def _is_hdf5(path: str) -> bool:
+    try:
+        return bool(h5py.is_hdf5(path))
+    except Exception:
+        return False

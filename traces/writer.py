@@ -1,0 +1,362 @@
+"""Streaming writer of schema-v1 traces: root metadata, vocab and request pool, then one run at a time.
+
+Crash safety: a run is created with `complete=False` and flushed, its datasets are written, the
+file is flushed, then the run is marked complete and flushed again. Between flushes HDF5's
+metadata cache is told never to evict, so no half-updated group or chunk index reaches the disk;
+only raw chunk data does, into space past the last flushed end of file. A writer killed mid-run
+therefore leaves the file as it was at the last flush: completed runs read back intact and the
+interrupted run (if its group was flushed) is reported incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+
+import h5py
+import numpy as np
+
+from traces import schema
+from traces.errors import TraceError
+
+log = logging.getLogger(__name__)
+
+#: HDF5 1.8 file format: checksummed metadata, readable by every HDF5 >= 1.8 tool, and no
+#: "file open for write" flag (the 1.10 format's flag makes a killed writer's file unopenable).
+LIBVER = ("v108", "v108")
+COMPRESSIONS = ("gzip", "lzf", None)
+GZIP_LEVEL = 1
+
+_STR = h5py.string_dtype("utf-8")
+
+
+def _producer() -> str:
+    try:
+        return f"moe-inspector {metadata.version('moe-inspector')}"
+    except metadata.PackageNotFoundError:
+        return "moe-inspector"
+
+
+def _json_text(key: str, value) -> str:
+    """JSON text of a dict/list value, or a string checked to be JSON."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"attribute {key!r}: expected JSON text, got {value[:60]!r}") from exc
+        return value
+    try:
+        return json.dumps(value, default=_json_default, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"attribute {key!r}: cannot store as JSON: {exc}") from exc
+
+
+def _json_default(value):
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _attr_value(key: str, value):
+    """A value HDF5 stores natively: str, bool, int, float or a 1-D numeric array."""
+    if isinstance(value, str | bool | int | float | np.bool_ | np.integer | np.floating):
+        return value
+    if isinstance(value, Sequence | np.ndarray):
+        arr = np.asarray(value)
+        if arr.ndim == 1 and arr.dtype.kind in "biuf":
+            return arr
+    raise ValueError(f"attribute {key!r}: expected str, number, bool or 1-D numeric array, "
+                     f"got {type(value).__name__}")
+
+
+def _convert(path: str, spec: schema.DatasetSpec, value) -> np.ndarray:
+    """`value` as an array of a dtype the spec accepts; ValueError naming `path` otherwise."""
+    arr = np.asarray(value)
+    if arr.dtype.name in spec.dtypes:
+        return arr
+    target = np.dtype(spec.dtypes[0])
+    kind = arr.dtype.kind
+    ok = (target.kind == "b" and kind == "b") or (target.kind == "f" and kind in "fiu")
+    if target.kind == "i" and kind in "iu":
+        info = np.iinfo(target)
+        ok = arr.size == 0 or (int(arr.min()) >= info.min and int(arr.max()) <= info.max)
+    if not ok:
+        raise ValueError(f"{path}: expected dtype {' or '.join(spec.dtypes)}, got {arr.dtype}")
+    return arr.astype(target)
+
+
+def check_run_arrays(arrays: Mapping[str, object]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Arrays of one run converted to schema dtypes, and their dims (letter -> size).
+
+    Raises ValueError naming the dataset when one is missing, unknown, of a wrong dtype, or whose
+    shape disagrees with the others (same L, B, T, K, E, V, S, G everywhere).
+    """
+    unknown = sorted(set(arrays) - set(schema.DATASETS_BY_PATH))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a dataset of schema v{schema.FORMAT_VERSION}")
+    missing = [s.path for s in schema.RUN_DATASETS if s.required and s.path not in arrays]
+    if missing:
+        raise ValueError(f"{missing[0]}: required dataset missing (also missing: {missing[1:]})")
+    converted = {p: _convert(p, schema.DATASETS_BY_PATH[p], a) for p, a in arrays.items()}
+    dims, problems = schema.collect_dims({p: a.shape for p, a in converted.items()})
+    if problems:
+        raise ValueError(f"{problems[0][0]}: {problems[0][1]}")
+    if dims.get("K", 0) > dims.get("E", 0):
+        raise ValueError(f"routing/expert: K = {dims['K']} exceeds E = {dims['E']}")
+    return converted, dims
+
+
+class TraceWriter:
+    """Creates (or, through `append`, reopens) a trace and adds runs and tables one at a time."""
+
+    def __init__(self, path: str | os.PathLike, *, meta: Mapping[str, object], vocab: Sequence[str],
+                 requests: Sequence[str], prompt_tokens: Sequence[Sequence[int]],
+                 compression: str | None = "gzip") -> None:
+        self._compression = _check_compression(compression)
+        root_attrs = self._root_attrs(meta)
+        vocab = [str(v) if isinstance(v, np.str_) else v for v in vocab]
+        if not all(isinstance(v, str) for v in vocab):
+            raise ValueError("vocab: expected a sequence of str")
+        texts, flat, offsets = _request_pool(requests, prompt_tokens)
+        self.path = os.fspath(path)
+        self._file = h5py.File(self.path, "w", libver=LIBVER)
+        try:
+            self._file.attrs.update(root_attrs)
+            vocab_ds = self._file.create_dataset(schema.VOCAB, data=vocab, dtype=_STR)
+            vocab_ds.dims[0].label = "V"
+            for where, data, dtype, label in ((schema.REQUEST_TEXT, texts, _STR, "R"),
+                                              (schema.REQUEST_TOKENS, flat, np.int32, "N"),
+                                              (schema.REQUEST_OFFSETS, offsets, np.int64, "R+1")):
+                ds = self._file.create_dataset(where, data=data, dtype=dtype, **self._filters(
+                    np.shape(data), dtype, (min(len(data), 1 << 16),) if dtype != _STR else None))
+                ds.dims[0].label = label
+            self._file.create_group(schema.RUNS, track_order=True)
+            self._file.flush()
+        except BaseException:
+            self._file.close()
+            raise
+        self._n_layers = len(json.loads(root_attrs["moe_layers"]))
+        self._n_vocab, self._n_requests, self._next_index = len(vocab), len(texts), 0
+        self._hold_metadata()
+
+    @classmethod
+    def append(cls, path: str | os.PathLike, *, compression: str | None = "gzip") -> TraceWriter:
+        """Reopen an existing trace of this format version to add runs or tables."""
+        self = cls.__new__(cls)
+        self._compression = _check_compression(compression)
+        self.path = os.fspath(path)
+        try:
+            self._file = h5py.File(self.path, "r+", libver=LIBVER)
+        except (OSError, ValueError) as exc:
+            raise TraceError(self.path, "/", f"expected a writable HDF5 trace ({exc})") from exc
+        try:
+            self._load_existing()
+        except BaseException:
+            self._file.close()
+            raise
+        self._hold_metadata()
+        return self
+
+    def _load_existing(self) -> None:
+        attrs = self._file.attrs
+        if attrs.get("format") != schema.FORMAT:
+            raise TraceError(self.path, "/", f'expected attribute format = "{schema.FORMAT}"')
+        if attrs.get("format_version") != schema.FORMAT_VERSION:
+            raise TraceError(self.path, "/", f"expected format_version {schema.FORMAT_VERSION} to append, "
+                                             f"found {attrs.get('format_version')}")
+        try:
+            self._n_layers = len(json.loads(attrs["moe_layers"]))
+            self._n_vocab = len(self._file[schema.VOCAB])
+            self._n_requests = len(self._file[schema.REQUEST_TEXT])
+            runs = self._file[schema.RUNS]
+            self._next_index = 1 + max((int(g.attrs.get("index", -1)) for g in runs.values()), default=-1)
+        except (KeyError, OSError, ValueError, TypeError) as exc:
+            raise TraceError(self.path, "/", f"expected a complete trace root ({exc})") from exc
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def add_run(self, name: str, *, attrs: Mapping[str, object], arrays: Mapping[str, object]) -> None:
+        """Validate and write one run; it is flushed, then marked complete and flushed again."""
+        _check_name("run", name)
+        arrays, dims = check_run_arrays(arrays)
+        if dims["L"] != self._n_layers:
+            raise ValueError(f"routing/expert: expected L = {self._n_layers} (length of moe_layers), "
+                             f"found {dims['L']}")
+        if dims["V"] != self._n_vocab:
+            raise ValueError(f"logits: expected V = {self._n_vocab} (length of vocab), found {dims['V']}")
+        run_attrs = self._run_attrs(attrs, dims)
+        runs = self._file[schema.RUNS]
+        if name in runs:
+            if bool(runs[name].attrs.get("complete", False)):
+                raise ValueError(f"run {name!r} already exists in {self.path}")
+            log.info("replacing incomplete run %s in %s", name, self.path)
+            del runs[name]
+        group = runs.create_group(name)
+        group.attrs.update(run_attrs)
+        group.attrs["index"] = self._next_index
+        group.attrs["complete"] = False
+        self._file.flush()
+        self._next_index += 1
+        for spec in schema.RUN_DATASETS:
+            if spec.path in arrays:
+                self._write_dataset(group, spec, arrays[spec.path])
+        self._file.flush()
+        group.attrs["complete"] = True
+        self._file.flush()
+        log.info("wrote run %s (%s) to %s", name, dims, self.path)
+
+    def write_table(self, name: str, columns: Mapping[str, object],
+                    attrs: Mapping[str, object] | None = None) -> None:
+        """Write `/tables/<name>`: equal-length 1-D columns, replacing a table of that name."""
+        _check_name("table", name)
+        cols = {}
+        for key, value in columns.items():
+            _check_name("column", key)
+            cols[key] = _table_column(name, key, value)
+        lengths = {len(c) for c in cols.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"tables/{name}: columns differ in length: "
+                             f"{ {k: len(c) for k, c in cols.items()} }")
+        tables = self._file.require_group(schema.TABLES)
+        if name in tables:
+            del tables[name]
+        group = tables.create_group(name)
+        group.attrs["columns"] = json.dumps(list(cols))
+        group.attrs["attrs"] = _json_text("attrs", dict(attrs or {}))
+        group.attrs["complete"] = False
+        for key, col in cols.items():
+            dtype = _STR if col.dtype.kind == "U" else col.dtype
+            data = col.tolist() if col.dtype.kind == "U" else col
+            chunks = (min(len(col), 1 << 16),) if len(col) and dtype != _STR else None
+            group.create_dataset(key, data=data, dtype=dtype, **self._filters(col.shape, dtype, chunks))
+        self._file.flush()
+        group.attrs["complete"] = True
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        if getattr(self, "_file", None) is not None and self._file.id.valid:
+            self._file.flush()
+            self._file.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _hold_metadata(self) -> None:
+        """Keep dirty metadata in memory until the next flush (see the module docstring)."""
+        config = self._file.id.get_mdc_config()
+        config.evictions_enabled = False
+        config.incr_mode = 0  # H5C_incr__off: required when evictions are disabled
+        config.flash_incr_mode = 0
+        config.decr_mode = 0
+        self._file.id.set_mdc_config(config)
+
+    def _filters(self, shape: tuple[int, ...], dtype, chunks: tuple[int, ...] | None) -> dict:
+        if chunks is None or 0 in shape or self._compression is None or dtype == _STR:
+            return {"chunks": chunks} if chunks and 0 not in shape else {}
+        opts = {"compression_opts": GZIP_LEVEL} if self._compression == "gzip" else {}
+        return {"chunks": chunks, "compression": self._compression, "shuffle": True, **opts}
+
+    def _write_dataset(self, group: h5py.Group, spec: schema.DatasetSpec, arr: np.ndarray) -> None:
+        chunks = schema.chunk_shape(spec, arr.shape, arr.dtype.itemsize)
+        ds = group.create_dataset(spec.path, data=arr, fillvalue=np.array(spec.fill, dtype=arr.dtype),
+                                  **self._filters(arr.shape, arr.dtype, chunks))
+        for axis, letter in enumerate(spec.dims):
+            ds.dims[axis].label = letter
+
+    def _root_attrs(self, meta: Mapping[str, object]) -> dict[str, object]:
+        needed = [k for k in schema.ROOT_ATTRS if k not in schema.WRITER_ROOT_ATTRS]
+        missing = [k for k in needed if k not in meta]
+        if missing:
+            raise ValueError(f"meta: missing root attributes {missing}")
+        out: dict[str, object] = {
+            "format": schema.FORMAT,
+            "format_version": schema.FORMAT_VERSION,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "producer": _producer(),
+        }
+        for key, value in meta.items():
+            if key in schema.WRITER_ROOT_ATTRS:
+                raise ValueError(f"meta: {key!r} is filled by the writer")
+            out[key] = _json_text(key, value) if key in schema.JSON_ROOT_ATTRS else _attr_value(key, value)
+        layers = json.loads(out["moe_layers"])
+        if not isinstance(layers, list) or not all(isinstance(i, int) for i in layers):
+            raise ValueError("meta: moe_layers must be a list of ints")
+        if out["kernel_mode"] not in schema.KERNEL_MODES:
+            raise ValueError(f"meta: kernel_mode must be one of {schema.KERNEL_MODES}")
+        return out
+
+    def _run_attrs(self, attrs: Mapping[str, object], dims: dict[str, int]) -> dict[str, object]:
+        needed = [k for k in schema.RUN_ATTRS if k not in schema.WRITER_RUN_ATTRS]
+        missing = [k for k in needed if k not in attrs]
+        if missing:
+            raise ValueError(f"attrs: missing run attributes {missing}")
+        out: dict[str, object] = {}
+        for key, value in attrs.items():
+            if key in schema.WRITER_RUN_ATTRS:
+                raise ValueError(f"attrs: {key!r} is filled by the writer")
+            out[key] = _json_text(key, value) if key in schema.JSON_RUN_ATTRS else _attr_value(key, value)
+        B = dims["B"]
+        request_ids = np.asarray(out["request_ids"])
+        if request_ids.shape != (B,) or request_ids.dtype.kind not in "iu":
+            raise ValueError(f"attrs: request_ids must be {B} ints (one per row), got {request_ids!r}")
+        if B and (request_ids.min() < 0 or request_ids.max() >= self._n_requests):
+            raise ValueError(f"attrs: request_ids must lie in [0, {self._n_requests}), got {request_ids}")
+        out["request_ids"] = request_ids.astype(np.int32)
+        if int(out["batch_size"]) != B:
+            raise ValueError(f"attrs: batch_size {out['batch_size']} but the arrays have B = {B}")
+        if not -1 <= int(out["probe_row"]) < B:
+            raise ValueError(f"attrs: probe_row must be -1 or in [0, {B}), got {out['probe_row']}")
+        if out["kernel_mode"] not in schema.KERNEL_MODES:
+            raise ValueError(f"attrs: kernel_mode must be one of {schema.KERNEL_MODES}")
+        return out
+
+
+def _check_compression(compression: str | None) -> str | None:
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+    return compression
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"{kind} name must be a non-empty string without '/', got {name!r}")
+
+
+def _request_pool(requests: Sequence[str], prompt_tokens: Sequence[Sequence[int]]):
+    """Request texts, flat int32 prompt tokens and int64 offsets [R+1] (row r is tokens[o[r]:o[r+1]])."""
+    texts = [str(t) if isinstance(t, np.str_) else t for t in requests]
+    if not all(isinstance(t, str) for t in texts):
+        raise ValueError("requests: expected a sequence of str")
+    if len(prompt_tokens) != len(texts):
+        raise ValueError(f"prompt_tokens: expected {len(texts)} token lists (one per request), "
+                         f"got {len(prompt_tokens)}")
+    parts = []
+    for r, toks in enumerate(prompt_tokens):
+        arr = np.asarray(toks)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise ValueError(f"prompt_tokens[{r}]: expected a 1-D sequence of ints")
+        parts.append(arr.astype(np.int32))
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in parts])
+    flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    return texts, flat, offsets
+
+
+def _table_column(table: str, key: str, value) -> np.ndarray:
+    col = np.asarray(value)
+    if col.dtype.kind == "O" and all(isinstance(v, str) for v in col.ravel()):
+        col = col.astype(str)
+    if col.ndim != 1 or col.dtype.kind not in "biufU":
+        raise ValueError(f"tables/{table}/{key}: expected a 1-D column of numbers, bools or strings, "
+                         f"got {col.dtype} with shape {col.shape}")
+    return col
