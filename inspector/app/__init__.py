@@ -1,0 +1,1 @@
+"""The desktop app: main window, run browser, shared selection state, background loading."""

@@ -1,0 +1,402 @@
+"""The main window: menus, run browser, navigation bar, the registered views and the status bar.
+
+Opening happens on the thread pool (`loader.OpenJob`); a trace that fails to open leaves the
+previous one on screen and shows one dialog with the reader's message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+
+from inspector.app.browser import RunBrowser
+from inspector.app.details import DetailsPanel
+from inspector.app.errors import show_error
+from inspector.app.loader import OpenJob, SummaryJob
+from inspector.app.menus import build_menus, fill_recent
+from inspector.app.navigator import NavigationBar
+from inspector.app.settings import Settings
+from inspector.app.state import InspectorState
+from inspector.app.welcome import WelcomePage
+from inspector.figure_data.runs import RunInfo
+from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
+from inspector.views import VIEWS, View
+from traces import TraceError
+
+log = logging.getLogger(__name__)
+
+TRACE_FILTER = "Traces (*.h5 *.hdf5 *.trace);;All files (*)"
+#: Seconds the background summary waits after each navigation, so repaints do not share the CPU.
+NAVIGATION_PAUSE_S = 0.4
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """One window showing one trace at a time."""
+
+    open_finished = Signal(bool)     # after each open attempt: True when the trace is now shown
+
+    def __init__(self, settings: Settings | None = None, views: Sequence[type[View]] = VIEWS,
+                 open_new_window: Callable[[str], None] | None = None,
+                 empty_note: str | None = None) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        self.state = InspectorState(self)
+        self.open_new_window = open_new_window
+        self.pool = QtCore.QThreadPool.globalInstance()
+        self.path: str | None = None
+        self._open_job: OpenJob | None = None
+        self._summary_job: SummaryJob | None = None
+        self._pending: str | None = None
+        self._restore_selection: tuple | None = None
+        self.setWindowTitle("moe-inspector")
+        self.setAcceptDrops(True)
+        self.resize(1500, 950)
+
+        self.browser = RunBrowser()
+        self.details = DetailsPanel()
+        self.left = QtWidgets.QSplitter(Qt.Orientation.Vertical)
+        self.left.setObjectName("left")
+        self.left.addWidget(self.browser)
+        self.left.addWidget(self.details)
+        self.left.setStretchFactor(0, 3)
+        self.left.setStretchFactor(1, 1)
+        self.left.setSizes([640, 220])
+
+        self.views: list[View] = [cls(self.state) for cls in views]
+        self.tabs = QtWidgets.QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.right = QtWidgets.QSplitter(Qt.Orientation.Vertical)
+        self.right.setObjectName("right")
+        self.right.addWidget(self.tabs)
+        for view in self.views:
+            if view.area == "bottom":
+                self.right.addWidget(view)
+            else:
+                self.tabs.addTab(view, view.title)
+        self.right.setStretchFactor(0, 4)
+        self.right.setStretchFactor(1, 1)
+        self.main = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        self.main.setObjectName("main")
+        self.main.addWidget(self.left)
+        self.main.addWidget(self.right)
+        self.main.setStretchFactor(0, 2)
+        self.main.setStretchFactor(1, 5)
+        self.main.setSizes([520, 1080])
+        self.right.setSizes([700, 190])
+
+        self.welcome = WelcomePage()
+        self.stack = QtWidgets.QStackedWidget()
+        self.stack.addWidget(self.welcome)
+        self.stack.addWidget(self.main)
+        self.setCentralWidget(self.stack)
+        self.navigation = NavigationBar(self.state)
+        self.addToolBar(self.navigation)
+
+        self.status_text = QtWidgets.QLabel()
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+        self.statusBar().addWidget(self.status_text, 1)
+        self.statusBar().addPermanentWidget(self.progress)
+
+        self.menus = build_menus(self)
+        self.reload_action, self.close_action, self.recent_menu = (self.menus.reload, self.menus.close,
+                                                                  self.menus.recent)
+        self.fill_recent()
+        self._update_actions()
+        self.browser.run_selected.connect(self._run_selected)
+        self.browser.reference_chosen.connect(self._reference_chosen)
+        self.state.run_changed.connect(self._show_details)
+        self.state.run_changed.connect(self._select_in_browser)
+        for signal in (self.state.run_changed, self.state.row_changed, self.state.layer_changed,
+                       self.state.position_changed):
+            signal.connect(self._pause_summary)
+        self.welcome.open_requested.connect(self.open_path)
+        self.welcome.browse.connect(self.open_dialog)
+        self._restore_settings()
+        self.welcome.set_content(empty_note, self.settings.recent_files())
+
+    # -- menus ----------------------------------------------------------------------------------
+
+    def fill_recent(self) -> None:
+        fill_recent(self.menus.recent, self.settings.recent_files(), self.open_path, self._clear_recent)
+
+    def _clear_recent(self) -> None:
+        self.settings.clear_recent()
+        self.fill_recent()
+        self.welcome.set_content(self.welcome.note, [])
+
+    def _update_actions(self) -> None:
+        self.reload_action.setEnabled(self.path is not None)
+        self.close_action.setEnabled(self.path is not None)
+
+    # -- opening and closing --------------------------------------------------------------------
+
+    def open_dialog(self) -> None:
+        start = self.settings.value("open/dir", os.getcwd(), str)
+        paths, _ = QtWidgets.QFileDialog.getOpenFileNames(self, "Open trace", start, TRACE_FILTER)
+        if paths:
+            self.settings.set("open/dir", os.path.dirname(paths[0]))
+            self.open_paths(paths)
+
+    def open_paths(self, paths: Sequence[str]) -> None:
+        """Open the first path here and each other one in a new window (when windows can be made)."""
+        if not paths:
+            return
+        self.open_path(paths[0])
+        for path in paths[1:]:
+            if self.open_new_window is not None:
+                self.open_new_window(path)
+
+    def open_path(self, path: str) -> None:
+        """Start opening `path` in the background; `open_finished` tells the outcome."""
+        path = os.path.abspath(os.fspath(path))
+        self._pending = path
+        job = OpenJob(path)
+        job.signals.opened.connect(self._opened)
+        job.signals.failed.connect(self._failed)
+        self._open_job = job
+        self._busy(f"Opening {os.path.basename(path)}…")
+        self.pool.start(job)
+
+    def _opened(self, trace, first: RunInfo | None, unusable: dict[str, str]) -> None:
+        if trace.path != self._pending:  # a newer open request superseded this one
+            trace.close()
+            return
+        self._pending = None
+        self._stop_summary()
+        selection = self._restore_selection
+        if selection is not None and selection[0] != trace.path:
+            selection = None
+        self._restore_selection = None
+        old = self.state.trace
+        self.path = trace.path
+        infos = {first.name: first} if first is not None else {}
+        self.state.set_trace(trace, infos, set(unusable))
+        if old is not None:
+            old.close()
+        self.browser.set_runs(list(trace.run_names), infos, unusable)
+        self.settings.add_recent(trace.path)
+        self.setWindowTitle(f"moe-inspector — {os.path.basename(trace.path)}")
+        self.setWindowFilePath(trace.path)
+        self.stack.setCurrentWidget(self.main)
+        self._update_actions()
+        if first is not None:
+            name, row, layer, tab = selection[1:] if selection else (first.name, None, None, None)
+            if name not in self.state.names:
+                name, row = first.name, None
+            if layer is not None:
+                self.state.layer = layer
+            self.state.set_run(name, row)
+            if tab is not None:
+                self.tabs.setCurrentIndex(tab)
+            self._start_summary(trace.path, [n for n in trace.run_names if n not in unusable])
+        else:
+            self._idle(f"{os.path.basename(trace.path)}: no usable runs"
+                       + (f" ({len(unusable)} incomplete or damaged)" if unusable else ""))
+        self._show_details()
+        self.open_finished.emit(True)
+
+    def _failed(self, path: str, message: str) -> None:
+        if path != self._pending:
+            return
+        self._pending = None
+        self._restore_selection = None
+        if not os.path.exists(path):
+            self.settings.remove_recent(path)
+        self._idle(f"Could not open {os.path.basename(path)}")
+        show_error(self, "Cannot open trace", message)
+        self.open_finished.emit(False)
+
+    def reload(self) -> None:
+        """Open the current file again, keeping the run, row, layer and tab."""
+        if self.path is None:
+            return
+        run = self.state.run.name if self.state.run is not None else None
+        self._restore_selection = (self.path, run, self.state.row if run else None, self.state.layer,
+                                   self.tabs.currentIndex())
+        self.open_path(self.path)
+
+    def close_trace(self) -> None:
+        """Close the trace; the window stays open on the welcome page."""
+        self._stop_summary()
+        self._pending = None
+        trace = self.state.trace
+        self.state.set_trace(None)
+        if trace is not None:
+            trace.close()
+        self.browser.set_runs([], {}, {})
+        self.path = None
+        self.setWindowTitle("moe-inspector")
+        self.setWindowFilePath("")
+        self.welcome.set_content(None, self.settings.recent_files())
+        self.stack.setCurrentWidget(self.welcome)
+        self.details.show_details(None, None, None, None)
+        self._update_actions()
+        self._idle("")
+
+    # -- background summaries ---------------------------------------------------------------------
+
+    def _start_summary(self, path: str, names: list[str]) -> None:
+        job = SummaryJob(path, names)
+        job.signals.summarised.connect(lambda info, stats, j=job: self._summarised(j, info, stats))
+        job.signals.failed.connect(lambda name, message, j=job: self._run_unusable(j, name, message))
+        job.signals.progress.connect(self._summary_progress)
+        job.signals.finished.connect(lambda j=job: self._summary_done(j))
+        job.pause(NAVIGATION_PAUSE_S)  # the first heatmap paints first
+        self._summary_job = job
+        self.progress.setRange(0, len(names))
+        self.progress.setValue(0)
+        self.progress.setFormat("runs %v/%m")
+        self.progress.show()
+        self.status_text.setText(
+            f"{os.path.basename(path)}: {len(names)} runs · reading drops and completions…")
+        self.pool.start(job)
+
+    def _summarised(self, job: SummaryJob, info: RunInfo, stats) -> None:
+        if job is not self._summary_job:  # from a job of a file closed since
+            return
+        self.state.add_info(info)
+        self.browser.model.add_run(info, stats)
+        if self.state.run is not None and self.state.run.name == info.name:
+            self._show_details()
+
+    def _run_unusable(self, job: SummaryJob, name: str, message: str) -> None:
+        if job is not self._summary_job or not name:
+            return
+        self.state.mark_unusable(name)
+        self.browser.model.mark_unusable(name, message)
+
+    def _summary_progress(self, done: int, total: int) -> None:
+        self.progress.setValue(done)
+
+    def _summary_done(self, job: SummaryJob) -> None:
+        if job is self._summary_job:
+            self._summary_job = None
+            if not job.cancelled and self.state.trace is not None:
+                self._idle(self._trace_summary())
+
+    def _pause_summary(self) -> None:
+        if self._summary_job is not None:
+            self._summary_job.pause(NAVIGATION_PAUSE_S)
+
+    def _stop_summary(self) -> None:
+        if self._summary_job is not None:
+            self._summary_job.cancel()
+            self._summary_job = None
+
+    def wait_for_jobs(self, msecs: int = 30000) -> bool:
+        """Block until background jobs finish (used when closing)."""
+        return self.pool.waitForDone(msecs)
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def _busy(self, text: str) -> None:
+        self.status_text.setText(text)
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("")
+        self.progress.show()
+
+    def _idle(self, text: str) -> None:
+        self.progress.hide()
+        self.status_text.setText(text)
+
+    def _trace_summary(self) -> str:
+        trace = self.state.trace
+        meta = trace.meta
+        n = len(trace.run_names)
+        unusable = len(self.browser.model.unusable)
+        extra = f", {unusable} incomplete or damaged" if unusable else ""
+        return (f"{os.path.basename(trace.path)} · {n} runs{extra} · {len(trace.moe_layers)} MoE layers · "
+                f"vocabulary {len(trace.vocab)} · kernels {meta.get('kernel_mode', '?')} · "
+                f"{meta.get('device', '?')} {meta.get('dtype', '')}")
+
+    def _show_details(self) -> None:
+        run = self.state.run
+        info = self.state.info(run.name) if run is not None else None
+        reference = self.browser.model.refs.get(run.name) if run is not None else None
+        self.details.show_details(self.state.trace, run, info, reference)
+
+    # -- selection --------------------------------------------------------------------------------
+
+    def _select_in_browser(self) -> None:
+        if self.state.run is not None:
+            self.browser.select(self.state.run.name)
+
+    def _run_selected(self, name: str) -> None:
+        if self.state.trace is None or (self.state.run is not None and self.state.run.name == name):
+            return
+        try:
+            self.state.set_run(name)
+        except TraceError as exc:
+            self.state.mark_unusable(name)
+            self.browser.model.mark_unusable(name, str(exc))
+            show_error(self, "Cannot show run", str(exc))
+
+    def _reference_chosen(self, name) -> None:
+        self.state.set_reference(name)
+        self.browser.model.set_reference(name)
+        self._show_details()
+
+    # -- drag and drop --------------------------------------------------------------------------
+
+    @staticmethod
+    def _dropped_paths(mime: QtCore.QMimeData) -> list[str]:
+        return [u.toLocalFile() for u in mime.urls() if u.isLocalFile()] if mime.hasUrls() else []
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if self._dropped_paths(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        paths = self._dropped_paths(event.mimeData())
+        if paths:
+            event.acceptProposedAction()
+            self.open_paths(paths)
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def _restore_settings(self) -> None:
+        s = self.settings
+        geometry = s.bytes("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        elif (screen := QtGui.QGuiApplication.primaryScreen()) is not None:
+            # First launch: most of the screen, at most 1500 x 950.
+            free = screen.availableGeometry()
+            self.resize(min(1500, int(free.width() * 0.92)), min(950, int(free.height() * 0.92)))
+        state = s.bytes("window/state")
+        if state is not None:
+            self.restoreState(state)
+        for splitter in (self.main, self.left, self.right):
+            value = s.bytes(f"window/splitter_{splitter.objectName()}")
+            if value is not None:
+                splitter.restoreState(value)
+        self.state.layer = max(s.value("view/layer", 0, int), 0)
+        self.tabs.setCurrentIndex(min(max(s.value("view/tab", 0, int), 0), self.tabs.count() - 1))
+        for view in self.views:
+            view.restore_settings(s)
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.set("window/geometry", self.saveGeometry())
+        s.set("window/state", self.saveState())
+        for splitter in (self.main, self.left, self.right):
+            s.set(f"window/splitter_{splitter.objectName()}", splitter.saveState())
+        s.set("view/layer", self.state.layer)
+        s.set("view/tab", self.tabs.currentIndex())
+        for view in self.views:
+            view.save_settings(s)
+        s.sync()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        self.save_settings()
+        self._stop_summary()
+        self._pending = None
+        trace = self.state.trace
+        self.state.set_trace(None)
+        if trace is not None:
+            trace.close()
+        super().closeEvent(event)

@@ -1,0 +1,68 @@
+"""`moe-inspector explain TRACE`: confirm divergence causes by counterfactual reruns, store them.
+
+A thin shell over `model.counterfactual`, imported only when the command runs (with `record`, the
+one place the inspector reaches the model). Bad traces and option values leave as a `UsageError`:
+exit status 2 with the message. Ctrl-C stops the reruns, stores what is done and exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from inspector.cli import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", metavar="TRACE", help="trace file (.h5) whose divergences to explain")
+    parser.add_argument("--request", type=int, action="append", metavar="R",
+                        help="explain only request R (repeat for several; default every request with "
+                             "two or more runs of one condition)")
+    parser.add_argument("--checkpoint", metavar="PATH",
+                        help="model checkpoint stem or .safetensors/.json file (default the one the trace "
+                             "names, else assets/moe-default)")
+    parser.add_argument("--device", default="cpu", help="torch device of the reruns (default cpu)")
+    parser.add_argument("--limit", type=int, metavar="N",
+                        help="rerun at most N divergent runs in this call (the table keeps earlier ones)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch CPU threads (default the trace's recorded thread count, else 1: "
+                             "native kernels may round differently with another count)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rerun, store the confirmed causes in the trace and print their summary; 130 after Ctrl-C."""
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads: must be at least 1, got {args.threads}")
+    import torch
+
+    from model.counterfactual import ExplainError, explain
+    from model.counterfactual.report import describe
+    from model.experiments.progress import ProgressBar, no_progress
+    from traces import TraceError
+
+    bar = no_progress if args.quiet else ProgressBar(sys.stderr)
+    try:
+        threads = args.threads or _recorded_threads(args.trace)
+        torch.set_num_threads(threads)
+        result = explain(args.trace, checkpoint=args.checkpoint, device=args.device, requests=args.request,
+                         limit=args.limit, progress=bar)
+    except (TraceError, ExplainError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if isinstance(bar, ProgressBar):
+            bar.finish()
+    print(describe(result))
+    if result.interrupted:
+        print("moe-inspector explain: interrupted: the runs explained so far are stored", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _recorded_threads(path: str) -> int:
+    """The `threads` root attribute of the trace when its recorder stored one, else 1."""
+    from traces import open_trace
+
+    with open_trace(path) as trace:
+        threads = trace.meta.get("threads", 1)
+    return threads if isinstance(threads, int) and threads >= 1 else 1

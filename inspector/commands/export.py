@@ -1,0 +1,171 @@
+"""`moe-inspector export TRACE --view V ... -o OUT`: render a view's figure (PNG, SVG, PDF) or the
+data behind it (CSV) without a display, through the same code as the app's Export dialog.
+
+Qt runs on the offscreen platform unless a platform is set; a CSV export never loads Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from inspector.cli import UsageError
+
+#: Views the command exports (the names of `inspector.export.figures.SPECS`).
+VIEW_CHOICES = ("routing", "overview", "load", "text", "divergence", "runs")
+#: Short names of the text strip's shading modes.
+SHADE_CHOICES = ("drops", "layer-drops", "margin")
+
+#: Which view reads each option, for the message when an option does not apply.
+_OPTION_FLAGS = {"run": "--run", "request": "--request", "row": "--row", "layer": "--layer",
+                 "range": "--range", "step": "--step", "group": "--group", "pair": "--pair",
+                 "colormap": "--colormap", "levels": "--levels", "shade": "--shade",
+                 "condition": "--condition"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="TRACE", help="trace file (.h5)")
+    parser.add_argument("--view", default="routing", choices=VIEW_CHOICES,
+                        help="the view whose figure to export (default: routing)")
+    what = parser.add_argument_group("what to show (each view reads the ones it needs)")
+    what.add_argument("--run", metavar="NAME", help="run (default: the first complete run holding "
+                      "--request, else the first); runs view: the reference run")
+    what.add_argument("--request", metavar="R", type=int, help="request: picks the run's row holding it "
+                      "(divergence, runs: the request compared)")
+    what.add_argument("--row", metavar="B", type=int, help="batch row (default: the probe row)")
+    what.add_argument("--layer", metavar="L", type=int, help="MoE layer (default: 0)")
+    what.add_argument("--range", metavar="T0:T1", help="positions T0 to T1 - 1 only (figure and CSV)")
+    what.add_argument("--step", metavar="S", type=int, help="forward step of the load view (0 = prefill)")
+    what.add_argument("--group", metavar="G", type=int, help="group of the load view (default: the probe's)")
+    what.add_argument("--pair", metavar="A,B", help="runs A (reference) and B of the divergence view "
+                      "(default: the request's first two runs)")
+    what.add_argument("--condition", metavar="TEXT", help="runs view: compare the runs of this condition "
+                      "('' = all; default: the reference's, else the first of several)")
+    what.add_argument("--colormap", metavar="NAME", help="colour map of router probabilities "
+                      "(default: viridis)")
+    what.add_argument("--levels", metavar="LO:HI", help="colour bar limits of router probabilities "
+                      "(default: 0:1)")
+    what.add_argument("--shade", choices=SHADE_CHOICES, help="shading of the text view (default: drops)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=("png", "svg", "pdf", "csv"),
+                     help="output format (default: from OUT's extension)")
+    out.add_argument("--width", type=int, metavar="PX", help="width in pixels (default: the view's usual "
+                     "page at the DPI)")
+    out.add_argument("--height", type=int, metavar="PX", help="height in pixels (default: keeps the "
+                     "view's aspect; the text view fits its text)")
+    out.add_argument("--dpi", type=float, default=None, metavar="D", help="dots per inch (default: 200); "
+                     "with the pixels it sets the physical size of SVG and PDF")
+    out.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write")
+
+
+def _ints(text: str, sep: str, flag: str, kind=int) -> tuple:
+    parts = text.split(sep)
+    if len(parts) != 2:
+        raise UsageError(f"{flag} expects two values separated by '{sep}', got {text!r}")
+    try:
+        return kind(parts[0]), kind(parts[1])
+    except ValueError:
+        raise UsageError(f"{flag} expects numbers, got {text!r}") from None
+
+
+def selection(args: argparse.Namespace):
+    """The `Selection` the options ask for; UsageError for malformed or inapplicable options."""
+    from inspector.export.figures import SPECS
+    from inspector.export.selection import SHADE_BY_NAME, Selection
+
+    spec = SPECS.get(args.view)
+    if spec is None:
+        raise UsageError(f"the {args.view} view cannot be exported yet")
+    given = {name for name in _OPTION_FLAGS if getattr(args, name) is not None}
+    unused = sorted(given - set(spec.options))
+    if unused:
+        flags = ", ".join(_OPTION_FLAGS[n] for n in unused)
+        raise UsageError(f"{flags} {'does' if len(unused) == 1 else 'do'} not apply to the {args.view} view "
+                         f"(it reads {', '.join(_OPTION_FLAGS[n] for n in spec.options) or 'no options'})")
+    kw: dict = {}
+    for name in ("run", "request", "row", "layer", "step", "group"):
+        value = getattr(args, name)
+        if value is not None:
+            if name not in ("run",) and value < 0:
+                raise UsageError(f"{_OPTION_FLAGS[name]} must be 0 or more, got {value}")
+            kw[name] = value
+    if args.range is not None:
+        t0, t1 = _ints(args.range, ":", "--range")
+        if t0 < 0 or t1 <= t0:
+            raise UsageError(f"--range needs 0 <= T0 < T1, got {args.range!r}")
+        kw["range"] = (t0, t1)
+    if args.levels is not None:
+        lo, hi = _ints(args.levels, ":", "--levels", float)
+        if not hi > lo:
+            raise UsageError(f"--levels needs LO < HI, got {args.levels!r}")
+        kw["levels"] = (lo, hi)
+    if args.colormap is not None:
+        from inspector.figures.style import COLORMAPS  # only here: a CSV export loads no Qt
+
+        if args.colormap not in COLORMAPS:
+            raise UsageError(f"--colormap must be one of {', '.join(COLORMAPS)}, got {args.colormap!r}")
+        kw["colormap"] = args.colormap
+    if args.pair is not None:
+        parts = [p.strip() for p in args.pair.split(",")]
+        if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+            raise UsageError(f"--pair expects two different run names A,B, got {args.pair!r}")
+        kw["pair"] = (parts[0], parts[1])
+    if args.shade is not None:
+        kw["shade"] = SHADE_BY_NAME[args.shade]
+    if args.condition is not None:
+        kw["condition"] = args.condition
+    return Selection(**kw)
+
+
+def _page(args: argparse.Namespace):
+    from inspector.export import RenderError, default_page
+    from inspector.export.output import DEFAULT_DPI
+
+    dpi = DEFAULT_DPI if args.dpi is None else args.dpi
+    try:
+        return default_page(args.view, dpi, args.width, args.height)
+    except RenderError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _format(args: argparse.Namespace) -> str:
+    from inspector.export import format_of
+
+    fmt = args.format or format_of(args.output)
+    if fmt is None:
+        raise UsageError(f"cannot tell the format of {args.output!r}: give --format or an extension "
+                         ".png, .svg, .pdf or .csv")
+    return fmt
+
+
+def _application() -> None:
+    """A QApplication on the offscreen platform (unless a platform is set), created once."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from inspector.qt import QtWidgets
+
+    if QtWidgets.QApplication.instance() is None:
+        QtWidgets.QApplication(["moe-inspector export"])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
+    from inspector.export import RenderError, SelectionError, read_export, save
+    from traces import TraceError, open_trace
+
+    sel = selection(args)
+    fmt = _format(args)
+    page = _page(args) if fmt != "csv" else None
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise UsageError(f"the folder of {args.output!r} does not exist")
+    try:
+        if fmt != "csv":
+            _application()
+        with open_trace(args.file) as trace:
+            export = read_export(trace, args.view, sel)
+            written = save(export, args.output, fmt, page, fit_height=args.height is None)
+    except (TraceError, SelectionError, RenderError) as exc:
+        raise UsageError(str(exc)) from None
+    what = f"{written.describe()}" if written is not None else "the data behind the figure"
+    print(f"wrote {args.output} ({fmt}: {what})")
+    return 0

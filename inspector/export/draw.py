@@ -1,0 +1,106 @@
+"""Drawing an exported figure: the view's own figure builder, given the selection's range and
+colours, plus what a figure on paper needs that the view says around it (a legend of its marks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from inspector.export.selection import Selection
+from inspector.figures.divergence import DivergencePairFigure
+from inspector.figures.divergence_overview import DivergenceOverviewFigure
+from inspector.figures.load import LoadFigure
+from inspector.figures.overview import OverviewFigure
+from inspector.figures.routing import RoutingFigure
+from inspector.figures.style import FigureStyle, colormap
+from inspector.figures.text import TextFigure
+from inspector.qt import QtCore, pg
+
+
+def show_positions(plot: pg.PlotItem, n_positions: int, n_rows: int, sel: Selection) -> None:
+    """Show positions [T0, T1) of the selection (all by default) and every row of the image."""
+    t0, t1 = sel.positions(n_positions)
+    plot.vb.setRange(xRange=(t0 - 0.5, t1 - 0.5), yRange=(-0.5, n_rows - 0.5), padding=0)
+
+
+def marks_legend(style: FigureStyle, *, kept: bool = True, dropped: str = "dropped: over capacity",
+                 boundary_color: str | None = None, columns: int = 3) -> pg.LegendItem:
+    """A legend of the heatmap marks: kept candidates framed, dropped ones crossed, the prompt line."""
+    legend = pg.LegendItem(labelTextColor=style.foreground, labelTextSize=f"{style.font_size}pt",
+                           pen=pg.mkPen("#bbbbbb"), brush=pg.mkBrush(style.background), horSpacing=18)
+    if kept:
+        mid = colormap(style.colormap).map(0.45, mode="qcolor")
+        frame = pg.ScatterPlotItem(symbol="s", size=15, brush=pg.mkBrush(mid),
+                                   pen=pg.mkPen(style.kept_pen, width=2))
+        legend.addItem(frame, "kept (framed)")
+    cross = pg.ScatterPlotItem(symbol="x", size=15, brush=pg.mkBrush(style.dropped),
+                               pen=pg.mkPen(style.background, width=0.5))
+    legend.addItem(cross, f"{dropped} (✕)")
+    line = pg.PlotDataItem(pen=pg.mkPen(boundary_color or style.boundary, width=2,
+                                        style=QtCore.Qt.PenStyle.DashLine))
+    legend.addItem(line, "prompt | generation")
+    legend.setColumnCount(columns)
+    return legend
+
+
+def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> RoutingFigure:
+    figure = RoutingFigure(layout, style)
+    figure.set_colormap(sel.colormap)
+    figure.set_data(data)
+    figure.set_levels(*sel.levels)
+    show_positions(figure.plot, data.n_positions, data.n_experts, sel)
+    layout.addItem(marks_legend(style), row=1, col=0, colspan=2)
+    return figure
+
+
+def draw_overview(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> OverviewFigure:
+    figure = OverviewFigure(layout, style)
+    figure.set_data(data)
+    show_positions(figure.plot, data.n_positions, data.n_layers, sel)
+    legend = marks_legend(style, kept=False, dropped="a candidate dropped", boundary_color=style.foreground,
+                          columns=2)
+    layout.addItem(legend, row=1, col=0, colspan=2)
+    return figure
+
+
+def draw_load(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> LoadFigure:
+    figure = LoadFigure(layout, style)
+    figure.set_data(data)
+    return figure
+
+
+def draw_text(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> TextFigure:
+    figure = TextFigure(layout, style)
+    figure.set_data(data, sel.shade, sel.layer)
+    return figure
+
+
+def draw_divergence(layout: pg.GraphicsLayout, style: FigureStyle, data,
+                    sel: Selection) -> DivergencePairFigure:
+    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause."""
+    figure = DivergencePairFigure(layout, style, with_text=True)
+    figure.set_data(data)
+    if sel.range is not None:
+        t0, t1 = sel.positions(data.length)
+        figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows
+    return figure
+
+
+def draw_runs(layout: pg.GraphicsLayout, style: FigureStyle, data,
+              sel: Selection) -> DivergenceOverviewFigure:
+    figure = DivergenceOverviewFigure(layout, style)
+    figure.set_data(data)
+    if sel.range is not None:
+        t0, t1 = sel.positions(data.prompt_len + data.n_new)
+        figure.map.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)
+    return figure
+
+
+#: The draw function of each view (see `inspector.export.figures.SPECS`).
+DRAW: dict[str, Callable] = {
+    "routing": draw_routing,
+    "overview": draw_overview,
+    "load": draw_load,
+    "text": draw_text,
+    "divergence": draw_divergence,
+    "runs": draw_runs,
+}

@@ -1,0 +1,132 @@
+"""The one export path of the GUI and the command line: an `Export` to a file (PNG, SVG, PDF or
+CSV) or to an image for the clipboard."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from inspector.export.csv import write_csv
+from inspector.export.figures import Export
+from inspector.export.page import IMAGE_FORMATS, Page, RenderError
+
+log = logging.getLogger(__name__)
+
+#: Every format an export writes.
+FORMATS = (*IMAGE_FORMATS, "csv")
+#: Dots per inch of a page unless chosen.
+DEFAULT_DPI = 200.0
+
+
+def format_of(path: str | os.PathLike) -> str | None:
+    """The format named by a file's extension, None for an unknown one."""
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    return ext if ext in FORMATS else None
+
+
+def default_page(view: str, dpi: float = DEFAULT_DPI, width: int | None = None,
+                 height: int | None = None) -> Page:
+    """The view's usual page at `dpi`; a given width or height keeps the usual aspect ratio."""
+    from inspector.export.figures import SPECS
+
+    w_in, h_in = SPECS[view].inches
+    if width is None and height is None:
+        width, height = round(w_in * dpi), round(h_in * dpi)
+    elif height is None:
+        height = round(width * h_in / w_in)
+    elif width is None:
+        width = round(height * w_in / h_in)
+    return Page(int(width), int(height), float(dpi))
+
+
+def print_style(font_size: int = 10):
+    """The print style: white background, dark text, colour-blind-safe expert colours."""
+    from inspector.figures.style import FigureStyle
+
+    return FigureStyle(background="#ffffff", foreground="#1a1a1a", font_size=font_size, palette="tol-muted")
+
+
+@contextmanager
+def drawn(export: Export, page: Page, style=None, *, fit_height: bool = False) -> Iterator:
+    """A `Canvas` holding the export's figure, drawn, finished and settled; closed on exit.
+
+    With `fit_height` and a view whose content sets its height (text), the page's height becomes
+    what the content needs at the page's width."""
+    from inspector.export.finish import finish
+    from inspector.export.render import Canvas
+
+    style = style or print_style()
+    canvas = Canvas(page, style.background)
+    try:
+        figure = export.draw(canvas.layout, style)
+        finish(canvas, style)
+        if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
+            _fit_height(canvas, figure, style)
+        yield canvas
+    finally:
+        canvas.close()
+
+
+def _fit_height(canvas, figure, style) -> None:
+    from inspector.export.finish import finish
+
+    left, top, right, bottom = canvas.layout.layout.getContentsMargins()
+    width = canvas.size.width() - left - right
+    strip = getattr(figure, "strip", None)
+    others = sum(i.geometry().height() + canvas.layout.layout.verticalSpacing()
+                 for i in canvas.layout.items if i is not strip)
+    needed = figure.preferred_height(width) + others + top + bottom
+    canvas.resize_height(max(int(round(needed * canvas.scale)), 64))
+    finish(canvas, style)
+
+
+def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: Page | None = None,
+         style=None, *, fit_height: bool = False) -> Page | None:
+    """Write `export` to `path` as `fmt` (default: from the extension). Returns the page written
+    (None for CSV). Raises RenderError for a bad format, page or path."""
+    from inspector.export.csv import TableError
+
+    path = os.fspath(path)
+    fmt = (fmt or format_of(path) or "").lower()
+    if fmt not in FORMATS:
+        raise RenderError(f"{path}: unknown format {fmt or os.path.splitext(path)[1] or '(none)'!r}; "
+                          f"expected one of {', '.join(FORMATS)}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise RenderError(f"{path}: the folder {folder} does not exist")
+    if fmt == "csv":
+        try:
+            write_csv(export.columns(), path)
+        except OSError as exc:
+            raise RenderError(f"{path}: cannot write the CSV file ({exc.strerror or exc})") from None
+        except TableError as exc:
+            raise RenderError(f"{path}: {exc}") from None
+        log.info("wrote %s (csv)", path)
+        return None
+    from inspector.export.render import write_figure
+
+    page = page or default_page(export.view)
+    with drawn(export, page, style, fit_height=fit_height) as canvas:
+        write_figure(canvas, fmt, path, title=export.stem())
+        return canvas.page
+
+
+def image(export: Export, page: Page | None = None, style=None):
+    """The figure as a `QImage` (for the clipboard), carrying the page's DPI."""
+    from inspector.export.render import render_image
+
+    page = page or default_page(export.view)
+    with drawn(export, page, style, fit_height=True) as canvas:
+        return render_image(canvas)
+
+
+def svg(export: Export, page: Page | None = None, style=None) -> bytes:
+    """The figure as SVG bytes (for the clipboard's vector flavour)."""
+    from inspector.export.render import sharpen_images, svg_bytes
+
+    page = page or default_page(export.view)
+    with drawn(export, page, style, fit_height=True) as canvas:
+        sharpen_images(canvas)
+        return svg_bytes(canvas, export.stem())

@@ -1,0 +1,273 @@
+"""Data of the side-by-side view: run A and run B of one request, position by position.
+
+A is the reference: the cause is why B's completion leaves A's (`traces.analysis.explain_pair`).
+Positions are the sequence's own in both runs, so one x axis serves every panel. Routing is only
+compared over the shared prefix (positions before the first differing token t*); from t* on the
+inputs differ, and the panels say "not compared" there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inspector.figure_data.divergence_cause import CauseText, cause_text
+from inspector.figure_data.routing import RoutingData, routing_figure_data
+from inspector.figure_data.tokens import display_token, token_text
+from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
+from traces.analysis.causes import explain_pair_with_differences
+from traces.analysis.curves import RoutingDifferences, drops
+
+#: What differs at a (layer, position), most telling last; codes index this tuple.
+DIFFERENCE_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")
+IDENTICAL, ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED = range(len(DIFFERENCE_KINDS))
+
+#: Rows of the difference strip at the chosen layer.
+STRIP_ROWS = ("experts changed", "dropped in A only", "dropped in B only")
+
+
+def difference_kinds(diff: RoutingDifferences, length: int) -> np.ndarray:
+    """[L, length] code of `DIFFERENCE_KINDS` per (layer, position); past the compared positions
+    (or where a row did not route the token) `NOT_COMPARED`."""
+    L, T = diff.expert.shape
+    kinds = np.full((L, length), NOT_COMPARED, dtype=np.int8)
+    inner = np.full((L, T), IDENTICAL, dtype=np.int8)
+    for code, mask in ((ROUTER_LOGITS, diff.router_logits), (WEIGHTS, diff.gate), (KEPT_SET, diff.kept),
+                       (EXPERTS, diff.expert)):
+        inner[mask] = code  # later kinds overwrite earlier ones: the most telling wins
+    inner[:, ~diff.routed] = NOT_COMPARED
+    kinds[:, :T] = inner
+    return kinds
+
+
+def drop_differences(expert_a: np.ndarray, kept_a: np.ndarray, expert_b: np.ndarray,
+                     kept_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[L, T] an expert chosen in both runs was dropped in A but kept in B; and the other way round.
+
+    Inputs are [L, T, K]; experts are matched as sets, so a change of choice order alone is not a drop.
+    """
+    same = (expert_a[..., :, None] == expert_b[..., None, :]) & (expert_a >= 0)[..., :, None]  # [L, T, K, K]
+    a_only = (same & ~kept_a[..., :, None] & kept_b[..., None, :]).any(axis=(-2, -1))
+    b_only = (same & kept_a[..., :, None] & ~kept_b[..., None, :]).any(axis=(-2, -1))
+    return a_only, b_only
+
+
+def _pad(values: np.ndarray, length: int, fill=np.nan) -> np.ndarray:
+    """`values` [..., T] padded with `fill` to [..., length]."""
+    out = np.full((*values.shape[:-1], length), fill, dtype=np.result_type(values.dtype, type(fill)))
+    out[..., : values.shape[-1]] = values
+    return out
+
+
+@dataclass(frozen=True)
+class CompletionText:
+    """One run's text for the side-by-side panel: the prompt's tail, then the completion."""
+
+    run: str
+    row: int
+    positions: np.ndarray   # [n] positions shown (the prompt's tail and every generated token)
+    texts: list[str]        # [n] display text of each shown token
+    prompt_len: int
+    t_star: int             # highlighted position, -1 none
+
+    def kind(self, i: int) -> str:
+        """'prompt', 'shared', 't*' or 'after' for the i-th shown token."""
+        t = int(self.positions[i])
+        if t < self.prompt_len:
+            return "prompt"
+        if self.t_star < 0 or t < self.t_star:
+            return "shared"
+        return "t*" if t == self.t_star else "after"
+
+
+def completion_text(row: RowTrace, vocab: Sequence[str], t_star: int,
+                    prompt_tail: int = 12) -> CompletionText:
+    """The last `prompt_tail` prompt tokens and the whole completion of `row`, t* marked."""
+    start = max(row.prompt_len - prompt_tail, 0)
+    positions = np.arange(start, row.length)
+    texts = [display_token(token_text(vocab, int(row.tokens[t]))) for t in positions]
+    return CompletionText(run=row.run, row=row.row, positions=positions, texts=texts,
+                          prompt_len=row.prompt_len, t_star=t_star)
+
+
+@dataclass(frozen=True)
+class PairData:
+    """Everything the side-by-side figure draws. T = the longer row's length (the x extent)."""
+
+    request: int
+    layer: int                  # the chosen MoE layer of the heatmaps and the strip
+    model_layer: int
+    a: RoutingData              # A's heatmap at the layer
+    b: RoutingData              # B's heatmap at the layer
+    prompt_len: int
+    length: int                 # T
+    compared: int               # positions 0..compared-1 are compared (the shared prefix)
+    t_star: int                 # first differing position, -1 none
+    kinds: np.ndarray           # [L, T] code of DIFFERENCE_KINDS
+    changed: np.ndarray         # [L, T] chosen experts differ
+    dropped_a_only: np.ndarray  # [L, T] a candidate chosen by both dropped in A, kept in B
+    dropped_b_only: np.ndarray  # [L, T]
+    expert_a: np.ndarray        # [L, T_a, K] A's chosen experts at every layer
+    kept_a: np.ndarray          # [L, T_a, K]
+    expert_b: np.ndarray        # [L, T_b, K]
+    kept_b: np.ndarray          # [L, T_b, K]
+    router_delta: np.ndarray    # [L, T] max |router-logit difference|, NaN where not compared
+    kl: np.ndarray              # [T] KL(P_A || P_B) of the next-token distributions, NaN where not compared
+    logit_diff: np.ndarray      # [T] max |logit difference|
+    logit_margin: np.ndarray    # [T] A's top-1 minus top-2 logit
+    drops_a: np.ndarray         # [T] A's dropped candidates over all layers (NaN past A's end)
+    drops_b: np.ndarray         # [T]
+    text_a: CompletionText      # A's text for the completion panel
+    text_b: CompletionText
+    verdict: Verdict
+    cause: CauseText
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.kinds.shape[0])
+
+    @property
+    def run_a(self) -> str:
+        return self.a.run
+
+    @property
+    def run_b(self) -> str:
+        return self.b.run
+
+    def strip(self, layer: int | None = None) -> np.ndarray:
+        """[3, T] code per row of `STRIP_ROWS` at `layer` (default the chosen one): 1 where it holds,
+        0 where not, -1 where not compared."""
+        l = self.layer if layer is None else layer
+        out = np.stack([self.changed[l], self.dropped_a_only[l], self.dropped_b_only[l]]).astype(np.int8)
+        out[:, self.kinds[l] == NOT_COMPARED] = -1
+        return out
+
+    def first_differences(self) -> np.ndarray:
+        """[L] first position where a routing decision (experts or kept set) differs per layer, -1 none."""
+        decision = self.changed | (self.kinds == KEPT_SET)
+        return np.where(decision.any(axis=1), np.argmax(decision, axis=1), -1)
+
+    def token(self, which: str, t: int) -> str:
+        data = self.a if which == "A" else self.b
+        return data.labels[t] if 0 <= t < data.n_positions else "(past the end)"
+
+    def describe_position(self, t: int) -> str | None:
+        """Hover text of position t in the curve panels."""
+        if not 0 <= t < self.length:
+            return None
+        if t < self.prompt_len:
+            part = "prompt"
+        elif self.t_star >= 0 and t == self.t_star:
+            part = "first divergent token t*"
+        elif self.t_star >= 0 and t > self.t_star:
+            part = "after t*: not compared"
+        else:
+            part = "shared prefix"
+        lines = [f"position {t} ({part}): A {self.token('A', t)!r} · B {self.token('B', t)!r}"]
+        if t < self.compared:
+            lines.append(f"next-token KL {_num(self.kl[t])} nats · max |logit difference| "
+                         f"{_num(self.logit_diff[t])} · A's top-2 margin {_num(self.logit_margin[t])}")
+        lines.append(f"dropped candidates over all layers: A {_count(self.drops_a[t])} · "
+                     f"B {_count(self.drops_b[t])}")
+        return "\n".join(lines)
+
+    def describe_cell(self, t: int, l: int) -> str | None:
+        """Hover text of (position t, layer l) in the difference map."""
+        if not (0 <= t < self.length and 0 <= l < self.n_layers):
+            return None
+        lines = [f"position {t}, layer {l}: {DIFFERENCE_KINDS[int(self.kinds[l, t])]}"]
+        for name, expert, kept in (("A", self.expert_a, self.kept_a), ("B", self.expert_b, self.kept_b)):
+            if t < expert.shape[1]:
+                chosen = " ".join(f"{int(e)}{'' if k else '✗'}" for e, k in zip(expert[l, t], kept[l, t],
+                                                                                 strict=True))
+                lines.append(f"{name} experts (✗ = dropped): {chosen}")
+        if t < self.compared and self.router_delta[l, t] == self.router_delta[l, t]:
+            lines.append(f"max |router-logit difference| {_num(self.router_delta[l, t])}")
+        v = self.verdict
+        if (t, l) == (v.position, v.layer):
+            lines.append(f"the cause event ({self.cause.cause})")
+        if v.root is not None and (t, l) == (v.root.position, v.root.layer):
+            lines.append("the first bitwise difference")
+        return "\n".join(lines)
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """One row per position: the table a CSV export writes."""
+        T = self.length
+        return {
+            "position": np.arange(T),
+            "token_a": np.array([self.token("A", t) for t in range(T)], dtype=object),
+            "token_b": np.array([self.token("B", t) for t in range(T)], dtype=object),
+            "compared": np.arange(T) < self.compared,
+            "kl": self.kl,
+            "max_logit_difference": self.logit_diff,
+            "logit_margin_a": self.logit_margin,
+            "dropped_a": self.drops_a,
+            "dropped_b": self.drops_b,
+            f"experts_changed_layer_{self.layer}": self.changed[self.layer],
+            f"dropped_a_only_layer_{self.layer}": self.dropped_a_only[self.layer],
+            f"dropped_b_only_layer_{self.layer}": self.dropped_b_only[self.layer],
+        }
+
+
+def _num(x: float) -> str:
+    return "n/a" if x != x else f"{x:.3g}"
+
+
+def _count(x: float) -> str:
+    return "-" if x != x else str(int(x))
+
+
+def _heatmap(row: RowTrace, layer: int, model_layer: int, vocab: Sequence[str],
+             capacity: np.ndarray) -> RoutingData:
+    return routing_figure_data(
+        run=row.run, row=row.row, layer=layer, model_layer=model_layer, request=row.request, vocab=vocab,
+        tokens=row.tokens, prompt_len=row.prompt_len, router_logits=row.router_logits[layer],
+        expert=row.expert[layer], gate=row.gate[layer], kept=row.kept[layer], slot=row.slot[layer],
+        group=row.group[layer], step=row.step, capacity=capacity)
+
+
+def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[str],
+                     capacity_a: np.ndarray, capacity_b: np.ndarray, model_layer: int | None = None,
+                     record: ExplainRecord | None = None,
+                     request_ids: dict[str, np.ndarray] | None = None) -> PairData:
+    """The side-by-side data of rows `a` (the reference) and `b` of one request at MoE layer `layer`.
+
+    `capacity_a`, `capacity_b` are the runs' [S, G] capacities at that layer; `record` the
+    explanation-table record of the pair (its confirmed cause replaces the guess); `request_ids`
+    maps run names to their rows' requests, to name who took the slots. Raises ValueError when the
+    rows hold different requests or prompts, or the layer does not exist.
+    """
+    if not 0 <= layer < a.n_layers:
+        raise ValueError(f"MoE layer {layer} outside 0..{a.n_layers - 1}")
+    verdict, diff = explain_pair_with_differences(a, b)
+    curves = pair_curves(a, b, differences=diff)
+    T = max(a.length, b.length)
+    C = curves.length
+    ea, ka = a.expert[:, :C], a.kept[:, :C]
+    eb, kb = b.expert[:, :C], b.kept[:, :C]
+    a_only, b_only = drop_differences(ea, ka, eb, kb)
+    routed = diff.routed[None, :]
+    model_layer = layer if model_layer is None else model_layer
+    ids = request_ids or {}
+    displacing_run = verdict.displacement.run if verdict.displacement is not None else ""
+    return PairData(
+        request=a.request, layer=layer, model_layer=model_layer,
+        a=_heatmap(a, layer, model_layer, vocab, capacity_a),
+        b=_heatmap(b, layer, model_layer, vocab, capacity_b),
+        prompt_len=a.prompt_len, length=T, compared=C, t_star=verdict.t_star,
+        kinds=difference_kinds(diff, T),
+        changed=_pad(diff.expert, T, False), dropped_a_only=_pad(a_only & routed, T, False),
+        dropped_b_only=_pad(b_only & routed, T, False),
+        expert_a=a.expert, kept_a=a.kept, expert_b=b.expert, kept_b=b.kept,
+        router_delta=_pad(curves.router_delta, T), kl=_pad(curves.kl, T),
+        logit_diff=_pad(curves.max_logit_diff, T),
+        logit_margin=_pad(curves.logit_margin, T),
+        drops_a=_pad(drops(a.expert, a.kept).sum(axis=0).astype(np.float64), T),
+        drops_b=_pad(drops(b.expert, b.kept).sum(axis=0).astype(np.float64), T),
+        text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
+        verdict=verdict,
+        cause=cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
+                         model_layer=model_layer),
+    )

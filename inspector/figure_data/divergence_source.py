@@ -1,0 +1,200 @@
+"""Where the divergence views get their rows: the runs of each request in an open trace, read on
+demand and memoised, and the explanation tables the `explain` command stored.
+
+No Qt here. One `DivergenceSource` belongs to one open trace; the views make a new one when the
+trace changes. Rows are `traces.analysis.RowTrace`s (with their next-token logits), so every pair
+and every overview of a request shares the same rows and their cached log-probabilities.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inspector.figure_data.runs import RunInfo, run_info
+from traces import TraceError
+from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
+from traces.analysis.alignment import probe_request, requests_with_several_runs, runs_of_request
+from traces.analysis.explain_table import TABLE_KIND, TABLE_PREFIX
+
+log = logging.getLogger(__name__)
+
+#: Rows kept in memory per trace (a 512-position row with 256 logits holds about 3 MB with its caches).
+ROW_MEMO = 64
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """One run holding a request: the row it sits in and what the run browser says of the run."""
+
+    run: str
+    row: int
+    condition: str
+    label: str
+    is_probe: bool
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.run, self.row
+
+    def text(self) -> str:
+        """'r003 · row 2 (probe) · batch cf=1.0 native'."""
+        probe = " (probe)" if self.is_probe else ""
+        condition = f" · {self.condition}" if self.condition else ""
+        return f"{self.run} · row {self.row}{probe}{condition}"
+
+
+class Memo:
+    """A bounded memo: `get(key, make)` returns the stored value or stores `make()`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, object] = OrderedDict()
+
+    def get(self, key: Hashable, make: Callable[[], object]):
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = make()
+        self._items[key] = value
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+
+class DivergenceSource:
+    """The runs of each request of `trace` (an open `traces.Trace`), their rows and explanations."""
+
+    def __init__(self, trace) -> None:
+        self.trace = trace
+        self.vocab: list[str] = list(trace.vocab)
+        self.moe_layers: list[int] = [int(m) for m in trace.moe_layers]
+        self.unusable: dict[str, str] = {}   # run name -> why it is left out
+        self._runs: list[tuple[str, np.ndarray, int]] = []
+        self._infos: dict[str, RunInfo] = {}
+        for name in trace.run_names:
+            try:
+                run = trace.run(name)
+                if not run.complete:
+                    self.unusable[name] = "incomplete"
+                    continue
+                self._runs.append((name, np.asarray(run.request_ids), int(run.probe_row)))
+                self._infos[name] = run_info(run)
+            except TraceError as exc:
+                log.warning("divergence: run %s left out: %s", name, exc)
+                self.unusable[name] = str(exc)
+        self._rows = Memo(ROW_MEMO)
+        self._small = Memo(256)
+        self._records: list[ExplainRecord] | None = None
+        self.table_problems: list[str] = []
+
+    # -- requests and runs ------------------------------------------------------------------------
+
+    def requests(self) -> list[int]:
+        """Requests held by more than one usable run (the ones that can be compared), ascending."""
+        return requests_with_several_runs(self._runs)
+
+    def request_text(self, request: int, max_chars: int = 40) -> str:
+        texts = self.trace.requests.text
+        text = texts[request] if 0 <= request < len(texts) else ""
+        text = " ".join(text.split())
+        return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+    def default_request(self, run: str | None = None, row: int | None = None) -> int | None:
+        """The request in (run, row) when several runs hold it, else the probe request, else the first."""
+        requests = self.requests()
+        if not requests:
+            return None
+        ids = next((ids for name, ids, _ in self._runs if name == run), None)
+        if ids is not None and row is not None and 0 <= row < len(ids) and int(ids[row]) in requests:
+            return int(ids[row])
+        probe = probe_request(self._runs)
+        return probe if probe in requests else requests[0]
+
+    def choices(self, request: int) -> list[RunChoice]:
+        """One `RunChoice` per usable run holding `request` (its probe row when it holds it), in run order."""
+        out = []
+        for name, row in runs_of_request(self._runs, request):
+            info = self._infos[name]
+            out.append(RunChoice(run=name, row=row, condition=info.condition, label=info.label,
+                                 is_probe=row == info.probe_row))
+        return out
+
+    def conditions(self, request: int) -> list[str]:
+        """Distinct conditions among the runs holding `request`, in run order."""
+        return list(dict.fromkeys(c.condition for c in self.choices(request)))
+
+    def request_ids(self, run: str) -> np.ndarray:
+        return next(ids for name, ids, _ in self._runs if name == run)
+
+    # -- arrays -------------------------------------------------------------------------------------
+
+    def row(self, run: str, row: int) -> RowTrace:
+        """Row `row` of run `run` with its next-token logits (read once, then memoised)."""
+        return self._rows.get((run, row), lambda: row_trace(self.trace.run(run), row))
+
+    def rows(self, choices: Sequence[RunChoice]) -> list[RowTrace]:
+        return [self.row(c.run, c.row) for c in choices]
+
+    def has_row(self, run: str, row: int) -> bool:
+        return (run, row) in self._rows
+
+    def capacity(self, run: str, layer: int) -> np.ndarray:
+        """[S, G] capacity of each group of each step of `run` at MoE layer `layer`."""
+        return self._small.get(("capacity", run, layer),
+                               lambda: np.asarray(self.trace.run(run).capacity[:, layer, :]))
+
+    def model_layer(self, layer: int) -> int:
+        return self.moe_layers[layer] if 0 <= layer < len(self.moe_layers) else layer
+
+    # -- explanation tables -----------------------------------------------------------------------
+
+    def records(self) -> list[ExplainRecord]:
+        """Every record of every explanation table (`explain_*`); unreadable tables are listed in
+        `table_problems` and left out."""
+        if self._records is None:
+            self._records = []
+            self.table_problems = []
+            try:
+                names = [n for n in self.trace.table_names if n.startswith(TABLE_PREFIX)]
+            except TraceError as exc:
+                self.table_problems.append(str(exc))
+                names = []
+            for name in names:
+                try:
+                    columns, attrs = self.trace.read_table(name)
+                    if attrs.get("kind", TABLE_KIND) != TABLE_KIND:
+                        continue
+                    self._records.extend(from_columns(columns))
+                except (TraceError, ValueError) as exc:
+                    log.warning("explanation table %s left out: %s", name, exc)
+                    self.table_problems.append(f"table {name}: {exc}")
+        return self._records
+
+
+def find_record(records: Sequence[ExplainRecord], run: str, row: int, ref_run: str,
+                ref_row: int) -> ExplainRecord | None:
+    """The record of (run, row) against (ref_run, ref_row) in either direction; a record with a
+    confirmed cause wins over one without."""
+    found = [r for r in records
+             if ((r.run, r.row, r.ref_run, r.ref_row) == (run, row, ref_run, ref_row)
+                 or (r.run, r.row, r.ref_run, r.ref_row) == (ref_run, ref_row, run, row))]
+    confirmed = [r for r in found if r.confirmed_cause]
+    return (confirmed or found or [None])[0]
+
+
+def table_reference(records: Sequence[ExplainRecord], choices: Sequence[RunChoice]) -> str | None:
+    """The reference run the explanation tables used for these runs (the most common), if any."""
+    keys = {c.key for c in choices}
+    refs = [r.ref_run for r in records if (r.run, r.row) in keys and (r.ref_run, r.ref_row) in keys]
+    if not refs:
+        return None
+    values, counts = np.unique(np.asarray(refs), return_counts=True)
+    return str(values[int(np.argmax(counts))])

@@ -1,0 +1,94 @@
+"""Data of the all-layers overview: layers x positions for one row, top-1 expert and drops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inspector.figure_data.tokens import token_labels
+
+
+@dataclass(frozen=True)
+class OverviewData:
+    """Top-1 expert and dropped candidates per (layer, position) of one row. `T` = row length."""
+
+    run: str
+    row: int
+    request: int
+    n_experts: int
+    model_layers: list[int]  # [L] model layer number of each MoE layer
+    labels: list[str]        # [T]
+    prompt_len: int
+    top1: np.ndarray         # [L, T] first-choice expert, image in row-major order (y = layer)
+    expert: np.ndarray       # [L, T, K] chosen experts
+    kept: np.ndarray         # [L, T, K]
+    n_dropped: np.ndarray    # [L, T] number of dropped candidates
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.top1.shape[0])
+
+    @property
+    def n_positions(self) -> int:
+        return int(self.top1.shape[1])
+
+    def drop_points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positions, layers, counts) of every (layer, position) with at least one drop."""
+        l, t = np.nonzero(self.n_dropped > 0)
+        return t.astype(np.int64), l.astype(np.int64), self.n_dropped[l, t]
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """One row per (layer, position): the table a CSV export writes."""
+        L, T = self.top1.shape
+        return {
+            "layer": np.repeat(np.arange(L), T),
+            "position": np.tile(np.arange(T), L),
+            "token": np.tile(np.array(self.labels, dtype=object), L),
+            "top1_expert": self.top1.reshape(-1),
+            "n_dropped": self.n_dropped.reshape(-1),
+        }
+
+
+def overview_figure_data(
+    *, run: str, row: int, request: int, n_experts: int, model_layers: Sequence[int],
+    vocab: Sequence[str], tokens: np.ndarray, prompt_len: int, expert: np.ndarray, kept: np.ndarray,
+) -> OverviewData:
+    """Build the overview from one row's `expert` and `kept` [L, T, K], cut to the row's length."""
+    expert = np.asarray(expert, dtype=np.int64)
+    kept = np.asarray(kept, dtype=bool)
+    return OverviewData(
+        run=run, row=row, request=request, n_experts=int(n_experts),
+        model_layers=[int(m) for m in model_layers], labels=token_labels(vocab, tokens),
+        prompt_len=int(prompt_len), top1=np.ascontiguousarray(expert[:, :, 0]), expert=expert,
+        kept=kept, n_dropped=(~kept).sum(axis=-1).astype(np.int64),
+    )
+
+
+def read_overview(trace, run, row: int) -> OverviewData:
+    """Read every layer of one row of `run` and build the overview."""
+    T = run.row_length(row)
+    L = run.dims["L"]
+    moe_layers = list(trace.moe_layers)
+    return overview_figure_data(
+        run=run.name, row=row, request=int(run.request_ids[row]), n_experts=run.dims["E"],
+        model_layers=moe_layers if len(moe_layers) == L else list(range(L)), vocab=trace.vocab,
+        tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
+        expert=run.expert[:, row, :T], kept=run.kept[:, row, :T],
+    )
+
+
+def describe_overview_cell(data: OverviewData, t: int, l: int) -> str | None:
+    """The hover text of cell (position t, layer l), or None outside the image."""
+    if not (0 <= t < data.n_positions and 0 <= l < data.n_layers):
+        return None
+    part = "prompt" if t < data.prompt_len else "generation"
+    pairs = zip(data.expert[l, t], data.kept[l, t], strict=True)
+    choices = ", ".join(f"{int(e)} {'kept' if k else 'DROPPED'}" for e, k in pairs)
+    return "\n".join([
+        f"position {t} ({part}): {data.labels[t]!r}",
+        f"layer {l} (model layer {data.model_layers[l]})",
+        f"top-1 expert {int(data.top1[l, t])}",
+        f"choices: {choices}",
+    ])

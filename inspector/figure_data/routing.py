@@ -1,0 +1,173 @@
+"""Data of the routing heatmap: one run, one MoE layer, one batch row.
+
+Experts on y, positions on x, colour = router probability (softmax of the router logits), the
+chosen candidates with their kept/dropped outcome, slot, capacity, group and step per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inspector.figure_data.tokens import token_labels
+from traces.schema import DROPLESS_CAPACITY
+
+
+def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax in float64 (stable: the max is subtracted first), returned as float32."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - np.max(z, axis=axis, keepdims=True)
+    p = np.exp(z)
+    return (p / np.sum(p, axis=axis, keepdims=True)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class RoutingData:
+    """Everything the routing heatmap of one (run, layer, row) shows. `T` = the row's length."""
+
+    run: str
+    row: int
+    layer: int               # MoE layer index l in [0, L)
+    model_layer: int         # the model's own layer number of that MoE layer
+    request: int             # request id of the row
+    labels: list[str]        # [T] display text of each token
+    tokens: np.ndarray       # [T] token ids
+    prompt_len: int
+    probs: np.ndarray        # [E, T] router probability, row-major image (y = expert, x = position)
+    expert: np.ndarray       # [T, K] chosen experts in choice order
+    gate: np.ndarray         # [T, K] weight applied (0 when dropped)
+    kept: np.ndarray         # [T, K] candidate kept
+    slot: np.ndarray         # [T, K] rank in the expert's queue within its group
+    group: np.ndarray        # [T] group id within its step
+    step: np.ndarray         # [T] forward step that routed the token (0 = prefill)
+    capacity: np.ndarray     # [T] capacity of the token's group; -2 dropless, -1 unknown
+
+    @property
+    def n_positions(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def n_experts(self) -> int:
+        return int(self.probs.shape[0])
+
+    def candidates(self, kept: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, experts) of the kept (or dropped) candidates, in position order."""
+        t, k = np.nonzero(self.kept == kept)
+        return t.astype(np.int64), self.expert[t, k].astype(np.int64)
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """One row per (position, expert): the table a CSV export writes."""
+        E, T = self.probs.shape
+        pos = np.repeat(np.arange(T), E)
+        exp = np.tile(np.arange(E), T)
+        choice = np.full((T, E), -1, dtype=np.int64)
+        kept = np.zeros((T, E), dtype=bool)
+        for k in range(self.expert.shape[1]):
+            choice[np.arange(T), self.expert[:, k]] = k
+            kept[np.arange(T), self.expert[:, k]] = self.kept[:, k]
+        return {
+            "position": pos,
+            "token": np.repeat(np.array(self.labels, dtype=object), E),
+            "expert": exp,
+            "probability": self.probs.T.reshape(-1),
+            "choice": choice.reshape(-1),
+            "kept": kept.reshape(-1) & (choice.reshape(-1) >= 0),
+            "dropped": ~kept.reshape(-1) & (choice.reshape(-1) >= 0),
+        }
+
+
+def routing_figure_data(
+    *,
+    run: str,
+    row: int,
+    layer: int,
+    model_layer: int,
+    request: int,
+    vocab: Sequence[str],
+    tokens: np.ndarray,
+    prompt_len: int,
+    router_logits: np.ndarray,
+    expert: np.ndarray,
+    gate: np.ndarray,
+    kept: np.ndarray,
+    slot: np.ndarray,
+    group: np.ndarray,
+    step: np.ndarray,
+    capacity: np.ndarray,
+) -> RoutingData:
+    """Build the heatmap data from one row's arrays, already cut to the row's length T.
+
+    `router_logits` is [T, E]; `expert`, `gate`, `kept`, `slot` are [T, K]; `group` and `step`
+    are [T]; `capacity` is the layer's [S, G] capacity table.
+    """
+    T, E = router_logits.shape
+    probs = softmax(router_logits, axis=-1).T  # [E, T]
+    S, G = capacity.shape
+    ok = (step >= 0) & (step < S) & (group >= 0) & (group < G)
+    cap = np.full(T, -1, dtype=np.int64)
+    cap[ok] = capacity[step[ok], group[ok]]
+    return RoutingData(
+        run=run, row=row, layer=layer, model_layer=model_layer, request=request,
+        labels=token_labels(vocab, tokens), tokens=np.asarray(tokens), prompt_len=int(prompt_len),
+        probs=np.ascontiguousarray(probs), expert=np.asarray(expert, dtype=np.int64),
+        gate=np.asarray(gate, dtype=np.float32), kept=np.asarray(kept, dtype=bool),
+        slot=np.asarray(slot, dtype=np.int64), group=np.asarray(group, dtype=np.int64),
+        step=np.asarray(step, dtype=np.int64), capacity=cap,
+    )
+
+
+def read_routing(trace, run, layer: int, row: int) -> RoutingData:
+    """Read one (layer, row) slice of `run` from `trace` and build its heatmap data."""
+    T = run.row_length(row)
+    moe_layers = list(trace.moe_layers)
+    return routing_figure_data(
+        run=run.name, row=row, layer=layer,
+        model_layer=int(moe_layers[layer]) if layer < len(moe_layers) else layer,
+        request=int(run.request_ids[row]), vocab=trace.vocab,
+        tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
+        router_logits=run.router_logits[layer, row, :T], expert=run.expert[layer, row, :T],
+        gate=run.gate[layer, row, :T], kept=run.kept[layer, row, :T], slot=run.slot[layer, row, :T],
+        group=run.group[layer, row, :T], step=run.step[row, :T], capacity=run.capacity[:, layer, :],
+    )
+
+
+def capacity_text(capacity: int) -> str:
+    """How a capacity value reads in the UI."""
+    if capacity == DROPLESS_CAPACITY:
+        return "dropless"
+    if capacity < 0:
+        return "unknown"
+    return str(capacity)
+
+
+def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
+    """The hover text of cell (position t, expert e), or None outside the heatmap."""
+    if not (0 <= t < data.n_positions and 0 <= e < data.n_experts):
+        return None
+    part = "prompt" if t < data.prompt_len else "generation"
+    lines = [
+        f"position {t} ({part}): {data.labels[t]!r}",
+        f"layer {data.layer} (model layer {data.model_layer}) · expert {e}",
+        f"probability {data.probs[e, t]:.4f}",
+    ]
+    K = data.expert.shape[1]
+    choices = np.nonzero(data.expert[t] == e)[0]
+    cap = int(data.capacity[t])
+    if choices.size:
+        k = int(choices[0])
+        slot = int(data.slot[t, k])
+        if data.kept[t, k]:
+            outcome = f"KEPT · gate {data.gate[t, k]:.4f}"
+            relation = "<" if cap >= 0 else "vs"
+        else:
+            outcome = "DROPPED"
+            relation = "≥" if cap >= 0 else "vs"
+        lines.append(f"choice {k + 1} of {K} · {outcome}")
+        lines.append(f"slot {slot} {relation} capacity {capacity_text(cap)}")
+    else:
+        lines.append(f"not chosen (capacity {capacity_text(cap)})")
+    lines.append(f"group {int(data.group[t])} · step {int(data.step[t])}"
+                 + (" (prefill)" if int(data.step[t]) == 0 else ""))
+    return "\n".join(lines)

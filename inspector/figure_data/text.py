@@ -1,0 +1,113 @@
+"""Data of the text strip: a row's tokens shaded by drops or by router margin."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inspector.figure_data.tokens import display_token, token_text
+from traces.analysis.curves import drops, router_margin
+
+#: Shading modes of the text strip, as the UI names them.
+SHADE_MODES = ("drops (all layers)", "drops (this layer)", "router margin (smallest over layers)")
+
+#: Router margins (logit gap between the k-th and (k+1)-th expert) shade on a log scale: a gap at
+#: or below MARGIN_TIE gets full shade (a near-tie a rounding difference can flip), one at or above
+#: MARGIN_SAFE none.
+MARGIN_TIE = 1e-4
+MARGIN_SAFE = 1.0
+
+
+def margin_shade(margin: np.ndarray) -> np.ndarray:
+    """Shade in [0, 1] of router margins: 1 at or below MARGIN_TIE, 0 at or above MARGIN_SAFE."""
+    m = np.maximum(np.asarray(margin, dtype=np.float64), MARGIN_TIE)
+    span = np.log10(MARGIN_SAFE) - np.log10(MARGIN_TIE)
+    return np.clip((np.log10(MARGIN_SAFE) - np.log10(m)) / span, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class TextData:
+    """One row's completion with per-token drop counts and router margins. `T` = row length."""
+
+    run: str
+    row: int
+    request: int
+    texts: list[str]          # [T] display text of each token (spaces kept, line breaks shown)
+    prompt_len: int
+    n_candidates: int         # K, candidates per token per layer
+    drops: np.ndarray         # [L, T] dropped candidates per layer
+    margin: np.ndarray        # [L, T] router margin per layer (logit gap, inf when E = K)
+
+    @property
+    def n_positions(self) -> int:
+        return len(self.texts)
+
+    def shade(self, mode: str, layer: int = 0) -> tuple[np.ndarray, str]:
+        """([T] shade in [0, 1], caption) of a mode of `SHADE_MODES`; 1 = strongest mark."""
+        L = self.drops.shape[0]
+        if mode == SHADE_MODES[0]:
+            total = self.drops.sum(axis=0)
+            top = max(int(total.max(initial=0)), 1)
+            return total / top, f"dropped candidates over all {L} layers (darkest = {top})"
+        if mode == SHADE_MODES[1]:
+            layer = min(max(layer, 0), L - 1)
+            return self.drops[layer] / max(self.n_candidates, 1), f"dropped candidates at layer {layer}"
+        if mode == SHADE_MODES[2]:
+            return (margin_shade(self.smallest_margin),
+                    f"router margin, smallest over layers (darkest <= {MARGIN_TIE:g}, "
+                    f"none >= {MARGIN_SAFE:g})")
+        raise ValueError(f"unknown shading mode {mode!r}; expected one of {', '.join(SHADE_MODES)}")
+
+    @property
+    def smallest_margin(self) -> np.ndarray:
+        """[T] smallest router margin over layers."""
+        return self.margin.min(axis=0, initial=np.inf)
+
+    def describe(self, t: int) -> str | None:
+        """Hover text of token t, or None outside the text."""
+        if not 0 <= t < self.n_positions:
+            return None
+        part = "prompt" if t < self.prompt_len else "generation"
+        worst = int(np.argmin(self.margin[:, t]))
+        return "\n".join([
+            f"position {t} ({part}): {self.texts[t]!r}",
+            f"dropped candidates: {int(self.drops[:, t].sum())} over {self.drops.shape[0]} layers",
+            f"smallest router margin {self.margin[worst, t]:.3g} (logit gap) at layer {worst}",
+        ])
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """One row per position: the table a CSV export writes."""
+        T = self.n_positions
+        return {
+            "position": np.arange(T),
+            "token": np.array(self.texts, dtype=object),
+            "generated": np.arange(T) >= self.prompt_len,
+            "dropped_all_layers": self.drops.sum(axis=0),
+            "smallest_router_margin": self.smallest_margin,
+        }
+
+
+def text_figure_data(
+    *, run: str, row: int, request: int, vocab: Sequence[str], tokens: np.ndarray, prompt_len: int,
+    expert: np.ndarray, kept: np.ndarray, router_logits: np.ndarray,
+) -> TextData:
+    """Build the strip from one row's `expert`, `kept` [L, T, K] and `router_logits` [L, T, E]."""
+    K = kept.shape[-1]
+    return TextData(
+        run=run, row=row, request=request,
+        texts=[display_token(token_text(vocab, int(i))) for i in tokens], prompt_len=int(prompt_len),
+        n_candidates=K, drops=drops(expert, kept).astype(np.int64),
+        margin=router_margin(router_logits, K).astype(np.float64),
+    )
+
+
+def read_text(trace, run, row: int) -> TextData:
+    """Read one row of `run` (every layer) and build the text strip."""
+    T = run.row_length(row)
+    return text_figure_data(
+        run=run.name, row=row, request=int(run.request_ids[row]), vocab=trace.vocab,
+        tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
+        expert=run.expert[:, row, :T], kept=run.kept[:, row, :T], router_logits=run.router_logits[:, row, :T],
+    )

@@ -1,0 +1,333 @@
+"""The side-by-side figure of two runs of one request: A's and B's routing heatmaps at the chosen
+layer, the difference strip at that layer (left column); the layer x position map of what differs,
+the KL, logit-difference/top-2-margin and drop curves (right column). Every panel shares one x
+axis (positions), t* and the selected position are vertical lines in all of them.
+
+With `with_text`, both completions sit above and the cause panel below, so an export holds the
+whole comparison in one picture.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inspector.figure_data.divergence import (
+    DIFFERENCE_KINDS,
+    EXPERTS,
+    KEPT_SET,
+    NOT_COMPARED,
+    ROUTER_LOGITS,
+    STRIP_ROWS,
+    WEIGHTS,
+    PairData,
+)
+from inspector.figure_data.routing import describe_cell
+from inspector.figures.axes import CategoryAxis, TokenAxis
+from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
+from inspector.figures.marks import CellMarks
+from inspector.figures.routing import RoutingFigure
+from inspector.figures.style import FigureStyle
+from inspector.qt import QtCore, pg
+
+#: RGB of each difference kind in the layer x position map (index = code of DIFFERENCE_KINDS).
+KIND_COLORS = np.array([(246, 246, 246), (253, 212, 158), (252, 141, 89), (215, 48, 31), (106, 81, 163),
+                        (200, 200, 200)], dtype=np.uint8)
+#: RGB of the strip: nothing, the row's event, not compared.
+STRIP_COLORS = {"none": (250, 250, 250), "not compared": (200, 200, 200)}
+STRIP_EVENT_COLORS = ((106, 81, 163), tuple(int(A_COLOR[i:i + 2], 16) for i in (1, 3, 5)),
+                      tuple(int(B_COLOR[i:i + 2], 16) for i in (1, 3, 5)))
+#: Short tick labels of the strip rows (`STRIP_ROWS` are the full names).
+STRIP_TICKS = ("experts ≠", "✗ A only", "✗ B only")
+#: Zero KL or logit difference is drawn at this value on the log axes.
+LOG_FLOOR = 1e-12
+T_STAR_COLOR = "#000000"
+SELECTED_COLOR = "#00b8d4"
+DIFF_COLOR = "#c0392b"
+MARGIN_COLOR = "#606060"
+LEFT_AXIS_PX = 80
+RIGHT_AXIS_PX = 70
+
+
+def kinds_rgb(kinds: np.ndarray) -> np.ndarray:
+    """[L, T, 3] uint8 image of a [L, T] map of difference-kind codes."""
+    return KIND_COLORS[np.asarray(kinds, dtype=np.int64)]
+
+
+def strip_rgb(strip: np.ndarray) -> np.ndarray:
+    """[3, T, 3] uint8 image of the [3, T] strip (1 event, 0 none, -1 not compared)."""
+    out = np.empty((*strip.shape, 3), dtype=np.uint8)
+    out[...] = STRIP_COLORS["none"]
+    for i, rgb in enumerate(STRIP_EVENT_COLORS):
+        out[i][strip[i] == 1] = rgb
+    out[strip == -1] = STRIP_COLORS["not compared"]
+    return out
+
+
+def legend_html(style: FigureStyle) -> str:
+    """The key of the difference map, the strip and the curves, as one wrapped paragraph."""
+    def square(rgb) -> str:
+        return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
+    kinds = " ".join(f"{square(KIND_COLORS[c])} {DIFFERENCE_KINDS[c]}"
+                     for c in (ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED))
+    return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ cause · ○ first bitwise difference · '
+            f'□ first differing decision per layer. Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
+            f'{square(STRIP_EVENT_COLORS[1])} dropped in A only '
+            f'{square(STRIP_EVENT_COLORS[2])} dropped in B only. '
+            f'Curves (before t*, log, 0 at {LOG_FLOOR:g}): KL(A‖B); max |logit difference| '
+            f'<span style="color: {DIFF_COLOR};">(red)</span> against A\'s top-2 margin (grey); drops of '
+            f'<span style="color: {A_COLOR};">A</span> and <span style="color: {B_COLOR};">B</span> over all '
+            f'layers. Dashed = t*, cyan = selected position.</span>')
+
+
+class DecadeAxis(pg.AxisItem):
+    """A log-scale axis labelled at powers of ten only (a short panel has no room for more); with no
+    power of ten in view, at the two ends."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
+        if not self.logMode:
+            return super().tickValues(minVal, maxVal, size)
+        lo, hi = sorted((minVal, maxVal))
+        decades = list(range(math.ceil(lo), math.floor(hi) + 1))
+        if len(decades) > 4:  # at most about four labels
+            step = math.ceil(len(decades) / 4)
+            decades = decades[::step]
+        return [(1.0, [float(d) for d in decades] or [lo, hi])]
+
+
+def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.AxisItem | None = None,
+          ylabel: str = "") -> pg.PlotItem:
+    axes = {"bottom": TokenAxis("bottom")}
+    if left is not None:
+        axes["left"] = left
+    plot = layout.addPlot(row=row, col=0, axisItems=axes)
+    plot.setMenuEnabled(False)
+    plot.hideButtons()
+    plot.setLabel("left", ylabel)
+    style.style_plot(plot)
+    return plot
+
+
+class DivergencePairFigure:
+    """Draws `PairData` into a `pg.GraphicsLayout` (rows from `row` on, columns 0 and 1)."""
+
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
+                 with_text: bool = False) -> None:
+        self.style = style or FigureStyle()
+        self.data: PairData | None = None
+        self.with_text = with_text
+        self.text_a = self.text_b = self.cause_block = None
+        if with_text:
+            texts = layout.addLayout(row=row, col=0, colspan=2)
+            self.text_a, self.text_b = HtmlBlock(self.style), HtmlBlock(self.style)
+            texts.addItem(self.text_a, row=0, col=0)
+            texts.addItem(self.text_b, row=0, col=1)
+            row += 1
+        self.legend = HtmlBlock(self.style, scale=0.9)
+        self.legend.set_html(legend_html(self.style))
+        layout.addItem(self.legend, row=row, col=0, colspan=2)
+        row += 1
+        left = layout.addLayout(row=row, col=0)
+        right = layout.addLayout(row=row, col=1)
+        layout.layout.setColumnStretchFactor(0, 1)
+        layout.layout.setColumnStretchFactor(1, 1)
+        # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
+        self.heat_a = RoutingFigure(left, self.style, row=0)
+        self.heat_b = RoutingFigure(left, self.style, row=1)
+        self.strip = _plot(left, 2, self.style, CategoryAxis("left", STRIP_TICKS))
+        self.strip.invertY(True)
+        self.strip_image = pg.ImageItem(axisOrder="row-major")
+        self.strip.addItem(self.strip_image)
+        for i, s in enumerate((3, 3, 1.4)):
+            left.layout.setRowStretchFactor(i, s)
+        # Right: the map of what differs, and the curves.
+        self.map_axis = CategoryAxis("left")
+        self.map = _plot(right, 0, self.style, self.map_axis, "layer")
+        self.map.invertY(True)
+        self.map_image = pg.ImageItem(axisOrder="row-major")
+        self.map.addItem(self.map_image)
+        self.first_marks = CellMarks("outline", "#000000", width=2.0, inset=0.0)
+        self.first_marks.setZValue(10)
+        self.map.addItem(self.first_marks)
+        self.event_mark = pg.ScatterPlotItem(symbol="star", size=16, brush=pg.mkBrush("#ffeb3b"),
+                                             pen=pg.mkPen("#000000", width=1.2))
+        self.root_mark = pg.ScatterPlotItem(symbol="o", size=13, brush=None, pen=pg.mkPen("#000000", width=2))
+        for item in (self.event_mark, self.root_mark):
+            item.setZValue(15)
+            self.map.addItem(item)
+        self.kl = _plot(right, 1, self.style, DecadeAxis("left"), "KL(A‖B)")
+        self.kl.setLogMode(y=True)
+        self.kl_curve = self.kl.plot(pen=pg.mkPen("#6a51a3", width=1.5), connect="finite", name="KL")
+        self.logits = _plot(right, 2, self.style, DecadeAxis("left"), "logits")
+        self.logits.setLogMode(y=True)
+        self.diff_curve = self.logits.plot(pen=pg.mkPen(DIFF_COLOR, width=1.5), connect="finite",
+                                           name="max |logit difference|")
+        self.margin_curve = self.logits.plot(pen=pg.mkPen(MARGIN_COLOR, width=1.2), connect="finite",
+                                             name="A's top-2 margin")
+        self.drops = _plot(right, 3, self.style, None, "dropped")
+        self.drops_a = self.drops.plot(pen=pg.mkPen(A_COLOR, width=1.5), stepMode="center", name="A")
+        self.drops_b = self.drops.plot(pen=pg.mkPen(B_COLOR, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
+                                       stepMode="center", name="B")
+        for i, s in enumerate((2.2, 1.6, 1.6, 1.6)):
+            right.layout.setRowStretchFactor(i, s)
+        if with_text:
+            self.cause_block = HtmlBlock(self.style)
+            layout.addItem(self.cause_block, row=row + 1, col=0, colspan=2)
+
+        self.heatmaps = [self.heat_a.plot, self.heat_b.plot]
+        self.plots = [*self.heatmaps, self.strip, self.map, self.kl, self.logits, self.drops]
+        for plot in self.plots[1:]:
+            plot.setXLink(self.heat_a.plot)
+        for plot in (self.heat_a.plot, self.heat_b.plot, self.strip):
+            plot.getAxis("left").setWidth(LEFT_AXIS_PX)
+        for plot in (self.map, self.kl, self.logits, self.drops):
+            plot.getAxis("left").setWidth(RIGHT_AXIS_PX)
+        for plot in (self.heat_a.plot, self.heat_b.plot, self.map, self.kl, self.logits):
+            # x-linked with the panel below, whose axis shows the positions.
+            plot.hideAxis("bottom")
+        self.heat_b.colorbar.axis.setLabel("")
+        for plot in (self.strip, self.drops):
+            plot.setLabel("bottom", "position (token)")
+        for plot in (self.kl, self.logits, self.drops):
+            # Short panels: label only the major ticks (powers of ten on the log axes), no SI prefix.
+            plot.getAxis("left").enableAutoSIPrefix(False)
+            plot.getAxis("left").setStyle(maxTextLevel=0)
+            plot.setAutoVisible(y=True)
+            plot.enableAutoRange(y=True)
+            plot.showGrid(y=True, alpha=0.2)
+        self.not_compared = []
+        for plot in (self.kl, self.logits):
+            region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
+            region.setZValue(-10)
+            plot.addItem(region)
+            self.not_compared.append(region)
+        self.t_star_lines = self._lines(T_STAR_COLOR, QtCore.Qt.PenStyle.DashLine, 1.5, "t*")
+        self.selected_lines = self._lines(SELECTED_COLOR, QtCore.Qt.PenStyle.SolidLine, 1.5, None)
+        self.set_selected(None)
+
+    def _lines(self, color: str, dash, width: float, label: str | None) -> list[pg.InfiniteLine]:
+        lines = []
+        for i, plot in enumerate(self.plots):
+            opts = {}
+            if label is not None and plot in (self.heat_a.plot, self.map):
+                opts = {"label": label, "labelOpts": {"position": 0.95, "color": color,
+                                                      "fill": (255, 255, 255, 200)}}
+            pen = pg.mkPen(color, width=width, style=dash)
+            line = pg.InfiniteLine(angle=90, movable=False, pen=pen, **opts)
+            line.setZValue(40 + i)
+            plot.addItem(line, ignoreBounds=True)
+            lines.append(line)
+        return lines
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def set_data(self, data: PairData, *, keep_view: bool = False, selected: int | None = None) -> None:
+        """Show `data`; `keep_view` keeps the zoom (a layer change), `selected` is the selected position."""
+        self.data = data
+        T, L = data.length, data.n_layers
+        self.heat_a.set_data(data.a, keep_view=True)
+        self.heat_b.set_data(data.b, keep_view=True)
+        for fig, name, color in ((self.heat_a, "A", A_COLOR), (self.heat_b, "B", B_COLOR)):
+            d = fig.data
+            dropped = int((~d.kept).sum())
+            fig.plot.setTitle(f"{name}: run {d.run} row {d.row} · layer {d.layer} · {dropped} dropped",
+                              color=color, size=f"{self.style.font_size + 1}pt")
+            fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
+        self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
+        self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
+        self.strip.setTitle(f"layer {data.layer}: what differs",
+                            color=self.style.foreground, size=f"{self.style.font_size}pt")
+        self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
+        self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
+        self.map_axis.set_labels([str(l) for l in range(L)])
+        first = data.first_differences()
+        layers = np.flatnonzero(first >= 0)
+        self.first_marks.set_cells(first[layers], layers)
+        v = data.verdict
+        self.event_mark.setData([v.position] if v.position >= 0 and v.layer >= 0 else [],
+                                [v.layer] if v.position >= 0 and v.layer >= 0 else [])
+        root = v.root if v.root is not None and v.root.layer >= 0 else None
+        self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
+        self.map.setTitle("where routing differs (layer x position)", color=self.style.foreground,
+                          size=f"{self.style.font_size}pt")
+        self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
+        self._set_curves(data)
+        compared = data.compared
+        for region in self.not_compared:
+            region.setRegion((compared - 0.5, T - 0.5))
+            region.setVisible(compared < T)
+        for line in self.t_star_lines:
+            line.setVisible(data.t_star >= 0)
+            line.setPos(data.t_star)
+        self.strip.vb.setRange(yRange=(-0.5, 2.5), padding=0)
+        for plot in (self.strip, self.map):
+            plot.vb.setLimits(yMin=-1.0, yMax=max(L, 3) + 0.0)
+        if not keep_view:
+            self.reset_zoom()
+        self.set_selected(selected)
+        if self.with_text:
+            self._set_text(data, selected)
+
+    def _set_curves(self, data: PairData) -> None:
+        x = np.arange(data.length, dtype=np.float64)
+        for curve, values in ((self.kl_curve, data.kl), (self.diff_curve, data.logit_diff),
+                              (self.margin_curve, data.logit_margin)):
+            y = np.where(np.isfinite(values) & (values <= LOG_FLOOR), LOG_FLOOR, values)
+            curve.setData(x, y, connect="finite")
+        edges = np.arange(data.length + 1, dtype=np.float64) - 0.5
+        self.drops_a.setData(edges, np.nan_to_num(data.drops_a), stepMode="center")
+        self.drops_b.setData(edges, np.nan_to_num(data.drops_b), stepMode="center")
+
+
+    def _set_text(self, data: PairData, selected: int | None) -> None:
+        self.text_a.set_html(completion_html(data.text_a, "A", A_COLOR, self.style, selected)[0])
+        self.text_b.set_html(completion_html(data.text_b, "B", B_COLOR, self.style, selected)[0])
+        self.cause_block.set_html(cause_html(data.cause, self.style))
+
+    def reset_zoom(self) -> None:
+        """Every position and expert in view."""
+        if self.data is None:
+            return
+        T = self.data.length
+        self.heat_a.plot.vb.setRange(xRange=(-0.5, T - 0.5), padding=0)
+        for fig in (self.heat_a, self.heat_b):
+            fig.plot.vb.setRange(yRange=(-0.5, fig.data.n_experts - 0.5), padding=0)
+
+    def set_selected(self, position: int | None) -> None:
+        """Move the selected-position line of every panel (hidden for None)."""
+        for line in self.selected_lines:
+            line.setVisible(position is not None)
+            if position is not None:
+                line.setPos(position)
+
+    # -- reading back -----------------------------------------------------------------------------
+
+    def position_at(self, x: float) -> int | None:
+        """Position of data x, or None outside the positions."""
+        if self.data is None:
+            return None
+        t = int(np.floor(x + 0.5))
+        return t if 0 <= t < self.data.length else None
+
+    def hover_text(self, plot: pg.PlotItem, x: float, y: float) -> str | None:
+        """What is under data point (x, y) of `plot`."""
+        data = self.data
+        t = self.position_at(x)
+        if data is None or t is None:
+            return None
+        row = int(np.floor(y + 0.5))
+        if plot is self.heat_a.plot or plot is self.heat_b.plot:
+            d = data.a if plot is self.heat_a.plot else data.b
+            text = describe_cell(d, t, row) if t < d.n_positions else None
+            return None if text is None else f"{'A' if d is data.a else 'B'}: run {d.run}\n{text}"
+        if plot is self.strip:
+            if not 0 <= row < 3:
+                return None
+            code = int(data.strip()[row, t])
+            state = {1: "yes", 0: "no", -1: "not compared"}[code]
+            head = f"position {t}, layer {data.layer}: {STRIP_ROWS[row]}: {state}"
+            return f"{head}\n{data.describe_cell(t, data.layer)}"
+        if plot is self.map:
+            return data.describe_cell(t, row)
+        return data.describe_position(t)

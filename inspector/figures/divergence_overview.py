@@ -1,0 +1,189 @@
+"""The N-runs overview figure of one request: the U(N) headline, runs x positions coloured by
+completion cluster (where each run leaves a larger group, its colour changes; t* against the
+reference framed; the splits counted on top), and the causes of the divergent runs as bars."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from inspector.figure_data.divergence_overview import RunsOverviewData
+from inspector.figures.axes import CategoryAxis, TokenAxis
+from inspector.figures.divergence_text import HtmlBlock
+from inspector.figures.marks import CellMarks
+from inspector.figures.style import FigureStyle, categorical_colors
+from inspector.qt import QtCore, pg
+
+#: Completions named in the colour key; the rest are counted in one entry.
+LEGEND_COMPLETIONS = 10
+#: Splits labelled with their counts on top of the map.
+LABELLED_SPLITS = 8
+#: Room above the first run for the split counts: this share of the runs, at least HEADROOM_MIN rows.
+HEADROOM_SHARE = 0.08
+HEADROOM_MIN = 1.5
+CAUSE_COLOR = "#fdae6b"
+CONFIRMED_COLOR = "#e6550d"
+
+
+def cluster_rgb(clusters: np.ndarray, n_unique: int) -> np.ndarray:
+    """[N, n_new, 3] uint8 image: the palette colour of each cell's completion cluster."""
+    return categorical_colors(max(n_unique, 1))[np.asarray(clusters, dtype=np.int64)]
+
+
+def headline_html(data: RunsOverviewData, style: FigureStyle) -> str:
+    """U(N) with the mode share and new tokens, how the runs first split, the colour key."""
+    colors = categorical_colors(max(data.n_unique, 1))
+    counts = np.bincount(data.labels, minlength=data.n_unique)
+    key = " ".join(f'<span style="color: #{c[0]:02x}{c[1]:02x}{c[2]:02x};">■</span>&nbsp;#{u}:&nbsp;{int(n)}'
+                   for u, (c, n) in enumerate(zip(colors[:LEGEND_COMPLETIONS], counts, strict=False)))
+    if data.n_unique > LEGEND_COMPLETIONS:
+        key += f" … {data.n_unique - LEGEND_COMPLETIONS} more"
+    condition = f", condition {html.escape(data.condition)}" if data.condition else ", all conditions"
+    return (f'<div style="color: {style.foreground};"><span style="font-size: {style.font_size + 3}pt;">'
+            f"<b>{html.escape(data.headline)}</b></span><br>{html.escape(data.first_split)}.<br>"
+            f"Completions (runs): {key}<br>"
+            f'<span style="color: #505050;">Request {data.request}{condition}. Colour = the completion of '
+            f"the largest group still sharing the run's prefix; framed cell = t* against reference run "
+            f"{html.escape(data.reference_run)} (boxed row); numbers on top = how the runs split. "
+            f"{html.escape(data.causes_line)}</span></div>")
+
+
+class DivergenceOverviewFigure:
+    """Draws `RunsOverviewData` into a `pg.GraphicsLayout`: headline with the colour key at (row, 0),
+    the map at (row + 1, 0), cause bars at (row + 2, 0)."""
+
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+        self.style = style or FigureStyle()
+        self.data: RunsOverviewData | None = None
+        self.headline = HtmlBlock(self.style)
+        layout.addItem(self.headline, row=row, col=0)
+        self.y_axis = CategoryAxis("left")
+        self.map: pg.PlotItem = layout.addPlot(row=row + 1, col=0,
+                                               axisItems={"bottom": TokenAxis("bottom"), "left": self.y_axis})
+        self.map.setLabel("bottom", "position (token)")
+        self.map.setLabel("left", "run")
+        self.map.invertY(True)
+        self.map.setMenuEnabled(False)
+        self.map.hideButtons()
+        self.style.style_plot(self.map)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.map.addItem(self.image)
+        self.t_star = CellMarks("outline", "#000000", width=2.0, inset=0.0)
+        self.t_star.setZValue(10)
+        self.map.addItem(self.t_star)
+        self.reference_band = pg.LinearRegionItem(orientation="horizontal", movable=False,
+                                                  brush=pg.mkBrush(0, 0, 0, 0),
+                                                  pen=pg.mkPen("#000000", width=2))
+        self.reference_band.setZValue(20)
+        self.map.addItem(self.reference_band)
+        self.selected_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#00b8d4", width=1.5))
+        self.selected_line.setZValue(30)
+        self.selected_line.hide()
+        self.map.addItem(self.selected_line, ignoreBounds=True)
+        self.split_labels: list[pg.TextItem] = []
+        self.cause_axis = CategoryAxis("bottom")
+        self.causes: pg.PlotItem = layout.addPlot(row=row + 2, col=0, axisItems={"bottom": self.cause_axis})
+        self.causes.setLabel("left", "runs")
+        self.causes.setMenuEnabled(False)
+        self.causes.hideButtons()
+        self.causes.showGrid(y=True, alpha=0.25)
+        self.style.style_plot(self.causes)
+        self.cause_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=CAUSE_COLOR,
+                                          pen=pg.mkPen("#a0522d"))
+        self.confirmed_bars = pg.BarGraphItem(x=[], height=[], width=0.4, brush=CONFIRMED_COLOR, pen=None)
+        self.causes.addItem(self.cause_bars)
+        self.causes.addItem(self.confirmed_bars)
+        self.cause_labels: list[pg.TextItem] = []
+        layout.layout.setRowStretchFactor(row + 1, 3)
+        layout.layout.setRowStretchFactor(row + 2, 1)
+
+    def set_data(self, data: RunsOverviewData, *, keep_view: bool = False) -> None:
+        self.data = data
+        N, n = data.clusters.shape
+        P = data.prompt_len
+        self.headline.set_html(headline_html(data, self.style))
+        self.image.setImage(cluster_rgb(data.clusters, data.n_unique), autoLevels=False, levels=(0, 255))
+        self.image.setRect(QtCore.QRectF(P - 0.5, -0.5, max(n, 1), N))
+        self.y_axis.set_labels([data.choices[int(r)].run for r in data.order])
+        self.map.getAxis("bottom").set_labels([])
+        y_of = np.empty(N, dtype=np.int64)
+        y_of[data.order] = np.arange(N)
+        diverged = np.flatnonzero(data.t_star >= 0)
+        self.t_star.set_cells(data.t_star[diverged], y_of[diverged])
+        y_ref = y_of[data.reference]
+        self.reference_band.setRegion((y_ref - 0.5, y_ref + 0.5))
+        headroom = max(HEADROOM_MIN, HEADROOM_SHARE * N)
+        self._set_split_labels(data, headroom)
+        self.map.setTitle("runs x positions by completion cluster", color=self.style.foreground,
+                          size=f"{self.style.font_size}pt")
+        self.map.vb.setLimits(xMin=P - 0.5 - 0.05 * n, xMax=P + n - 0.5 + 0.05 * n, yMin=-headroom - 1,
+                              yMax=N + 0.5)
+        if not keep_view:
+            self.map.vb.setRange(xRange=(P - 0.5, P + max(n, 1) - 0.5), yRange=(-headroom, N - 0.5),
+                                 padding=0)
+        self._set_causes(data)
+
+    def _set_split_labels(self, data: RunsOverviewData, headroom: float) -> None:
+        for item in self.split_labels:
+            self.map.removeItem(item)
+        self.split_labels = []
+        for position, counts in data.split_points[:LABELLED_SPLITS]:
+            label = pg.TextItem("/".join(str(c) for c in counts), color=self.style.foreground,
+                                fill=pg.mkBrush(255, 255, 255, 210), anchor=(0.5, 0.0))
+            label.setPos(position, -headroom)  # hangs from the top, in the room above the first run
+            label.setZValue(40)
+            self.map.addItem(label, ignoreBounds=True)
+            self.split_labels.append(label)
+
+    def _set_causes(self, data: RunsOverviewData) -> None:
+        names = [c.cause for c in data.causes]
+        x = np.arange(len(names), dtype=np.float64)
+        self.cause_bars.setOpts(x=x, height=np.array([c.count for c in data.causes], dtype=float), width=0.7)
+        self.confirmed_bars.setOpts(x=x, height=np.array([c.confirmed for c in data.causes], dtype=float),
+                                    width=0.4)
+        self.cause_axis.set_labels([c.cause for c in data.causes])
+        for item in self.cause_labels:
+            self.causes.removeItem(item)
+        self.cause_labels = []
+        for i, c in enumerate(data.causes):
+            confirmed = f", {c.confirmed} confirmed" if c.confirmed else ""
+            label = pg.TextItem(f"{c.cause}: {c.count} ({c.share:.0%}){confirmed}",
+                                color=self.style.foreground, anchor=(0.5, 1.0))
+            label.setPos(i, c.count)
+            self.causes.addItem(label)
+            self.cause_labels.append(label)
+        title = f"causes of the {data.n_divergent} divergent runs (dark: confirmed by counterfactual)"
+        self.causes.setTitle(title, color=self.style.foreground,
+                             size=f"{self.style.font_size}pt")
+        top = max((c.count for c in data.causes), default=1)
+        self.causes.vb.setRange(xRange=(-0.6, max(len(names), 1) - 0.4), yRange=(0, top * 1.3 + 0.5),
+                                padding=0)
+
+    def set_selected(self, position: int | None) -> None:
+        self.selected_line.setVisible(position is not None)
+        if position is not None:
+            self.selected_line.setPos(position)
+
+    # -- reading back -----------------------------------------------------------------------------
+
+    def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
+        """(absolute position, displayed run) of the map cell holding (x, y), or None outside."""
+        if self.data is None:
+            return None
+        t, r = int(np.floor(x + 0.5)), int(np.floor(y + 0.5))
+        i = t - self.data.prompt_len
+        if 0 <= i < self.data.n_new and 0 <= r < self.data.n_runs:
+            return t, r
+        return None
+
+    def hover_text(self, x: float, y: float) -> str | None:
+        cell = self.cell_at(x, y)
+        return None if cell is None or self.data is None else self.data.describe_cell(*cell)
+
+    def run_at(self, y: float) -> int | None:
+        """Index into `data.choices` of the displayed run at y."""
+        if self.data is None:
+            return None
+        r = int(np.floor(y + 0.5))
+        return int(self.data.order[r]) if 0 <= r < self.data.n_runs else None

@@ -1,0 +1,147 @@
+"""The expert-load figure: requested against kept per expert with the capacity line (top), and the
+share of each batch row in every expert's buffer (bottom, stacked; the probe highlighted)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inspector.figure_data.load import LoadData
+from inspector.figure_data.routing import capacity_text
+from inspector.figures.axes import CategoryAxis
+from inspector.figures.style import FigureStyle, place_legend, row_colors
+from inspector.qt import QtCore, QtGui, pg
+
+
+def stacked_segments(counts: np.ndarray, base: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Segments of bars stacked by row: (x = expert, y0, height, row) for every non-zero count.
+
+    `counts` is [B, E]; rows stack in row order from `base` [E] (zeros when None).
+    """
+    B, E = counts.shape
+    y0 = np.cumsum(counts, axis=0) - counts + (0 if base is None else base[None, :])  # [B, E]
+    b, e = np.nonzero(counts > 0)
+    return e.astype(np.float64), y0[b, e].astype(np.float64), counts[b, e].astype(np.float64), b
+
+
+class LoadFigure:
+    """Draws `LoadData` into a `pg.GraphicsLayout`: totals at (row, 0), rows' shares at (row + 1, 0)."""
+
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+        self.style = style or FigureStyle()
+        self.data: LoadData | None = None
+        self.totals: pg.PlotItem = layout.addPlot(row=row, col=0,
+                                                  axisItems={"bottom": CategoryAxis("bottom")})
+        self.shares: pg.PlotItem = layout.addPlot(row=row + 1, col=0,
+                                                  axisItems={"bottom": CategoryAxis("bottom")})
+        self.shares.setXLink(self.totals)
+        for plot, ylabel in ((self.totals, "candidates"), (self.shares, "candidates by row")):
+            plot.setLabel("bottom", "expert")
+            plot.setLabel("left", ylabel)
+            plot.setMenuEnabled(False)
+            plot.hideButtons()
+            plot.showGrid(y=True, alpha=0.25)
+            self.style.style_plot(plot)
+        # Legends sit in their own column, so they never hide a bar.
+        self.totals_legend = pg.LegendItem(labelTextColor=self.style.foreground,
+                                           labelTextSize=f"{self.style.font_size}pt")
+        self.shares_legend = pg.LegendItem(labelTextColor=self.style.foreground,
+                                           labelTextSize=f"{self.style.font_size}pt")
+        place_legend(layout, self.totals_legend, row, 1)
+        place_legend(layout, self.shares_legend, row + 1, 1)
+        self.requested_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush=self.style.requested,
+                                              pen=pg.mkPen("#4a7fa5"), name="requested")
+        self.kept_bars = pg.BarGraphItem(x=[], height=[], width=0.5, brush=self.style.kept, pen=None,
+                                         name="kept")
+        self.totals.addItem(self.requested_bars)
+        self.totals.addItem(self.kept_bars)
+        self.totals_legend.addItem(self.requested_bars, "requested")
+        self.totals_legend.addItem(self.kept_bars, "kept")
+        self.capacity_sample = pg.PlotDataItem(
+            pen=pg.mkPen(self.style.capacity, width=2, style=QtCore.Qt.PenStyle.DashLine))
+        self.totals_legend.addItem(self.capacity_sample, "capacity C")
+        self.share_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.dropped_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.shares.addItem(self.share_bars)
+        self.shares.addItem(self.dropped_bars)
+        self.capacity_lines = []
+        for plot in (self.totals, self.shares):
+            pen = pg.mkPen(self.style.capacity, width=2, style=QtCore.Qt.PenStyle.DashLine)
+            line = pg.InfiniteLine(angle=0, movable=False, pen=pen, label="capacity",
+                                   labelOpts={"position": 0.02, "color": self.style.capacity,
+                                              "anchors": [(0, 1), (0, 1)], "fill": (255, 255, 255, 200)})
+            line.setZValue(20)
+            plot.addItem(line)
+            self.capacity_lines.append(line)
+
+    def set_data(self, data: LoadData) -> None:
+        self.data = data
+        E = data.n_experts
+        x = np.arange(E, dtype=np.float64)
+        self.requested_bars.setOpts(x=x, height=data.requested.astype(float), width=0.8)
+        self.kept_bars.setOpts(x=x, height=data.kept.astype(float), width=0.5)
+        self._set_shares(data)
+        for plot in (self.totals, self.shares):
+            plot.getAxis("bottom").set_labels([str(e) for e in range(E)])
+        cap = data.capacity
+        for line in self.capacity_lines:
+            line.setVisible(cap >= 0)
+            if cap >= 0:
+                line.setPos(cap)
+                line.label.setFormat(f"capacity C = {cap}")
+        top = max(float(data.requested.max(initial=0)), float(max(cap, 0)), 1.0) * 1.15
+        for plot in (self.totals, self.shares):
+            plot.setXRange(-0.6, E - 0.4, padding=0)
+            plot.setYRange(0, top, padding=0)
+        step = "prefill" if data.step == 0 else f"decode step {data.step}"
+        self.totals.setTitle(
+            f"run {data.run} · {step} · layer {data.layer} · group {data.group} · capacity "
+            f"{capacity_text(cap)} · requested {int(data.requested.sum())}, kept {int(data.kept.sum())}, "
+            f"dropped {int(data.dropped.sum())}",
+            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
+        probe = f"probe = row {data.probe_row}" if data.probe_row >= 0 else "no probe row"
+        self.shares.setTitle(f"who filled the buffers: kept (solid) and dropped (hatched) candidates of each "
+                             f"row · {probe}", color=self.style.foreground, size=f"{self.style.font_size}pt")
+
+    def _set_shares(self, data: LoadData) -> None:
+        B = data.row_kept.shape[0]
+        colors = row_colors(B, data.probe_row, self.style.probe)
+        x, y0, h, b = stacked_segments(data.row_kept)
+        pens = [pg.mkPen("#000000", width=2) if r == data.probe_row else pg.mkPen("#ffffff", width=0.5)
+                for r in b]
+        self.share_bars.setOpts(x=x, y0=y0, height=h, width=0.8, brushes=[colors[r] for r in b], pens=pens)
+        x, y0, h, b = stacked_segments(data.row_dropped, base=data.row_kept.sum(axis=0))
+        brushes = [QtGui.QBrush(colors[r], QtCore.Qt.BrushStyle.BDiagPattern) for r in b]
+        pens = [pg.mkPen(colors[r], width=2 if r == data.probe_row else 1) for r in b]
+        self.dropped_bars.setOpts(x=x, y0=y0, height=h, width=0.8, brushes=brushes, pens=pens)
+        self.shares_legend.clear()
+        if data.probe_row >= 0:
+            sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=colors[data.probe_row],
+                                     pen=pg.mkPen("k"))
+            self.shares_legend.addItem(sample, f"probe: row {data.probe_row}<br>"
+                                               f"(request {int(data.request_ids[data.probe_row])})")
+        partner = next((r for r in range(B) if r != data.probe_row), None)
+        if partner is not None:
+            sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=colors[partner], pen=None)
+            self.shares_legend.addItem(sample, "partner rows")
+        hatch = QtGui.QBrush(QtGui.QColor("#666666"), QtCore.Qt.BrushStyle.BDiagPattern)
+        hatched = pg.BarGraphItem(x=[0], height=[1], width=1, brush=hatch)
+        self.shares_legend.addItem(hatched, "dropped")
+
+    def expert_at(self, x: float) -> int | None:
+        if self.data is None:
+            return None
+        e = int(np.floor(x + 0.5))
+        return e if 0 <= e < self.data.n_experts and abs(x - e) <= 0.4 else None
+
+    def hover_text(self, x: float, y: float) -> str | None:
+        e = self.expert_at(x)
+        if e is None or self.data is None:
+            return None
+        d = self.data
+        lines = [f"expert {e}: requested {int(d.requested[e])}, kept {int(d.kept[e])}, "
+                 f"dropped {int(d.dropped[e])}, capacity {capacity_text(d.capacity)}"]
+        for b in np.nonzero((d.row_kept[:, e] + d.row_dropped[:, e]) > 0)[0]:
+            who = "probe " if b == d.probe_row else ""
+            lines.append(f"{who}row {b} (request {int(d.request_ids[b])}): kept {int(d.row_kept[b, e])}, "
+                         f"dropped {int(d.row_dropped[b, e])}")
+        return "\n".join(lines)

@@ -1,0 +1,102 @@
+"""The all-layers overview: layers x positions of one row, top-1 expert as a categorical colour
+(with a legend), cells with dropped candidates crossed in red."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inspector.figure_data.overview import OverviewData, describe_overview_cell
+from inspector.figures.axes import CategoryAxis, TokenAxis
+from inspector.figures.marks import CellMarks
+from inspector.figures.style import FigureStyle, categorical_colors, place_legend
+from inspector.qt import QtCore, pg
+
+#: Legend entries per column before the legend wraps to another column.
+LEGEND_ROWS = 16
+
+
+def top1_rgb(top1: np.ndarray, n_experts: int, palette: str = "tableau") -> np.ndarray:
+    """[L, T, 3] uint8 image: the palette colour of each cell's top-1 expert (black if missing)."""
+    colors = np.vstack([categorical_colors(n_experts, palette), np.zeros((1, 3), dtype=np.uint8)])
+    idx = np.where((top1 >= 0) & (top1 < n_experts), top1, n_experts)
+    return colors[idx]
+
+
+class OverviewFigure:
+    """Draws `OverviewData` into a `pg.GraphicsLayout`: the plot at (row, 0), the legend at (row, 1)."""
+
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+        self.style = style or FigureStyle()
+        self.data: OverviewData | None = None
+        self.x_axis = TokenAxis("bottom")
+        self.y_axis = CategoryAxis("left")
+        self.plot: pg.PlotItem = layout.addPlot(row=row, col=0,
+                                                axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.plot.setLabel("bottom", "position (token)")
+        self.plot.setLabel("left", "MoE layer (model layer)")
+        self.plot.invertY(True)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.style.style_plot(self.plot)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.drops = CellMarks("cross", self.style.dropped, width=2.5, shadow="#ffffff")
+        self.drops.setZValue(10)
+        self.plot.addItem(self.drops)
+        self.boundary = pg.InfiniteLine(
+            angle=90, movable=False,
+            pen=pg.mkPen(self.style.foreground, width=2, style=QtCore.Qt.PenStyle.DashLine))
+        self.boundary.setZValue(20)
+        self.plot.addItem(self.boundary)
+        self.legend = pg.LegendItem(labelTextColor=self.style.foreground,
+                                    labelTextSize=f"{self.style.font_size}pt",
+                                    pen=pg.mkPen("#999999"), brush=pg.mkBrush(self.style.background))
+        place_legend(layout, self.legend, row, 1)
+        self._legend_samples: list[pg.ScatterPlotItem] = []
+
+    def set_data(self, data: OverviewData, *, keep_view: bool = False) -> None:
+        self.data = data
+        L, T = data.top1.shape
+        self.image.setImage(top1_rgb(data.top1, data.n_experts, self.style.palette), autoLevels=False,
+                            levels=(0, 255))
+        self.image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
+        self.x_axis.set_labels([label.replace(" ", "·") for label in data.labels])
+        self.y_axis.set_labels([f"{l} ({m})" for l, m in enumerate(data.model_layers)])
+        t, l, _ = data.drop_points()
+        self.drops.set_cells(t, l)
+        self.boundary.setPos(data.prompt_len - 0.5)
+        self.boundary.setVisible(0 < data.prompt_len < T)
+        self._set_legend(data.n_experts)
+        self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request}) · top-1 expert per "
+                           f"layer · ✕ = dropped candidate ({int(data.n_dropped.sum())})",
+                           color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
+        self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-1.5, yMax=L + 0.5)
+        if not keep_view:
+            self.plot.vb.setRange(xRange=(-0.5, T - 0.5), yRange=(-0.5, L - 0.5), padding=0)
+
+    def _set_legend(self, n_experts: int) -> None:
+        if len(self._legend_samples) == n_experts:
+            return
+        self.legend.clear()
+        self._legend_samples = []
+        colors = categorical_colors(n_experts, self.style.palette)
+        for e in range(n_experts):
+            sample = pg.ScatterPlotItem(symbol="s", size=12, brush=pg.mkBrush(*colors[e]), pen=None)
+            self._legend_samples.append(sample)
+            self.legend.addItem(sample, f"expert {e}")
+        self.legend.setColumnCount(max(1, math.ceil(n_experts / LEGEND_ROWS)))
+
+    def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
+        """(position, layer) of the cell containing (x, y), or None outside."""
+        if self.data is None:
+            return None
+        t, l = int(np.floor(x + 0.5)), int(np.floor(y + 0.5))
+        if 0 <= t < self.data.n_positions and 0 <= l < self.data.n_layers:
+            return t, l
+        return None
+
+    def hover_text(self, x: float, y: float) -> str | None:
+        cell = self.cell_at(x, y)
+        return None if cell is None or self.data is None else describe_overview_cell(self.data, *cell)

@@ -1,0 +1,102 @@
+"""The routing heatmap: positions x experts, router probability as colour, chosen experts outlined,
+dropped candidates crossed in red, and a line between prompt and generation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inspector.figure_data.routing import RoutingData, describe_cell
+from inspector.figures.axes import CategoryAxis, TokenAxis
+from inspector.figures.marks import CellMarks
+from inspector.figures.style import FigureStyle, colormap
+from inspector.qt import QtCore, pg
+
+
+class RoutingFigure:
+    """Draws `RoutingData` into a `pg.GraphicsLayout`: a plot at (row, 0) and its colour bar at
+    (row, 1). Items are created once; `set_data` replaces what they show."""
+
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+        self.style = style or FigureStyle()
+        self.data: RoutingData | None = None
+        self.x_axis = TokenAxis("bottom")
+        self.y_axis = CategoryAxis("left")
+        self.plot: pg.PlotItem = layout.addPlot(row=row, col=0,
+                                                axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.plot.setLabel("bottom", "position (token)")
+        self.plot.setLabel("left", "expert")
+        self.plot.invertY(True)  # expert 0 on top, as in a matrix
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.style.style_plot(self.plot)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.kept = CellMarks("outline", self.style.kept_pen, width=2, shadow=self.style.kept_shadow)
+        self.dropped_outline = CellMarks("outline", self.style.dropped, width=2.0)
+        self.dropped = CellMarks("cross", self.style.dropped, width=2.5, shadow="#ffffff")
+        for item in (self.kept, self.dropped_outline, self.dropped):
+            item.setZValue(10)
+            self.plot.addItem(item)
+        self.boundary = pg.InfiniteLine(
+            angle=90, movable=False,
+            pen=pg.mkPen(self.style.boundary, width=2, style=QtCore.Qt.PenStyle.DashLine),
+            label="prompt | generation",
+            labelOpts={"position": 0.02, "color": self.style.boundary, "fill": (255, 255, 255, 200),
+                       "anchors": [(0.5, 0), (0.5, 0)]})
+        self.boundary.setZValue(20)
+        self.plot.addItem(self.boundary)
+        self.colorbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormap(self.style.colormap),
+                                        interactive=True, width=16)
+        self.colorbar.setImageItem(self.image)
+        self.colorbar.axis.setTextPen(pg.mkPen(self.style.foreground))
+        self.colorbar.axis.setLabel("router probability", color=self.style.foreground)
+        self.colorbar.axis.label.setFont(self.style.font())
+        layout.addItem(self.colorbar, row=row, col=1)
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def set_data(self, data: RoutingData, *, keep_view: bool = False) -> None:
+        """Show `data`; `keep_view` keeps the current zoom when only the layer or run changed."""
+        self.data = data
+        E, T = data.probs.shape
+        levels = self.colorbar.levels()
+        self.image.setImage(data.probs, autoLevels=False, levels=levels)
+        self.image.setRect(QtCore.QRectF(-0.5, -0.5, T, E))
+        self.x_axis.set_labels([label.replace(" ", "·") for label in data.labels])
+        self.y_axis.set_labels([f"{e}" for e in range(E)])
+        t, e = data.candidates(kept=True)
+        self.kept.set_cells(t, e)
+        t, e = data.candidates(kept=False)
+        self.dropped_outline.set_cells(t, e)
+        self.dropped.set_cells(t, e)
+        self.boundary.setPos(data.prompt_len - 0.5)
+        self.boundary.setVisible(0 < data.prompt_len < T)
+        self.plot.setTitle(
+            f"run {data.run} · row {data.row} (request {data.request}) · layer {data.layer} "
+            f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped",
+            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
+        self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-0.5 - E, yMax=E - 0.5 + E,
+                               minXRange=min(4, T), minYRange=min(2, E))
+        if not keep_view:
+            self.plot.vb.setRange(xRange=(-0.5, T - 0.5), yRange=(-0.5, E - 0.5), padding=0)
+
+    def set_colormap(self, name: str) -> None:
+        self.colorbar.setColorMap(colormap(name))
+
+    def set_levels(self, low: float, high: float) -> None:
+        self.colorbar.setLevels((low, high))
+
+    # -- reading back -----------------------------------------------------------------------------
+
+    def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
+        """(position, expert) of the cell containing data point (x, y), or None outside."""
+        if self.data is None:
+            return None
+        t, e = int(np.floor(x + 0.5)), int(np.floor(y + 0.5))
+        if 0 <= t < self.data.n_positions and 0 <= e < self.data.n_experts:
+            return t, e
+        return None
+
+    def hover_text(self, x: float, y: float) -> str | None:
+        cell = self.cell_at(x, y)
+        return None if cell is None or self.data is None else describe_cell(self.data, *cell)

@@ -1,0 +1,133 @@
+"""Colours, fonts and colour maps shared by the figure builders."""
+
+from __future__ import annotations
+
+import colorsys
+from dataclasses import dataclass
+
+import numpy as np
+
+from inspector.qt import QtCore, QtGui, QtWidgets, pg
+
+#: Colour maps offered for router probabilities (perceptually uniform ones first).
+COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L3", "turbo")
+
+# A qualitative palette for experts (Tableau 20 without its reds: red marks dropped candidates).
+_QUALITATIVE = (
+    (31, 119, 180), (255, 127, 14), (44, 160, 44), (148, 103, 189), (140, 86, 75),
+    (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207), (174, 199, 232),
+    (255, 187, 120), (152, 223, 138), (197, 176, 213), (196, 156, 148), (247, 182, 210),
+    (199, 199, 199), (219, 219, 141), (158, 218, 229),
+)
+
+#: Qualitative palettes for experts by name: "tableau" (the screen default above); "tol-muted" (Paul
+#: Tol's muted scheme, told apart by colour-blind readers; the print default) and "okabe-ito" (Okabe
+#: and Ito's colours without black, which marks a missing expert). Past a palette's end,
+#: `categorical_colors` adds golden-ratio hues.
+PALETTES: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "tableau": _QUALITATIVE,
+    "tol-muted": ((51, 34, 136), (136, 204, 238), (68, 170, 153), (17, 119, 51), (153, 153, 51),
+                  (221, 204, 119), (204, 102, 119), (136, 34, 85), (170, 68, 153)),
+    "okabe-ito": ((230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178),
+                  (213, 94, 0), (204, 121, 167)),
+}
+
+#: Diverging colour maps for signed differences, from negative through white (zero) to positive:
+#: ColorBrewer's PuOr (purple to orange) and RdBu reversed (blue to red), both safe for colour-blind
+#: readers. Use them with `symmetric_levels` so that white is zero.
+DIVERGING: dict[str, tuple[str, ...]] = {
+    "PuOr": ("#2d004b", "#542788", "#8073ac", "#b2abd2", "#d8daeb", "#f7f7f7", "#fee0b6", "#fdb863",
+             "#e08214", "#b35806", "#7f3b08"),
+    "BuRd": ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582",
+             "#d6604d", "#b2182b", "#67001f"),
+}
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    """How figures look; the app uses the default, an export may pass its own."""
+
+    background: str = "#ffffff"
+    foreground: str = "#202020"
+    font_size: int = 10            # points, for axis labels and ticks
+    kept_pen: str = "#ffffff"      # outline of kept candidates (over dark and light cells alike)
+    kept_shadow: str = "#000000"
+    dropped: str = "#e8101a"       # red X of dropped candidates
+    boundary: str = "#ff8c00"      # prompt | generation line
+    probe: str = "#ff7f0e"         # the probe row in stacked bars
+    requested: str = "#9ecae1"
+    kept: str = "#08519c"
+    capacity: str = "#d62728"
+    colormap: str = "viridis"
+    palette: str = "tableau"       # qualitative palette of experts, a key of PALETTES
+    diverging: str = "PuOr"        # colour map of signed differences, a key of DIVERGING
+
+    def font(self, scale: float = 1.0) -> QtGui.QFont:
+        font = QtGui.QFont()
+        font.setPointSizeF(self.font_size * scale)
+        return font
+
+    def style_plot(self, plot: pg.PlotItem) -> None:
+        """Apply foreground colour and fonts to a plot's axes and title."""
+        for name in ("left", "bottom", "right", "top"):
+            axis = plot.getAxis(name)
+            axis.setPen(pg.mkPen(self.foreground))
+            axis.setTextPen(pg.mkPen(self.foreground))
+            axis.setTickFont(self.font())
+            axis.label.setFont(self.font())
+
+
+def categorical_colors(n: int, palette: str = "tableau") -> np.ndarray:
+    """`n` distinct RGB colours [n, 3] uint8: the qualitative `palette` (a key of PALETTES), then
+    golden-ratio hues (no reds)."""
+    out = list(PALETTES.get(palette, _QUALITATIVE)[:n])
+    i = 0
+    while len(out) < n:
+        h = (i * 0.618033988749895) % 1.0
+        if h < 0.05 or h > 0.93:  # no reds
+            i += 1
+            continue
+        r, g, b = colorsys.hsv_to_rgb(h, 0.55 + 0.35 * ((i // 7) % 2), 0.95 - 0.25 * ((i // 3) % 2))
+        out.append((int(r * 255), int(g * 255), int(b * 255)))
+        i += 1
+    return np.array(out, dtype=np.uint8).reshape(n, 3)
+
+
+def row_colors(n_rows: int, probe_row: int, probe: str) -> list[QtGui.QColor]:
+    """Colours of batch rows in stacked bars: greys and blues for partners, `probe` for the probe."""
+    partners = [(158, 202, 225), (107, 174, 214), (66, 146, 198), (189, 189, 189), (150, 150, 150),
+                (115, 115, 115)]
+    colors = [QtGui.QColor(*partners[b % len(partners)]) for b in range(n_rows)]
+    if 0 <= probe_row < n_rows:
+        colors[probe_row] = QtGui.QColor(probe)
+    return colors
+
+
+def colormap(name: str) -> pg.ColorMap:
+    """A pyqtgraph colour map by name, falling back to viridis for an unknown name."""
+    try:
+        cmap = pg.colormap.get(name)
+    except (FileNotFoundError, KeyError, ValueError):
+        cmap = None
+    return cmap if cmap is not None else pg.colormap.get("viridis")
+
+
+def diverging_colormap(name: str = "PuOr") -> pg.ColorMap:
+    """A diverging colour map of DIVERGING (PuOr for an unknown name): white in the middle."""
+    colors = DIVERGING.get(name, DIVERGING["PuOr"])
+    return pg.ColorMap(np.linspace(0.0, 1.0, len(colors)), [QtGui.QColor(c) for c in colors], name=name)
+
+
+def symmetric_levels(values: np.ndarray, floor: float = 1e-12) -> tuple[float, float]:
+    """Colour levels (-m, m) centred at zero, m the largest finite |value| (at least `floor`)."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    v = v[np.isfinite(v)]
+    m = max(float(v.max()) if v.size else 0.0, floor)
+    return -m, m
+
+
+def place_legend(layout: pg.GraphicsLayout, legend: pg.LegendItem, row: int, col: int) -> None:
+    """Put `legend` in its own layout cell, at its natural height, at the top of the cell."""
+    legend.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed)
+    layout.addItem(legend, row=row, col=col)
+    layout.layout.setAlignment(legend, QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)

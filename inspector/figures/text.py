@@ -1,0 +1,137 @@
+"""The text strip: a row's tokens as wrapped text, each shaded by its drops or router margin, the
+prompt set apart from the generation."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from inspector.figure_data.text import TextData
+from inspector.figures.style import FigureStyle
+from inspector.qt import QtCore, QtWidgets, pg
+
+#: Full-shade colour per kind of measure.
+SHADE_COLORS = {"drops": (214, 39, 40), "margin": (117, 63, 181)}
+
+
+def shade_colors(values: np.ndarray, rgb: tuple[int, int, int]) -> list[str]:
+    """White blended towards `rgb` by each value in [0, 1] (at most 85 %), as #rrggbb strings."""
+    v = np.clip(np.asarray(values, dtype=np.float64), 0.0, 1.0)[:, None] * 0.85      # [T, 1]
+    c = np.rint(255 + (np.asarray(rgb, dtype=np.float64)[None, :] - 255) * v).astype(np.int64)
+    packed = (c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]
+    return [f"#{x:06x}" for x in packed.tolist()]
+
+
+def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
+              style: FigureStyle) -> tuple[str, np.ndarray]:
+    """HTML of the strip and the [T + 1] character offsets where each token starts in plain text.
+
+    The prompt is grey, the generation bold and underlined, with an orange bar between them.
+    """
+    colors = shade_colors(shade, rgb)
+    offsets = np.zeros(data.n_positions + 1, dtype=np.int64)
+    parts = [f'<div style="font-family: monospace; font-size: {style.font_size + 1}pt; '
+             f'color: {style.foreground}; line-height: 150%;">',
+             '<span style="color: #6a6a6a;">']
+    pos = 0
+    for t, text in enumerate(data.texts):
+        if t == data.prompt_len:
+            if t > 0:
+                parts.append('</span><span style="color: #ff8c00; font-weight: bold;">▌</span>')
+                pos += 1
+            else:
+                parts.append("</span>")
+            parts.append(f'<span style="color: {style.foreground}; font-weight: bold; '
+                         f'text-decoration: underline;">')
+        offsets[t] = pos
+        parts.append(f'<span style="background-color: {colors[t]};">{html.escape(text)}</span>')
+        pos += len(text)
+        if "↵" in text:  # the token ends a line in the completion: break here too
+            parts.append("<br>")
+            pos += 1
+    offsets[data.n_positions] = pos
+    parts.append("</span></div>")
+    return "".join(parts), offsets
+
+
+class TextStrip(pg.GraphicsWidget):
+    """A wrapped rich-text block inside a pyqtgraph layout; it takes the width it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text = QtWidgets.QGraphicsTextItem(self)
+        self.text.setPos(6, 4)
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
+
+    def set_html(self, text: str) -> None:
+        self.text.setHtml(text)
+        self._rewrap()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._rewrap()
+
+    def _rewrap(self) -> None:
+        width = max(self.size().width() - 12, 100)
+        if abs(self.text.textWidth() - width) > 0.5:
+            self.text.setTextWidth(width)
+        self.updateGeometry()
+
+    def content_height(self, width: float) -> float:
+        """Height the text needs at `width` px."""
+        doc = self.text.document().clone()
+        doc.setTextWidth(max(width - 12, 100))
+        return doc.size().height() + 8
+
+    def char_at(self, pos: QtCore.QPointF) -> int:
+        """Character index under `pos` (item coordinates), -1 outside the text."""
+        local = self.text.mapFromParent(pos)
+        layout = self.text.document().documentLayout()
+        return layout.hitTest(local, QtCore.Qt.HitTestAccuracy.ExactHit)
+
+
+class TextFigure:
+    """Draws `TextData` into a `pg.GraphicsLayout`: a caption at (row, 0), the strip at (row + 1, 0)."""
+
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+        self.style = style or FigureStyle()
+        self.data: TextData | None = None
+        self.caption = pg.LabelItem(justify="left", color=self.style.foreground,
+                                    size=f"{self.style.font_size}pt")
+        layout.addItem(self.caption, row=row, col=0)
+        self.strip = TextStrip()
+        layout.addItem(self.strip, row=row + 1, col=0)
+        self.shade = np.zeros(0)
+        self._offsets = np.zeros(1, dtype=np.int64)
+
+    def set_data(self, data: TextData, mode: str, layer: int = 0) -> None:
+        """Show `data` shaded by `mode` (one of `SHADE_MODES`); `layer` for per-layer modes."""
+        self.data = data
+        self.shade, caption = data.shade(mode, layer)
+        rgb = SHADE_COLORS["margin" if "margin" in mode else "drops"]
+        text, self._offsets = text_html(data, self.shade, rgb, self.style)
+        self.strip.set_html(text)
+        n_gen = data.n_positions - data.prompt_len
+        self.caption.setText(
+            f"run {data.run} · row {data.row} (request {data.request}) · {data.prompt_len} prompt tokens "
+            f"(grey), {n_gen} generated (bold, underlined) · shade: {caption}")
+
+    def token_at_char(self, char: int) -> int | None:
+        """Token index containing plain-text character `char`, or None."""
+        if self.data is None or char < 0 or char >= self._offsets[-1]:
+            return None
+        t = int(np.searchsorted(self._offsets, char, side="right") - 1)
+        return t if 0 <= t < self.data.n_positions else None
+
+    def token_at(self, scene_pos: QtCore.QPointF) -> int | None:
+        """Token under a scene position, or None."""
+        return self.token_at_char(self.strip.char_at(self.strip.mapFromScene(scene_pos)))
+
+    def hover_text_at(self, scene_pos: QtCore.QPointF) -> str | None:
+        t = self.token_at(scene_pos)
+        return None if t is None or self.data is None else self.data.describe(t)
+
+    def preferred_height(self, width: float) -> float:
+        return self.strip.content_height(width) + 30
+

@@ -1,0 +1,105 @@
+"""What every view has: a title, where it goes, a lazy redraw when shown, and saved settings.
+
+A view subscribes to the shared `InspectorState`, asks it for figure data and hands the data to
+a figure builder; it does no maths and no file I/O itself. A hidden view only notes that it is
+out of date and redraws when it becomes visible, so a layer switch costs only what is on screen.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from inspector.app.settings import Settings
+from inspector.app.state import InspectorState
+from inspector.qt import QtCore, QtWidgets, Signal
+from traces import TraceError
+
+log = logging.getLogger(__name__)
+
+
+class View(QtWidgets.QWidget):
+    """Base class of the views registered in `inspector.views.VIEWS`."""
+
+    title = "View"
+    area = "tab"          # "tab": a tab of the main area; "bottom": below the tabs, always visible
+    shortcut = ""         # key sequence that shows this view (tabs only)
+    defer_ms = 0          # wait this long before redrawing, so that more important views paint first
+    drawn = Signal()      # after each redraw, for tests and benchmarks
+
+    def __init__(self, state: InspectorState, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self._dirty = True
+        self._scheduled = False
+        self.message = QtWidgets.QLabel()
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("color: #b03a2e; padding: 4px;")
+        self.message.hide()
+
+    # -- redraw scheduling ----------------------------------------------------------------------
+
+    def invalidate(self, *args) -> None:
+        """Mark out of date; redraw soon if visible (several changes in a row redraw once)."""
+        self._dirty = True
+        if self.isVisible() and not self._scheduled:
+            self._scheduled = True
+            QtCore.QTimer.singleShot(self.defer_ms, self._refresh_if_dirty)
+
+    def _refresh_if_dirty(self) -> None:
+        self._scheduled = False
+        if self._dirty and self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if self._dirty:
+            self.invalidate()
+
+    def refresh(self) -> None:
+        """Redraw now from the state (catching unreadable data into a message)."""
+        self._dirty = False
+        if self.state.run is None:
+            self.clear()
+            self.drawn.emit()
+            return
+        try:
+            self.redraw()
+        except TraceError as exc:
+            log.warning("view %s: %s", self.title, exc)
+            self.show_message(f"This part of the trace cannot be read: {exc}")
+        else:
+            self.show_message(None)
+        self.drawn.emit()
+
+    def show_message(self, text: str | None) -> None:
+        self.message.setVisible(bool(text))
+        self.message.setText(text or "")
+
+    def export_button(self) -> QtWidgets.QToolButton:
+        """An "Export…" button for the view's bar: opens the export dialog on this view."""
+        button = QtWidgets.QToolButton()
+        button.setText("Export…")
+        button.setToolTip("Export this figure as PNG, SVG or PDF, or the data behind it as CSV "
+                          "(Ctrl+Shift+E exports the current view)")
+        button.clicked.connect(self._export_clicked)
+        return button
+
+    def _export_clicked(self) -> None:
+        from inspector.export.dialog import export_dialog  # the export package imports the views
+
+        export_dialog(self.window(), self)
+
+    # -- for subclasses -------------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        """Draw the state's current selection (subclasses)."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """Show nothing (no run selected)."""
+
+    def save_settings(self, settings: Settings) -> None:
+        """Persist this view's choices."""
+
+    def restore_settings(self, settings: Settings) -> None:
+        """Restore this view's choices."""

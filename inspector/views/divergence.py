@@ -1,0 +1,218 @@
+"""Side-by-side view: run A and run B of one request, their texts, routing and what differs.
+
+Run B follows the run selected in the browser (its row holding the request); run A is the
+reference chosen in the browser, else a run of the same condition. Both can be picked here. The
+selected position is the shared `state.position`: clicking a token or a panel selects it in every
+view.
+"""
+
+from __future__ import annotations
+
+from inspector.figure_data.divergence import pair_figure_data
+from inspector.figure_data.divergence_source import DivergenceSource, find_record
+from inspector.figures.divergence import DivergencePairFigure
+from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause_html, completion_html
+from inspector.figures.style import FigureStyle
+from inspector.qt import Qt, QtGui, QtWidgets, pg
+from inspector.views.base import View
+from inspector.views.divergence_picker import PairPicker
+from inspector.views.divergence_text import TokenText
+from inspector.views.hover import HoverLine
+
+HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL and margins. Click a token "
+        "or a position to select it in every view; the mouse wheel zooms all panels together.")
+
+
+class DivergenceView(View):
+    """Two runs of one request side by side: texts, heatmaps at the layer, differences, curves, cause."""
+
+    title = "Side by side"
+    shortcut = "Ctrl+4"
+
+    def __init__(self, state, parent=None) -> None:
+        super().__init__(state, parent)
+        self.style = FigureStyle()
+        self.source: DivergenceSource | None = None
+        self.picker = PairPicker()
+        reset = QtWidgets.QPushButton("Reset zoom")
+        reset.setToolTip("Show every position (mouse wheel zooms, drag pans; all panels follow)")
+        reset.clicked.connect(self.reset_zoom)
+        bar = QtWidgets.QHBoxLayout()
+        bar.addWidget(self.picker, 1)
+        bar.addWidget(reset)
+        bar.addWidget(self.export_button())
+        self.notice = QtWidgets.QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("color: #505050; padding: 4px;")
+        self.notice.hide()
+        self.text_a, self.text_b = TokenText(), TokenText()
+        self.cause_box = QtWidgets.QTextBrowser()
+        self.cause_box.setMinimumHeight(40)
+        self.texts = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        for widget in (self.text_a, self.text_b, self.cause_box):
+            self.texts.addWidget(widget)
+        self.texts.setSizes([300, 300, 420])
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground(self.style.background)
+        self.figure = DivergencePairFigure(self.graphics.ci, self.style)
+        self.splitter = QtWidgets.QSplitter(Qt.Orientation.Vertical)
+        self.splitter.setObjectName("divergence")
+        self.splitter.addWidget(self.texts)
+        self.splitter.addWidget(self.graphics)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([130, 520])
+        self.hover = HoverLine(HINT)
+        self.graphics.scene().sigMouseMoved.connect(self._moved)
+        self.graphics.scene().sigMouseClicked.connect(self._scene_clicked)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(bar)
+        layout.addWidget(self.message)
+        layout.addWidget(self.notice)
+        layout.addWidget(self.splitter, 1)
+        layout.addWidget(self.hover)
+        self._shown: tuple | None = None
+        self.picker.changed.connect(self.invalidate)
+        for box in (self.text_a, self.text_b):
+            box.token_clicked.connect(self.state.set_position)
+            box.token_hovered.connect(self._token_hovered)
+        state.trace_changed.connect(self._trace_changed)
+        state.run_changed.connect(self._follow_run)
+        state.row_changed.connect(self._follow_run)
+        state.reference_changed.connect(self._follow_reference)
+        state.layer_changed.connect(self.invalidate)
+        state.position_changed.connect(self._show_selected)
+
+    @property
+    def data(self):
+        return self.figure.data
+
+    # -- following the shared state ---------------------------------------------------------------
+
+    def _trace_changed(self) -> None:
+        self.source = None
+        self._shown = None
+        self.picker.set_source(None)
+        self.invalidate()
+
+    def _ensure_source(self) -> DivergenceSource | None:
+        if self.source is None and self.state.trace is not None:
+            self.source = DivergenceSource(self.state.trace)
+            self.picker.set_source(self.source)
+            self._follow_run(invalidate=False)
+        return self.source
+
+    def _follow_run(self, *args, invalidate: bool = True) -> None:
+        """Show the request of the selected (run, row) with that run as B, when several runs hold it."""
+        source, run = self.source, self.state.run
+        if source is None or run is None:
+            if invalidate:
+                self.invalidate()
+            return
+        request = source.default_request(run.name, self.state.row)
+        if request is not None:
+            self.picker.set_request(request)
+            self.picker.select(run.name, self.state.reference)
+        if invalidate:
+            self.invalidate()
+
+    def _follow_reference(self) -> None:
+        if self.source is not None and self.state.reference is not None:
+            pair = self.picker.pair()
+            self.picker.select(pair[1].run if pair else None, self.state.reference)
+            self.invalidate()
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def _say(self, text: str | None, blank: bool = True) -> None:
+        """Show a notice (None hides it); `blank` hides the panels, which would show another pair."""
+        self.notice.setVisible(bool(text))
+        self.notice.setText(text or "")
+        self.splitter.setVisible(not (text and blank))
+
+    def redraw(self) -> None:
+        source = self._ensure_source()
+        pair = self.picker.pair()
+        if source is None or pair is None:
+            self._say("No request of this trace is held by more than one run: there is nothing to compare. "
+                      "Record several batch compositions of one prompt to compare them here.")
+            return
+        a, b = pair
+        if a.key == b.key:
+            self._say("Runs A and B are the same run: pick two different runs to compare.")
+            return
+        row_a, row_b = source.row(a.run, a.row), source.row(b.run, b.row)
+        layer = min(self.state.layer, row_a.n_layers - 1)
+        record = find_record(source.records(), b.run, b.row, a.run, a.row)
+        try:
+            data = pair_figure_data(
+                row_a, row_b, layer, vocab=source.vocab, capacity_a=source.capacity(a.run, layer),
+                capacity_b=source.capacity(b.run, layer), model_layer=source.model_layer(layer),
+                record=record,
+                request_ids={a.run: source.request_ids(a.run), b.run: source.request_ids(b.run)})
+        except ValueError as exc:
+            self._say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
+            return
+        problems = "; ".join(source.table_problems)
+        self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
+        key = (data.request, data.length)
+        self.figure.set_data(data, keep_view=key == self._shown, selected=self.state.position)
+        self._shown = key
+        self._set_texts(scroll_to_t_star=True)
+        self.cause_box.setHtml(cause_html(data.cause, self.style))
+
+    def clear(self) -> None:
+        self._shown = None
+
+    def _set_texts(self, scroll_to_t_star: bool = False) -> None:
+        data = self.figure.data
+        if data is None:
+            return
+        for box, text, name, color in ((self.text_a, data.text_a, "A", A_COLOR),
+                                       (self.text_b, data.text_b, "B", B_COLOR)):
+            html, offsets = completion_html(text, name, color, self.style, self.state.position)
+            box.set_tokens(html, offsets, text.positions,
+                           scroll_to=data.t_star if scroll_to_t_star and data.t_star >= 0 else None)
+
+    def reset_zoom(self) -> None:
+        self.figure.reset_zoom()
+
+    def _show_selected(self) -> None:
+        self.figure.set_selected(self.state.position)
+        self._set_texts()
+
+    # -- interaction ----------------------------------------------------------------------------
+
+    def _plot_at(self, scene_pos) -> tuple[pg.PlotItem, float, float] | None:
+        """The panel under a scene position and the data point there (one handler for all panels:
+        one per panel would let the others blank the hover line)."""
+        for plot in self.figure.plots:
+            if plot.vb.sceneBoundingRect().contains(scene_pos):
+                p = plot.vb.mapSceneToView(scene_pos)
+                return plot, p.x(), p.y()
+        return None
+
+    def _moved(self, scene_pos) -> None:
+        hit = self._plot_at(scene_pos)
+        text = self.figure.hover_text(*hit) if hit is not None else None
+        self.hover.show_text(text)
+        if text:
+            QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), text, self.graphics)
+        else:
+            QtWidgets.QToolTip.hideText()
+
+    def _scene_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        hit = self._plot_at(event.scenePos())
+        t = self.figure.position_at(hit[1]) if hit is not None else None
+        if t is not None:
+            self.state.set_position(t)
+
+    def _token_hovered(self, t: int | None) -> None:
+        data = self.figure.data
+        self.hover.show_text(data.describe_position(t) if data is not None and t is not None else None)
+
+    def highlighted_positions(self, which: str) -> list[int]:
+        """Positions whose token the text box of run `which` ("A" or "B") shows on the t* colour."""
+        return (self.text_a if which == "A" else self.text_b).positions_with_background(T_STAR_BG)

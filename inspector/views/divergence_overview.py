@@ -1,0 +1,286 @@
+"""N-runs overview view: U(N) of one request, the prefix tree of its completions with counts, runs x
+positions by completion cluster, and the table of causes (confirmed ones marked)."""
+
+from __future__ import annotations
+
+from inspector.figure_data.divergence_overview import RunsOverviewData, overview_figure_data
+from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
+from inspector.figures.divergence_overview import DivergenceOverviewFigure
+from inspector.figures.style import FigureStyle
+from inspector.qt import Qt, QtWidgets, pg
+from inspector.views.base import View
+from inspector.views.hover import HoverLine, connect_hover
+from traces.analysis import mode_reference
+
+ALL_CONDITIONS = "all conditions"
+RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+class DivergenceOverviewView(View):
+    """Every run of one request at once; double-click a branch to select its first run everywhere."""
+
+    title = "N runs"
+    shortcut = "Ctrl+5"
+
+    def __init__(self, state, parent=None) -> None:
+        super().__init__(state, parent)
+        self.source: DivergenceSource | None = None
+        self.request = QtWidgets.QComboBox()
+        self.request.setToolTip("Request (prompt) held by several runs")
+        self.request.setMinimumContentsLength(18)
+        self.condition = QtWidgets.QComboBox()
+        self.condition.setToolTip("Compare the runs of one condition (U(N) mixes no conditions unless asked)")
+        self.condition.setMinimumContentsLength(16)
+        self.reference = QtWidgets.QComboBox()
+        self.reference.setToolTip("Run the first divergences and causes are stated against")
+        self.reference.setMinimumContentsLength(22)
+        bar = QtWidgets.QHBoxLayout()
+        boxes = (("Request:", self.request), ("Runs:", self.condition), ("Reference:", self.reference))
+        for label, box in boxes:
+            bar.addWidget(QtWidgets.QLabel(label))
+            bar.addWidget(box)
+        bar.addStretch(1)
+        bar.addWidget(self.export_button())
+        self.notice = QtWidgets.QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("color: #505050; padding: 4px;")
+        self.notice.hide()
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground(FigureStyle().background)
+        self.figure = DivergenceOverviewFigure(self.graphics.ci)
+        self.tree = QtWidgets.QTreeWidget()
+        self.tree.setHeaderLabels(["branch", "runs", "new tokens", "shared text"])
+        self.tree.setToolTip("Prefix tree of the completions: runs agree inside a node and split at its end; "
+                             "double-click a node to select its first run in every view")
+        self.tree.setUniformRowHeights(True)
+        self.causes = QtWidgets.QTableWidget(0, 4)
+        self.causes.setHorizontalHeaderLabels(["cause", "runs", "share", "confirmed by counterfactual"])
+        self.causes.verticalHeader().hide()
+        self.causes.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.causes.horizontalHeader().setStretchLastSection(True)
+        self.causes_note = QtWidgets.QLabel()
+        self.causes_note.setWordWrap(True)
+        side = QtWidgets.QSplitter(Qt.Orientation.Vertical)
+        side.addWidget(self.tree)
+        table = QtWidgets.QWidget()
+        table_layout = QtWidgets.QVBoxLayout(table)
+        table_layout.setContentsMargins(0, 0, 0, 0)
+        table_layout.addWidget(self.causes_note)
+        table_layout.addWidget(self.causes, 1)
+        side.addWidget(table)
+        self.splitter = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.graphics)
+        self.splitter.addWidget(side)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setSizes([620, 400])
+        self.hover = HoverLine("Hover over a cell: the run, its completion cluster, its t* and cause. Click "
+                               "to select the position in every view.")
+        connect_hover(self.graphics, self.figure.map, self.figure.hover_text, self.hover, self._clicked)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(bar)
+        layout.addWidget(self.message)
+        layout.addWidget(self.notice)
+        layout.addWidget(self.splitter, 1)
+        layout.addWidget(self.hover)
+        self._key: tuple | None = None
+        self.request.activated.connect(self._request_picked)
+        self.condition.activated.connect(self._condition_picked)
+        self.reference.activated.connect(self.invalidate)
+        self.tree.itemDoubleClicked.connect(self._branch_activated)
+        state.trace_changed.connect(self._trace_changed)
+        state.run_changed.connect(self._follow_run)
+        state.row_changed.connect(self._follow_run)
+        state.reference_changed.connect(self._follow_reference)
+        state.position_changed.connect(lambda: self.figure.set_selected(self.state.position))
+
+    @property
+    def data(self) -> RunsOverviewData | None:
+        return self.figure.data
+
+    # -- choices --------------------------------------------------------------------------------
+
+    def _trace_changed(self) -> None:
+        self.source = None
+        self._key = None
+        for box in (self.request, self.condition, self.reference):
+            box.clear()
+        self.invalidate()
+
+    def _ensure_source(self) -> DivergenceSource | None:
+        if self.source is None and self.state.trace is not None:
+            self.source = DivergenceSource(self.state.trace)
+            self.request.clear()
+            for r in self.source.requests():
+                self.request.addItem(f"{r}: {self.source.request_text(r)}", r)
+            self._follow_run(invalidate=False)
+        return self.source
+
+    def _follow_run(self, *args, invalidate: bool = True) -> None:
+        """Show the request of the selected (run, row) and that run's condition."""
+        source, run = self.source, self.state.run
+        if source is not None and run is not None:
+            request = source.default_request(run.name, self.state.row)
+            i = self.request.findData(request)
+            if i >= 0 and i != self.request.currentIndex():
+                self.request.setCurrentIndex(i)
+                self._fill_choices()
+            elif self.condition.count() == 0:
+                self._fill_choices()
+            info = source.choices(request) if request is not None else []
+            condition = next((c.condition for c in info if c.run == run.name), None)
+            if condition is not None and len(source.conditions(request)) > 1:
+                self._select_condition(condition)
+        if invalidate:
+            self.invalidate()
+
+    def _follow_reference(self) -> None:
+        i = self.reference.findData(self.state.reference)
+        if i >= 0:
+            self.reference.setCurrentIndex(i)
+            self.invalidate()
+
+    def _request_picked(self, index: int) -> None:
+        self._fill_choices()
+        self.invalidate()
+
+    def _condition_picked(self, index: int) -> None:
+        self._fill_references()
+        self.invalidate()
+
+    def _fill_choices(self) -> None:
+        request = self.request.currentData()
+        self.condition.clear()
+        if request is None or self.source is None:
+            return
+        conditions = self.source.conditions(int(request))
+        self.condition.addItem(ALL_CONDITIONS, "")
+        for c in conditions:
+            self.condition.addItem(c or "(no condition)", c)
+        # One condition: the same as all. Several: start with the first, comparing like with like.
+        self.condition.setCurrentIndex(1 if len(conditions) > 1 else 0)
+        self._fill_references()
+
+    def _select_condition(self, condition: str) -> None:
+        i = self.condition.findData(condition)
+        if i >= 0 and i != self.condition.currentIndex():
+            self.condition.setCurrentIndex(i)
+            self._fill_references()
+
+    def _fill_references(self) -> None:
+        self.reference.clear()
+        self.reference.addItem("automatic", None)
+        for c in self.choices():
+            self.reference.addItem(c.text(), c.run)
+        i = self.reference.findData(self.state.reference)
+        self.reference.setCurrentIndex(max(i, 0))
+
+    def choices(self) -> list[RunChoice]:
+        """The runs compared: those of the request, of the chosen condition."""
+        request = self.request.currentData()
+        if request is None or self.source is None:
+            return []
+        condition = self.condition.currentData()
+        out = self.source.choices(int(request))
+        return out if not condition else [c for c in out if c.condition == condition]
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def _say(self, text: str | None, blank: bool = True) -> None:
+        """Show a notice (None hides it); `blank` hides the panels, which would show other runs."""
+        self.notice.setVisible(bool(text))
+        self.notice.setText(text or "")
+        self.splitter.setVisible(not (text and blank))
+
+    def redraw(self) -> None:
+        source = self._ensure_source()
+        choices = self.choices()
+        if source is None or len(choices) < 2:
+            self._say("No request of this trace is held by more than one run (of this condition): there is "
+                      "nothing to compare. Record several batch compositions of one prompt to see U(N) here.")
+            return
+        rows = source.rows(choices)
+        records = source.records()
+        reference, how = self._reference(choices, rows, records)
+        key = (int(self.request.currentData()), self.condition.currentData(), reference)
+        if key == self._key and self.figure.data is not None:
+            return
+        try:
+            data = overview_figure_data(rows, choices, reference, vocab=source.vocab, records=records,
+                                        condition=self.condition.currentData() or "")
+        except ValueError as exc:
+            self._say(f"These runs cannot be compared: {exc}")
+            return
+        self.figure.set_data(data, keep_view=key[:2] == (self._key or (None, None))[:2])
+        self.figure.set_selected(self.state.position)
+        self._key = key
+        self._fill_tree(data)
+        self._fill_causes(data, how)
+        problems = "; ".join(source.table_problems)
+        self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
+
+    def _reference(self, choices, rows, records) -> tuple[int, str]:
+        """Index of the reference run among `choices`, and how it was chosen."""
+        names = [c.run for c in choices]
+        chosen = self.reference.currentData()
+        if chosen in names:
+            return names.index(chosen), "chosen here"
+        if self.state.reference in names:
+            return names.index(self.state.reference), "the reference chosen in the run browser"
+        from_table = table_reference(records, choices)
+        if from_table in names:
+            return names.index(from_table), "the reference of the explanation table"
+        return mode_reference(rows), "the first run with the most common completion"
+
+    def _fill_tree(self, data: RunsOverviewData) -> None:
+        self.tree.clear()
+        items: list[QtWidgets.QTreeWidgetItem] = []
+        for node in data.tree:
+            if node.parent < 0:
+                branch = f"all {node.count} runs"
+            else:
+                branch = f"{node.token!r} at new token {node.start - 1}"
+            if node.completion >= 0:
+                branch += f" → completion #{node.completion}"
+            end = min(node.split, data.n_new)
+            span = f"{node.start}-{end - 1}" if end > node.start else "-"
+            item = QtWidgets.QTreeWidgetItem([branch, str(node.count), span, node.text])
+            item.setData(0, RUNS_ROLE, node.runs)
+            item.setToolTip(0, "runs: " + ", ".join(node.runs))
+            item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if node.parent < 0:
+                self.tree.addTopLevelItem(item)
+            else:
+                items[node.parent].addChild(item)
+            items.append(item)
+        self.tree.expandAll()
+        for column in range(3):
+            self.tree.resizeColumnToContents(column)
+
+    def _fill_causes(self, data: RunsOverviewData, how: str) -> None:
+        self.causes.setRowCount(len(data.causes))
+        for i, row in enumerate(data.causes):
+            confirmed = f"{row.confirmed} of {row.count}" if row.confirmed else "not confirmed"
+            for j, text in enumerate((row.cause, str(row.count), f"{row.share:.0%}", confirmed)):
+                item = QtWidgets.QTableWidgetItem(text)
+                if j in (1, 2):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.causes.setItem(i, j, item)
+        self.causes.resizeColumnsToContents()
+        self.causes_note.setText(f"{data.causes_line} Against reference run {data.reference_run} ({how}).")
+
+    # -- interaction ----------------------------------------------------------------------------
+
+    def _clicked(self, x: float, y: float) -> None:
+        cell = self.figure.cell_at(x, y)
+        if cell is not None:
+            self.state.set_position(cell[0])
+
+    def _branch_activated(self, item: QtWidgets.QTreeWidgetItem, column: int) -> None:
+        runs = item.data(0, RUNS_ROLE)
+        if not runs:
+            return
+        choice = next((c for c in self.choices() if c.run == runs[0]), None)
+        if choice is not None:
+            self.state.set_run(choice.run, choice.row)

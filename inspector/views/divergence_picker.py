@@ -1,0 +1,131 @@
+"""The pair picker of the side-by-side view: request, run A and run B, with a swap button."""
+
+from __future__ import annotations
+
+from inspector.figure_data.divergence_source import DivergenceSource, RunChoice
+from inspector.figures.divergence_text import A_COLOR, B_COLOR
+from inspector.qt import QtWidgets, Signal
+
+
+class PairPicker(QtWidgets.QWidget):
+    """Request, run A and run B combo boxes over a `DivergenceSource`; emits `changed` on a pick."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.request = QtWidgets.QComboBox()
+        self.request.setToolTip("Request (prompt) held by several runs")
+        self.request.setMinimumContentsLength(18)
+        self.a = QtWidgets.QComboBox()
+        self.a.setToolTip("Run A: the reference the cause is stated against")
+        self.b = QtWidgets.QComboBox()
+        self.b.setToolTip("Run B: the run whose divergence from A is explained")
+        for box in (self.a, self.b):
+            box.setMinimumContentsLength(22)
+            box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.swap = QtWidgets.QPushButton("⇄ Swap")
+        self.swap.setToolTip("Exchange runs A and B")
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(QtWidgets.QLabel("Request:"))
+        layout.addWidget(self.request)
+        a_label, b_label = QtWidgets.QLabel("A:"), QtWidgets.QLabel("B:")
+        a_label.setStyleSheet(f"color: {A_COLOR}; font-weight: bold;")
+        b_label.setStyleSheet(f"color: {B_COLOR}; font-weight: bold;")
+        layout.addWidget(a_label)
+        layout.addWidget(self.a, 1)
+        layout.addWidget(self.swap)
+        layout.addWidget(b_label)
+        layout.addWidget(self.b, 1)
+        self.source: DivergenceSource | None = None
+        self.choices: list[RunChoice] = []
+        self.a_pinned = False  # run A was picked here: keep it when run B follows the browser
+        self.request.activated.connect(self._request_picked)
+        self.a.activated.connect(self._a_picked)
+        self.b.activated.connect(lambda i: self.changed.emit())
+        self.swap.clicked.connect(self._swap)
+
+    # -- filling --------------------------------------------------------------------------------
+
+    def set_source(self, source: DivergenceSource | None) -> None:
+        self.source = source
+        self.request.clear()
+        for r in source.requests() if source is not None else []:
+            self.request.addItem(f"{r}: {source.request_text(r)}", r)
+        self.choices = []
+        self._fill_runs()
+
+    def _fill_runs(self) -> None:
+        request = self.current_request()
+        self.choices = self.source.choices(request) if request is not None else []
+        for box in (self.a, self.b):
+            box.blockSignals(True)
+            box.clear()
+            for c in self.choices:
+                box.addItem(c.text(), c.key)
+            box.blockSignals(False)
+
+    def _request_picked(self, index: int) -> None:
+        self._fill_runs()
+        self.select(None, None)
+        self.changed.emit()
+
+    def _a_picked(self, index: int) -> None:
+        self.a_pinned = True
+        self.changed.emit()
+
+    def _swap(self) -> None:
+        a, b = self.a.currentIndex(), self.b.currentIndex()
+        self.a.setCurrentIndex(b)
+        self.b.setCurrentIndex(a)
+        self.a_pinned = True
+        self.changed.emit()
+
+    # -- reading and setting ----------------------------------------------------------------------
+
+    def current_request(self) -> int | None:
+        data = self.request.currentData()
+        return None if data is None else int(data)
+
+    def pair(self) -> tuple[RunChoice, RunChoice] | None:
+        i, j = self.a.currentIndex(), self.b.currentIndex()
+        if i < 0 or j < 0:
+            return None
+        return self.choices[i], self.choices[j]
+
+    def set_request(self, request: int) -> bool:
+        """Show `request`; True when it changed."""
+        i = self.request.findData(request)
+        if i < 0 or i == self.request.currentIndex():
+            return False
+        self.request.setCurrentIndex(i)
+        self._fill_runs()
+        self.a_pinned = False
+        return True
+
+    def select(self, b_run: str | None, reference: str | None) -> None:
+        """Run B := `b_run` (else keep, else the first run); A := `reference` when it holds the
+        request, else A as picked here when it differs from B, else the first other run of B's
+        condition (the run browser's default reference)."""
+        if not self.choices:
+            return
+        names = [c.run for c in self.choices]
+        j = names.index(b_run) if b_run in names else max(self.b.currentIndex(), 0)
+        i = self.a.currentIndex()
+        if reference in names and names.index(reference) != j:
+            i = names.index(reference)
+        elif not self.a_pinned or i < 0 or i == j:
+            same = [k for k, c in enumerate(self.choices)
+                    if k != j and c.condition == self.choices[j].condition]
+            others = [k for k in range(len(self.choices)) if k != j]
+            i = (same or others or [j])[0]
+        self.a.setCurrentIndex(i)
+        self.b.setCurrentIndex(j)
+
+    def pick(self, box: str, run: str) -> None:
+        """Choose `run` in combo `box` ("A" or "B") as a user would, emitting `changed`."""
+        combo = self.a if box == "A" else self.b
+        i = next(k for k, c in enumerate(self.choices) if c.run == run)
+        combo.setCurrentIndex(i)
+        combo.activated.emit(i)

@@ -1,0 +1,272 @@
+"""The views draw the trace's numbers: open a trace, pick runs, rows and layers through the UI,
+and compare the drawn image and markers with the file."""
+
+import numpy as np
+import pytest
+
+from inspector.app.browser import COL, NAME_ROLE
+from inspector.app.main_window import MainWindow
+from inspector.app.settings import Settings
+from inspector.figures.overview import top1_rgb
+from inspector.figures.style import categorical_colors
+from inspector.qt import Qt, QtCore
+from inspector.views import VIEWS, View
+from inspector.views.load import LoadView
+from inspector.views.overview import OverviewView
+from inspector.views.routing import RoutingView
+from inspector.views.text import TextView
+from traces import open_trace
+from traces.synthetic import write_synthetic_trace
+
+
+def cells(x, y) -> list[tuple[int, int]]:
+    """Sorted (x, y) integer pairs, for comparing marked cells whatever their order."""
+    return sorted(zip(np.asarray(x, dtype=int).tolist(), np.asarray(y, dtype=int).tolist(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("views") / "views.h5"
+    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path):
+    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
+    QtCore.QSettings.setPath(ini, user, str(tmp_path))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, trace_path):
+    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
+    w = MainWindow(settings)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
+        w.open_path(str(trace_path))
+    assert blocker.args == [True]
+    qtbot.waitUntil(lambda: view(w, RoutingView).data is not None, timeout=5000)
+    yield w
+    w.close()
+    w.wait_for_jobs()
+
+
+def view(w, cls):
+    return next(v for v in w.views if isinstance(v, cls))
+
+
+def show(qtbot, w, cls):
+    v = view(w, cls)
+    if v.area == "tab":
+        w.tabs.setCurrentWidget(v)
+    qtbot.waitUntil(lambda: not v._dirty and v.data is not None, timeout=5000)
+    return v
+
+
+def softmax_t(logits):
+    z = logits.astype(np.float64)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)).T
+
+
+def assert_routing_drawn(v, trace_path, run_name, row, layer):
+    with open_trace(trace_path) as trace:
+        run = trace.run(run_name)
+        T = run.row_length(row)
+        np.testing.assert_allclose(v.figure.image.image, softmax_t(run.router_logits[layer, row, :T]),
+                                   rtol=1e-6, atol=1e-7)
+        expert, kept = run.expert[layer, row, :T], run.kept[layer, row, :T]
+        prompt_len = int(run.prompt_len[row])
+    for marks, want in ((v.figure.kept, kept), (v.figure.dropped, ~kept)):
+        t, k = np.nonzero(want)
+        x, y = marks.cells()
+        assert cells(x, y) == cells(t, expert[t, k])
+    assert v.figure.boundary.value() == pytest.approx(prompt_len - 0.5)
+    assert v.data.run == run_name and v.data.row == row and v.data.layer == layer
+
+
+def test_views_are_registered_in_one_list(qtbot, tmp_path):
+    assert VIEWS[0] is RoutingView  # the first tab, shown when a trace opens
+    assert {RoutingView, OverviewView, LoadView, TextView} <= set(VIEWS)
+    assert all(issubclass(v, View) and v.title and v.area in ("tab", "bottom") for v in VIEWS)
+    # The window makes one tab per "tab" view and puts the others under the tabs.
+    w = MainWindow(Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)))
+    qtbot.addWidget(w)
+    tabs = [w.tabs.tabText(i) for i in range(w.tabs.count())]
+    assert tabs == [v.title for v in VIEWS if v.area == "tab"]
+    assert [type(v) for v in w.views] == VIEWS
+
+
+def test_open_shows_first_run_probe_row(window, trace_path):
+    v = view(window, RoutingView)
+    run = window.state.run
+    assert run.name == "r000" and window.state.row == run.probe_row
+    assert_routing_drawn(v, trace_path, "r000", int(run.probe_row), 0)
+    assert window.browser.model.rowCount() == 4
+    assert window.stack.currentWidget() is window.main
+
+
+def test_pick_run_row_and_layer_through_the_ui(qtbot, window, trace_path):
+    v = view(window, RoutingView)
+    # Run: click the third row of the browser table.
+    table = window.browser.table
+    index = window.browser.proxy.index(2, COL["run"])
+    assert index.data(NAME_ROLE) == "r002"
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        table.setCurrentIndex(index)
+    assert window.state.run.name == "r002"
+    # Row: the navigation bar's combo box.
+    combo = window.navigation.row
+    target = 1 if window.state.row != 1 else 2
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        combo.setCurrentIndex(combo.findData(target))
+        combo.activated.emit(combo.currentIndex())
+    assert window.state.row == target
+    # Layer: the slider.
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        window.navigation.layer.setValue(2)
+    assert_routing_drawn(v, trace_path, "r002", target, 2)
+    assert "layer 2" in window.navigation.layer_label.text()
+
+
+def test_left_right_keys_change_layer(qtbot, window, trace_path):
+    v = view(window, RoutingView)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: window.isActiveWindow(), timeout=3000)
+    v.graphics.setFocus()
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        qtbot.keyClick(v.graphics, Qt.Key.Key_Right)
+    assert window.state.layer == 1 and window.navigation.layer.value() == 1
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        qtbot.keyClick(v.graphics, Qt.Key.Key_Right)
+    qtbot.keyClick(v.graphics, Qt.Key.Key_Right)  # already at the last layer: stays
+    assert window.state.layer == 2
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        qtbot.keyClick(v.graphics, Qt.Key.Key_Left)
+    assert window.state.layer == 1
+    assert_routing_drawn(v, trace_path, "r000", window.state.row, 1)
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        qtbot.keyClick(v.graphics, Qt.Key.Key_PageDown)
+    assert window.state.row == (int(window.state.run.probe_row) + 1 if window.state.run.probe_row < 4 else 4)
+
+
+def test_hover_describes_the_cell_under_the_mouse(qtbot, window):
+    v = view(window, RoutingView)
+    data = v.data
+    t, e = (int(a[0]) for a in data.candidates(kept=False))
+    scene = v.figure.plot.vb.mapViewToScene(QtCore.QPointF(t, e))
+    qtbot.mouseMove(v.graphics.viewport(), v.graphics.mapFromScene(scene))
+    qtbot.waitUntil(lambda: f"position {t}" in v.hover.text(), timeout=3000)
+    text = v.hover.text()
+    assert f"expert {e}" in text and "DROPPED" in text and "capacity" in text
+    assert "ahead of it" in text  # who took the slots ahead of the dropped candidate
+    # A click focuses that token in every view.
+    qtbot.mouseClick(v.graphics.viewport(), Qt.MouseButton.LeftButton, pos=v.graphics.mapFromScene(scene))
+    qtbot.waitUntil(lambda: window.state.position == t, timeout=3000)
+    assert v.focus_line.isVisible() and v.focus_line.value() == t
+
+
+def test_overview_draws_top1_colours_and_drops(qtbot, window, trace_path):
+    v = show(qtbot, window, OverviewView)
+    row = window.state.row
+    with open_trace(trace_path) as trace:
+        run = trace.run("r000")
+        T = run.row_length(row)
+        top1 = run.expert[:, row, :T, 0]
+        dropped = (~run.kept[:, row, :T]).sum(-1)
+    np.testing.assert_array_equal(v.figure.image.image, top1_rgb(top1, 6))
+    assert (v.figure.image.image[0, 0] == categorical_colors(6)[top1[0, 0]]).all()
+    x, y = v.figure.drops.cells()
+    l, t = np.nonzero(dropped)
+    assert cells(x, y) == cells(t, l)
+    assert len(v.figure.legend.items) == 6
+    # Clicking a cell selects its layer.
+    scene = v.figure.plot.vb.mapViewToScene(QtCore.QPointF(3, 2))
+    qtbot.mouseClick(v.graphics.viewport(), Qt.MouseButton.LeftButton, pos=v.graphics.mapFromScene(scene))
+    qtbot.waitUntil(lambda: window.state.layer == 2 and window.state.position == 3, timeout=3000)
+
+
+def test_load_view_bars_equal_the_load_tables(qtbot, window, trace_path):
+    v = show(qtbot, window, LoadView)
+    with open_trace(trace_path) as trace:
+        run = trace.run("r000")
+        requested, kept, capacity = run.requested[0, 0, 0], run.load_kept[0, 0, 0], int(run.capacity[0, 0, 0])
+    np.testing.assert_array_equal(v.figure.requested_bars.opts["height"], requested)
+    np.testing.assert_array_equal(v.figure.kept_bars.opts["height"], kept)
+    assert v.figure.capacity_lines[0].value() == capacity
+    # The stacked shares of all rows add up to what each expert kept.
+    shares = np.zeros(len(kept))
+    np.add.at(shares, v.figure.share_bars.opts["x"].astype(int), v.figure.share_bars.opts["height"])
+    np.testing.assert_array_equal(shares, kept)
+    # Another step through the spin box.
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        v.step.setValue(5)
+    with open_trace(trace_path) as trace:
+        np.testing.assert_array_equal(v.figure.requested_bars.opts["height"],
+                                      trace.run("r000").requested[5, 0, v.data.group])
+
+
+def test_focusing_a_generated_token_moves_the_load_view_to_its_step(qtbot, window):
+    v = show(qtbot, window, LoadView)
+    row = window.state.row
+    layer = window.state.layer_routing()
+    t = int(np.flatnonzero(layer.step[row] > 0)[2])
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        window.state.set_position(t)
+    assert v.step.value() == int(layer.step[row, t])
+    assert v.data.group == int(layer.group[row, t])
+
+
+def test_text_strip_shows_the_row_and_follows_the_mode(qtbot, window, trace_path):
+    v = show(qtbot, window, TextView)
+    row = window.state.row
+    with open_trace(trace_path) as trace:
+        run = trace.run("r000")
+        T = run.row_length(row)
+        drops = (~run.kept[:, row, :T]).sum(axis=(0, 2))
+    assert v.data.n_positions == T
+    np.testing.assert_allclose(v.figure.shade, drops / drops.max())
+    plain = v.figure.strip.text.toPlainText()
+    assert v.data.texts[0] in plain and "▌" in plain  # prompt | generation marker
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        v.mode.setCurrentIndex(1)
+    with open_trace(trace_path) as trace:
+        np.testing.assert_allclose(v.figure.shade, (~trace.run("r000").kept[0, row, :T]).sum(-1) / 2)
+    assert v.figure.token_at_char(0) == 0
+
+
+def test_browser_fills_drops_completions_and_reference_marks(qtbot, window):
+    model = window.browser.model
+    qtbot.waitUntil(lambda: len(model.stats) == 4, timeout=10000)
+    marks = [model.mark(name) for name in model.names]
+    assert marks[0] == "ref" and all(m == "=" or m.startswith("≠ @") for m in marks[1:])
+    completion = model.index(0, COL["completion"]).data()
+    assert completion and completion != "…"
+    window._reference_chosen("r001")
+    assert model.mark("r001") == "ref" and model.mark("r000") != "ref"
+    qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=5000)
+    assert "4 runs" in window.status_text.text()
+
+
+def test_hidden_views_wait_until_shown(qtbot, window):
+    overview = view(window, OverviewView)
+    routing = view(window, RoutingView)
+    assert window.tabs.currentWidget() is routing and not overview.isVisible()
+    with qtbot.waitSignal(routing.drawn, timeout=5000):
+        window.state.set_row((window.state.row + 1) % 5)
+    assert overview._dirty  # out of date, but nothing read or drawn for it yet
+    v = show(qtbot, window, OverviewView)
+    assert v.data.row == window.state.row
+
+
+def test_browser_filter_and_sort(qtbot, window):
+    browser = window.browser
+    qtbot.waitUntil(lambda: len(browser.model.stats) == 4, timeout=10000)
+    browser.filter.setText("r003")
+    assert browser.proxy.rowCount() == 1 and "1 of 4 runs shown" in browser.count.text()
+    browser.filter.setText("")
+    browser.table.sortByColumn(COL["probe drops"], Qt.SortOrder.DescendingOrder)
+    drops = [browser.proxy.index(r, COL["probe drops"]).data() for r in range(4)]
+    assert drops == sorted(drops, reverse=True)
