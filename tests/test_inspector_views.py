@@ -270,3 +270,23 @@ def test_browser_filter_and_sort(qtbot, window):
     browser.table.sortByColumn(COL["probe drops"], Qt.SortOrder.DescendingOrder)
     drops = [browser.proxy.index(r, COL["probe drops"]).data() for r in range(4)]
     assert drops == sorted(drops, reverse=True)
+
+
+def test_load_figure_draws_a_group_without_drops(qtbot, tmp_path):
+    """Dropless runs have no dropped segments: the figure draws the kept shares and no hatched bars."""
+    from inspector.figure_data.load import load_data
+    from inspector.figures.load import LoadFigure
+    from inspector.qt import pg
+    from traces.analysis import layer_routing
+
+    path = tmp_path / "roomy.h5"
+    write_synthetic_trace(path, 1, L=2, E=4, K=2, V=64, B=3, T=12, R=2, capacity_factor=50.0)
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    figure = LoadFigure(widget.ci)
+    with open_trace(path) as trace:
+        data = load_data(layer_routing(trace.run("r000"), 0), step=0)
+    assert data.dropped.sum() == 0
+    figure.set_data(data)
+    assert len(figure.dropped_bars.opts["x"]) == 0
+    np.testing.assert_array_equal(figure.kept_bars.opts["height"], data.kept)

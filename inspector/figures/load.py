@@ -108,11 +108,11 @@ class LoadFigure:
         x, y0, h, b = stacked_segments(data.row_kept)
         pens = [pg.mkPen("#000000", width=2) if r == data.probe_row else pg.mkPen("#ffffff", width=0.5)
                 for r in b]
-        self.share_bars.setOpts(x=x, y0=y0, height=h, width=0.8, brushes=[colors[r] for r in b], pens=pens)
+        _set_bars(self.share_bars, x, y0, h, [colors[r] for r in b], pens)
         x, y0, h, b = stacked_segments(data.row_dropped, base=data.row_kept.sum(axis=0))
         brushes = [QtGui.QBrush(colors[r], QtCore.Qt.BrushStyle.BDiagPattern) for r in b]
         pens = [pg.mkPen(colors[r], width=2 if r == data.probe_row else 1) for r in b]
-        self.dropped_bars.setOpts(x=x, y0=y0, height=h, width=0.8, brushes=brushes, pens=pens)
+        _set_bars(self.dropped_bars, x, y0, h, brushes, pens)
         self.shares_legend.clear()
         if data.probe_row >= 0:
             sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=colors[data.probe_row],
@@ -145,3 +145,14 @@ class LoadFigure:
             lines.append(f"{who}row {b} (request {int(d.request_ids[b])}): kept {int(d.row_kept[b, e])}, "
                          f"dropped {int(d.row_dropped[b, e])}")
         return "\n".join(lines)
+
+
+def _set_bars(bars: pg.BarGraphItem, x, y0, height, brushes: list, pens: list) -> None:
+    """Set stacked bar segments; an empty segment list (no drops, e.g. dropless) draws nothing.
+
+    pyqtgraph's BarGraphItem fails on empty per-bar brush and pen lists, so those are left out.
+    """
+    if len(x) == 0:
+        bars.setOpts(x=[], y0=[], height=[], width=0.8, brushes=None, pens=None, brush=None, pen=None)
+        return
+    bars.setOpts(x=x, y0=y0, height=height, width=0.8, brushes=brushes, pens=pens)
