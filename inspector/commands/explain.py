@@ -23,7 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "names, else assets/moe-default)")
     parser.add_argument("--device", default="cpu", help="torch device of the reruns (default cpu)")
     parser.add_argument("--limit", type=int, metavar="N",
-                        help="rerun at most N divergent runs in this call (the table keeps earlier ones)")
+                        help="rerun at most N divergent runs in this call, taken in turns across requests "
+                             "and conditions (the table keeps earlier ones)")
+    parser.add_argument("--redo", action="store_true",
+                        help="rerun runs the table already explains (default: keep them, so an interrupted "
+                             "or --limit call resumes)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch CPU threads (default the trace's recorded thread count, else 1: "
                              "native kernels may round differently with another count)")
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         threads = args.threads or _recorded_threads(args.trace)
         torch.set_num_threads(threads)
         result = explain(args.trace, checkpoint=args.checkpoint, device=args.device, requests=args.request,
-                         limit=args.limit, progress=bar)
+                         limit=args.limit, redo=args.redo, progress=bar)
     except (TraceError, ExplainError) as exc:
         raise UsageError(str(exc)) from None
     finally:

@@ -1,0 +1,153 @@
+"""Speed of the model's parts as ratios measured side by side in one process (default model size).
+
+    .venv/bin/python bench/model_speed.py [--repeats 9] [--threads 2] [--new-tokens 64] [--no-profile]
+
+Ratios (target in brackets):
+- generation with the recorder / without                      (<= 1.10)
+- MoE block / dense SwiGLU FFN of equal active parameters      (<= 1.5)
+- batch_invariant / native generation                          (<= 1.34; SGLang's published +34%)
+Each pair is timed interleaved (A, B, A, B, ...) and the ratio is the median of the per-pair ratios,
+so load changes on a shared machine hit both sides. The profile shows where the extra time of the
+batch-invariant kernels goes (self CPU time per operator, native vs batch_invariant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from model.checkpoint import load_checkpoint  # noqa: E402
+from model.config import ModelConfig  # noqa: E402
+from model.generate import generate  # noqa: E402
+from model.layers import SwiGLU  # noqa: E402
+from model.recorder import Recorder  # noqa: E402
+from model.routing import RoutingPolicy  # noqa: E402
+from model.tokenizer import encode  # noqa: E402
+from model.transformer import MoETransformer  # noqa: E402
+
+PROMPTS = ["Return a list of the", "The default value is None, which means that",
+           "def __init__(self, name, value=None):", "# If the file does not exist, create it",
+           "This module provides functions for", "Raise ValueError if the argument is",
+           "import os", "class Connection:\n    \"\"\"A connection to the server."]
+
+
+def paired(a, b, repeats: int) -> tuple[float, float, float]:
+    """Median seconds of a and b and the median of the per-pair ratios b/a (one warm-up each)."""
+    a(), b()
+    ta, tb, ratios = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a()
+        t1 = time.perf_counter()
+        b()
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+        ratios.append((t2 - t1) / (t1 - t0))
+    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
+
+
+def load_model() -> tuple[MoETransformer, str]:
+    path = ROOT / "assets" / "moe-default.safetensors"
+    if path.exists():
+        return load_checkpoint(path)[0], "assets/moe-default (trained)"
+    torch.manual_seed(0)
+    return MoETransformer(ModelConfig()).eval(), "default config, random init"
+
+
+def profile_table(fn) -> dict[str, float]:
+    """Self CPU milliseconds per operator of one call of fn."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.key: e.self_cpu_time_total / 1000 for e in prof.key_averages()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--no-profile", action="store_true")
+    args = p.parse_args(argv)
+    if args.repeats < 1 or args.threads < 1 or args.new_tokens < 1:
+        p.error("--repeats, --threads and --new-tokens must be positive")
+    torch.set_num_threads(args.threads)
+    model, origin = load_model()
+    cfg = model.config
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.25)
+    prompts = [encode(t) for t in PROMPTS]
+    n = args.new_tokens
+    load = os.getloadavg()[0]
+    print(f"model: {origin}; {model.num_parameters() / 1e6:.2f} M parameters, "
+          f"{model.num_parameters(active=True) / 1e6:.2f} M active per token; {args.threads} threads; "
+          f"load average {load:.2f} on {os.cpu_count()} CPUs")
+    print(f"workload: B={len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
+          f"{n} new tokens, routing gshard cf=1.25 batch groups; {args.repeats} interleaved pairs each\n")
+
+    def gen(mode: str, recorder: bool = False):
+        def run():
+            rec = Recorder() if recorder else None
+            result = generate(model, prompts, n, policy, kernel_mode=mode, recorder=rec, stop_at_eos=False)
+            if rec is not None:
+                rec.arrays(result)
+        return run
+
+    rows = []
+    ta, tb, r = paired(gen("native"), gen("native", recorder=True), args.repeats)
+    rows.append(("generation + recorder / generation", ta, tb, r, 1.10))
+
+    # The MoE block against a dense FFN with the same active parameters per token, on the same tokens.
+    torch.manual_seed(1)
+    x = torch.randn(8, 256, cfg.d_model)  # [B,T,C]
+    valid = torch.ones(8, 256, dtype=torch.bool)
+    moe = model.blocks[0].ffn
+    dense = SwiGLU(cfg.d_model, cfg.top_k * cfg.expert_d_ff).eval()
+    torch.nn.init.normal_(dense.w_in, std=0.02)
+    torch.nn.init.normal_(dense.w_out, std=0.02)
+    with torch.no_grad():
+        ta, tb, r = paired(lambda: dense(x), lambda: moe(x, valid, policy), args.repeats * 3)
+    rows.append(("MoE block / dense FFN (2048 tokens)", ta, tb, r, 1.5))
+
+    ta, tb, r = paired(gen("native"), gen("batch_invariant"), args.repeats)
+    rows.append(("batch_invariant / native generation", ta, tb, r, 1.34))
+
+    print(f"{'ratio':<40}{'A (ms)':>10}{'B (ms)':>10}{'B/A':>8}{'target':>9}")
+    for name, a, b, ratio, target in rows:
+        flag = "ok" if ratio <= target else "OVER"
+        print(f"{name:<40}{a * 1e3:>10.1f}{b * 1e3:>10.1f}{ratio:>8.3f}{'<= ' + str(target):>9}  {flag}")
+    if load > 1.0:
+        print(f"\nnote: load average {load:.2f} before the run; other processes shared the CPUs")
+
+    if not args.no_profile:
+        native = profile_table(gen("native"))
+        invariant = profile_table(gen("batch_invariant"))
+        total_n, total_i = sum(native.values()), sum(invariant.values())
+        print(f"\nwhere the batch-invariant time goes (self CPU ms of one generation; native {total_n:.0f}, "
+              f"batch_invariant {total_i:.0f}):")
+        print(f"{'operator':<36}{'native':>10}{'invariant':>11}{'extra':>9}")
+        keys = sorted(set(native) | set(invariant), key=lambda k: invariant.get(k, 0) - native.get(k, 0),
+                      reverse=True)
+        for key in keys[:12]:
+            a, b = native.get(key, 0.0), invariant.get(key, 0.0)
+            print(f"{key[:35]:<36}{a:>10.1f}{b:>11.1f}{b - a:>+9.1f}")
+        moe_prof = profile_table(lambda: moe(x, valid, policy))
+        print(f"\nMoE block, one call on 2048 tokens (self CPU ms, total {sum(moe_prof.values()):.0f}):")
+        for key, ms in sorted(moe_prof.items(), key=lambda kv: -kv[1])[:10]:
+            print(f"{key[:35]:<36}{ms:>10.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        sys.exit(main())

@@ -1,0 +1,230 @@
+"""Explain every divergence of a trace by counterfactual reruns, and store the verdicts in the trace.
+
+For each request with two or more runs under one condition (`pairs`), every run is compared with
+the reference by `traces.analysis.explain_pair` (the guess). Each run whose completion differs is
+then rerun with the model (`reruns`): both batches as recorded (checked bit for bit), dropless,
+with batch-invariant kernels, and the divergent row forced to replay the reference's recorded
+routing. `decide` turns the guess and the reruns into a confirmed cause, and `store` writes the
+records to the table `explain_counterfactual` of the trace.
+
+Divergent pairs are taken in turns across the groups (the first of every request and condition,
+then the second of each, ...), so `--limit` samples every condition. Pairs an earlier call already
+confirmed with the same checkpoint are kept rather than rerun (unless `redo`), so a call stopped by
+Ctrl-C or `--limit` resumes where it stopped; Ctrl-C stores the pairs done so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from model.counterfactual.decide import NOT_REPRODUCED, Evidence, decide, rerun_text
+from model.counterfactual.pairs import Group, condition_of, plan_groups
+from model.counterfactual.reruns import RerunError, Reruns
+from model.counterfactual.source import ExplainError, load_model, resolve_checkpoint, resolve_device
+from model.counterfactual.store import TABLE, earlier_records, record_key, store
+from traces import open_trace
+from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
+from traces.analysis.explain_table import summarize_records, with_counterfactuals
+from traces.analysis.summary import CauseSummary
+
+log = logging.getLogger(__name__)
+
+#: A divergent pair: the analysis' verdict and its table record (counterfactuals not yet filled in).
+Pair = tuple[Verdict, ExplainRecord]
+
+#: (pairs done, pairs to do, label of the last one): how progress is reported.
+ProgressFn = Callable[[int, int, str], None]
+
+
+def no_progress(done: int, total: int, label: str) -> None:
+    """A progress callback that reports nothing."""
+
+
+@dataclass
+class ExplainResult:
+    """What one `explain` call did; `records` are every record of the table after the call."""
+
+    path: str
+    checkpoint: str
+    device: str
+    table: str
+    records: list[ExplainRecord]
+    conditions: dict[str, str]          # run -> condition
+    compared: int = 0                   # pairs compared in this call
+    divergent: int = 0                  # of which diverge
+    rerun: int = 0                      # divergent pairs explained by reruns in this call
+    reused: int = 0                     # divergent pairs an earlier call had explained
+    skipped: int = 0                    # divergent pairs left for a later call (--limit or Ctrl-C)
+    generations: int = 0                # batches generated
+    seconds: float = 0.0
+    interrupted: bool = False
+    not_reproduced: list[str] = field(default_factory=list)
+
+    def summary(self) -> CauseSummary:
+        """Counts and shares of the confirmed causes over every record of the table."""
+        return summarize_records(self.records)
+
+    def by_condition(self) -> dict[str, CauseSummary]:
+        groups: dict[str, list[ExplainRecord]] = {}
+        for r in self.records:
+            groups.setdefault(self.conditions.get(r.run, ""), []).append(r)
+        return {c: summarize_records(rs) for c, rs in groups.items()}
+
+
+def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "cpu",
+            requests: list[int] | None = None, limit: int | None = None, redo: bool = False,
+            progress: ProgressFn = no_progress) -> ExplainResult:
+    """Load the trace's model (or `checkpoint`) on `device` and run `explain_trace`.
+
+    Raises `traces.TraceError` for an unusable trace and `ExplainError` for a bad option.
+    """
+    if limit is not None and limit < 1:
+        raise ExplainError(f"--limit: must be at least 1, got {limit}")
+    with open_trace(path) as trace:
+        meta = trace.meta
+    torch_device = resolve_device(device)
+    stem = resolve_checkpoint(meta, path, checkpoint)
+    model = load_model(meta, stem, torch_device)
+    return explain_trace(path, model, checkpoint=str(stem), device=str(torch_device), requests=requests,
+                         limit=limit, redo=redo, progress=progress)
+
+
+def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str = "cpu",
+                  requests: list[int] | None = None, limit: int | None = None, redo: bool = False,
+                  progress: ProgressFn = no_progress) -> ExplainResult:
+    """Confirm the cause of the divergences of `requests` (default all) in trace `path` with `model`.
+
+    `limit` caps the divergent pairs rerun in this call; `redo` reruns pairs an earlier call with
+    the same `checkpoint` already explained. Raises `traces.TraceError` for an unusable trace and
+    `ExplainError` for a request the trace does not hold.
+    """
+    started = time.perf_counter()
+    path = str(path)
+    with open_trace(path) as trace:
+        if requests is not None:
+            bad = [r for r in requests if not 0 <= r < len(trace.requests)]
+            if bad:
+                raise ExplainError(f"--request: the trace holds requests 0..{len(trace.requests) - 1}, "
+                                   f"not {bad[0]}")
+        order = {name: i for i, name in enumerate(trace.run_names)}
+        conditions = {name: condition_of(trace.run(name)) for name in order}
+        result = ExplainResult(path, checkpoint, device, TABLE, [], conditions)
+        earlier = earlier_records(trace, checkpoint)
+        reruns = Reruns(trace, model)
+        fresh: dict = {}
+        try:
+            todo = _compare(trace, plan_groups(trace, requests), result, fresh)
+            todo = _reuse(todo, earlier, result, fresh, limit, redo)
+            for i, (verdict, record) in enumerate(todo):
+                fresh[record_key(record)] = _confirm(record, verdict, reruns)
+                result.rerun += 1
+                progress(i + 1, len(todo), f"request {verdict.request}, run {verdict.run} row {verdict.row}")
+        except KeyboardInterrupt:
+            result.interrupted = True
+            result.skipped = result.divergent - result.rerun - result.reused
+            log.info("interrupted after %d divergent pairs", result.rerun)
+        result.generations = reruns.generations
+        result.not_reproduced = reruns.not_reproduced()
+    records = {**earlier, **fresh}
+    result.records = sorted(records.values(), key=lambda r: (order.get(r.run, len(order)), r.row))
+    result.seconds = time.perf_counter() - started
+    if fresh:
+        store(path, result.records, checkpoint=checkpoint, device=device,
+              not_reproduced=result.not_reproduced)
+    return result
+
+
+def _compare(trace, groups: list[Group], result: ExplainResult, out: dict) -> list[Pair]:
+    """Compare every pair; store the agreeing ones in `out` and return the divergent ones, in turns
+    across the groups."""
+    vocab = trace.vocab
+    queues = []
+    for group in groups:
+        rows = {m: row_trace(trace.run(m[0]), m[1]) for m in group.members}
+        ref = rows[group.reference]
+        queue = []
+        for member in group.others:
+            verdict = explain_pair(ref, rows[member])
+            record = ExplainRecord.from_verdict(verdict, vocab)
+            result.compared += 1
+            if verdict.diverged:
+                queue.append((verdict, record))
+            else:
+                confirmed = "identical" if verdict.cause == "identical" else ""
+                out[record_key(record)] = dataclasses.replace(record, confirmed_cause=confirmed)
+        queues.append(queue)
+        result.divergent += len(queue)
+    longest = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(longest) for q in queues if i < len(q)]
+
+
+def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
+           redo: bool) -> list[Pair]:
+    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again), cap the
+    rest at `limit`; return those to rerun."""
+    rerun = []
+    for verdict, record in todo:
+        old = earlier.get(record_key(record))
+        if old is not None and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
+            out[record_key(record)] = old
+            result.reused += 1
+        elif limit is not None and len(rerun) >= limit:
+            result.skipped += 1
+        else:
+            rerun.append((verdict, record))
+    return rerun
+
+
+def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns) -> ExplainRecord:
+    """Rerun one divergent pair and fill in its counterfactual columns and confirmed cause."""
+    try:
+        evidence = _evidence(v, reruns)
+    except RerunError as exc:
+        sentence = f"{record.sentence} Reruns impossible: {exc}. Confirmed: {NOT_REPRODUCED}."
+        return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, sentence=sentence)
+    decision = decide(evidence)
+    failed = [r for r in (reruns.reproduction(v.ref_run), reruns.reproduction(v.run)) if not r.reproduced]
+    extra = "".join(f" Run {r.run} rerun differs from the recording at {r.difference}." for r in failed)
+    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{extra} Confirmed: {decision.cause} "
+                f"({decision.reason}).")
+    updated = with_counterfactuals(record, dropless_same=evidence.dropless_same,
+                                   invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
+                                   confirmed_cause=decision.cause)
+    return dataclasses.replace(updated, sentence=sentence)
+
+
+def _evidence(v: Verdict, reruns: Reruns) -> Evidence:
+    ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
+    ref_s, s = reruns.settings(ref_run), reruns.settings(run)
+    coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
+    reproduced = reruns.reproduction(ref_run).reproduced and reruns.reproduction(run).reproduced
+    if not reproduced:
+        return Evidence(v.cause, False, None, None, None, coupled, native)
+    n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
+
+    def agree(variant: str) -> bool | None:
+        a, b = reruns.tokens(ref_run, variant), reruns.tokens(run, variant)
+        if a is None or b is None:
+            return None
+        return _completion(a[ref_row], v.prompt_len, n_new) == _completion(b[row], v.prompt_len, n_new)
+
+    dropless, invariant = agree("dropless"), agree("batch_invariant")
+    replayed = reruns.replayed_tokens(run, row, ref_run, ref_row)
+    replay_same = None
+    if replayed is not None:
+        reference = np.asarray(reruns.trace.run(ref_run).tokens[ref_row, : v.t_star + 1]).tolist()
+        replay_same = list(replayed[: v.t_star + 1]) == reference
+    as_recorded = [reruns.as_recorded(ref_run, variant) and reruns.as_recorded(run, variant)
+                   for variant in ("dropless", "batch_invariant")]
+    return Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded)
+
+
+def _completion(tokens: list[int], prompt_len: int, n_new: int) -> list[int]:
+    return list(tokens[prompt_len: prompt_len + n_new])

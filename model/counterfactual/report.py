@@ -1,0 +1,49 @@
+"""The text `moe-inspector explain` prints: what was rerun, and the confirmed causes with their shares."""
+
+from __future__ import annotations
+
+from model.counterfactual.decide import NOT_REPRODUCED
+from model.counterfactual.explain import ExplainResult
+from model.experiments.tables import markdown_table, percent
+from traces.analysis.summary import CauseSummary
+
+
+def cause_table(summary: CauseSummary) -> str:
+    """`| cause | runs | share |` over the divergent runs, most common first."""
+    rows = [(cause, count, percent(share)) for cause, count, share in summary.rows()]
+    return markdown_table(["confirmed cause", "divergent runs", "share"], rows)
+
+
+def describe(result: ExplainResult) -> str:
+    """The summary printed after an `explain` call."""
+    s = result.summary()
+    lines = [
+        f"{result.path}: {result.compared} runs compared with their reference, {result.divergent} divergent; "
+        f"{result.rerun} explained by reruns in this call ({result.generations} batches generated with "
+        f"{result.checkpoint} on {result.device}, {result.seconds:.1f} s)"
+        + (f", {result.reused} kept from an earlier call." if result.reused else "."),
+    ]
+    if result.skipped:
+        why = "interrupted" if result.interrupted else "--limit"
+        lines.append(f"{result.skipped} divergent runs left for a later call ({why}).")
+    elif result.interrupted:
+        lines.append("Interrupted: the runs explained so far are stored.")
+    if result.not_reproduced:
+        lines.append(f"Not reproduced bitwise by the reruns: runs {', '.join(result.not_reproduced)}.")
+    if not result.records:
+        lines.append("No request has two runs of one condition: nothing to explain.")
+        return "\n".join(lines)
+    lines += ["", f"Table /tables/{result.table}: {s.n_runs} runs, {s.n_divergent} divergent "
+                  f"(the stored explanations, this call's and earlier ones)."]
+    if s.n_divergent:
+        lines += ["", cause_table(s)]
+    per_condition = result.by_condition()
+    if len(per_condition) > 1:
+        for condition, summary in per_condition.items():
+            lines += ["", f"{condition or '(no condition)'}: {summary.describe()}"]
+    tail = f"Unexplained share: {percent(s.unexplained_share)} of {s.n_divergent} divergent runs"
+    not_reproduced = s.shares.get(NOT_REPRODUCED, 0.0)
+    if not_reproduced:
+        tail += f"; not reproduced by the reruns: {percent(not_reproduced)}"
+    lines += ["", tail + "."]
+    return "\n".join(lines)

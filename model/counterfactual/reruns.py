@@ -1,0 +1,206 @@
+"""Reruns of recorded batches: as recorded (checked bitwise), dropless, batch-invariant, with replay.
+
+A `Reruns` holds the model and an open trace and reruns whole runs (batch compositions) under one
+of the `VARIANTS`, each at most once: a run that is the reference of several rows, or that holds
+several divergent requests, is generated once per variant. Prompts and the number of new tokens
+come from the recorded run itself, the routing policy and kernel mode from its attributes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.generate import generate
+from model.recorder import Recorder
+from model.replay import ReplayRouting
+from model.routing_policy import RoutingPolicy
+from traces.schema import RUN_ARRAY_NAMES
+
+log = logging.getLogger(__name__)
+
+#: How a run is rerun: with its recorded settings, dropless, or with batch-invariant kernels.
+VARIANTS = ("recorded", "dropless", "batch_invariant")
+
+
+class RerunError(ValueError):
+    """A recorded run that cannot be rerun with this model (its message names the run)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a recorded run was generated: what a rerun needs."""
+
+    name: str
+    prompts: list[list[int]]          # [B][P_b] the recorded prompt tokens of each row
+    max_new_tokens: int
+    policy: RoutingPolicy | None      # None for a dense model
+    kernel_mode: str
+
+    @property
+    def coupled(self) -> bool:
+        """Whether rows of this batch compete for expert slots (ROUTING.md: groups spanning rows, or a
+        row's capacity growing with the pads its batch adds)."""
+        p = self.policy
+        if p is None or p.dropless or len(self.prompts) < 2:
+            return False
+        return p.group_by != "sequence" or p.pads_count_toward_capacity
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """Whether rerunning a run with its recorded settings gave back every recorded array bit for bit."""
+
+    run: str
+    reproduced: bool
+    difference: str = ""   # the first difference found, '' when reproduced
+
+
+class Reruns:
+    """Reruns of the runs of one open trace with one model; each (run, variant) is generated once."""
+
+    def __init__(self, trace, model: torch.nn.Module):
+        self.trace = trace
+        self.model = model
+        self._settings: dict[str, RunSettings] = {}
+        self._tokens: dict[tuple[str, str], list[list[int]]] = {}
+        self._reproduction: dict[str, Reproduction] = {}
+        self.generations = 0
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def settings(self, name: str) -> RunSettings:
+        """The recorded settings of run `name`; RerunError when the model cannot rerun it."""
+        if name not in self._settings:
+            self._settings[name] = self._read_settings(name)
+        return self._settings[name]
+
+    def _read_settings(self, name: str) -> RunSettings:
+        run = self.trace.run(name)
+        attrs = run.attrs
+        tokens = np.asarray(run.tokens[...])
+        prompt_len = np.asarray(run.prompt_len[...])
+        lengths = [run.row_length(b) for b in range(run.batch_size)]
+        prompts = [tokens[b, :prompt_len[b]].astype(int).tolist() for b in range(run.batch_size)]
+        longest = max((n - int(p) for n, p in zip(lengths, prompt_len, strict=True)), default=0)
+        max_new = int(attrs.get("max_new_tokens", longest))
+        routing = attrs.get("routing") or self.trace.meta.get("routing") or {}
+        if isinstance(routing, str):
+            routing = json.loads(routing)
+        mode = str(attrs.get("kernel_mode", self.trace.meta.get("kernel_mode", "native")))
+        config = self.model.config
+        try:
+            policy = RoutingPolicy.from_dict(routing) if config.is_moe else None
+        except (TypeError, ValueError) as exc:
+            raise RerunError(f"run {name}: its routing attribute is not a routing policy ({exc})") from None
+        if config.is_moe and policy.candidates_per_token(config.n_experts) != run.dims.get("K"):
+            raise RerunError(f"run {name}: its routing has K = {run.dims.get('K')} candidates per token, "
+                             f"the policy gives {policy.candidates_per_token(config.n_experts)}")
+        return RunSettings(name, prompts, max_new, policy, mode)
+
+    def variant_settings(self, name: str, variant: str) -> tuple[RoutingPolicy | None, str] | None:
+        """(policy, kernel mode) of a variant of run `name`, or None when the variant does not apply
+        (dropless for a dense model, or for expert choice, which has no dropless form)."""
+        s = self.settings(name)
+        if variant == "recorded":
+            return s.policy, s.kernel_mode
+        if variant == "batch_invariant":
+            return s.policy, "batch_invariant"
+        if variant != "dropless":
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        if s.policy is None or s.policy.priority == "expert_choice":
+            return None
+        return s.policy.replace(capacity_mode="dropless", fixed_capacity=None), s.kernel_mode
+
+    def as_recorded(self, name: str, variant: str) -> bool:
+        """Whether `variant` of run `name` is its recorded setting (a dropless or invariant condition)."""
+        s = self.settings(name)
+        return self.variant_settings(name, variant) == (s.policy, s.kernel_mode)
+
+    # -- generation -----------------------------------------------------------------------------
+
+    def reproduction(self, name: str) -> Reproduction:
+        """Rerun run `name` as recorded and compare every dataset with the trace, bit for bit."""
+        if name not in self._reproduction:
+            s = self.settings(name)
+            run = self.trace.run(name)
+            recorder = Recorder()
+            result = self._generate(s, s.policy, s.kernel_mode, recorder=recorder)
+            self._tokens[(name, "recorded")] = result.tokens
+            difference = first_difference(run, recorder.arrays(result))
+            self._reproduction[name] = Reproduction(name, not difference, difference)
+            if difference:
+                log.info("run %s not reproduced: %s", name, difference)
+        return self._reproduction[name]
+
+    def not_reproduced(self) -> list[str]:
+        """Runs rerun as recorded so far that did not give back their recording bit for bit."""
+        return sorted(name for name, r in self._reproduction.items() if not r.reproduced)
+
+    def tokens(self, name: str, variant: str) -> list[list[int]] | None:
+        """Every row's tokens (prompt + new) of run `name` rerun under `variant`; None when it does not
+        apply. A variant whose settings equal the recorded ones reuses the recorded rerun."""
+        key = (name, variant)
+        if key in self._tokens:
+            return self._tokens[key]
+        settings = self.variant_settings(name, variant)
+        if settings is None:
+            return None
+        if self.as_recorded(name, variant):
+            self.reproduction(name)
+            tokens = self._tokens[(name, "recorded")]
+        else:
+            tokens = self._generate(self.settings(name), *settings).tokens
+        self._tokens[key] = tokens
+        return tokens
+
+    def replayed_tokens(self, name: str, row: int, ref_name: str, ref_row: int) -> list[int] | None:
+        """Row `row`'s tokens when run `name` is rerun as recorded with that row forced to replay the
+        recorded routing of row `ref_row` of run `ref_name`; None for a dense model."""
+        if not self.model.config.is_moe:
+            return None
+        s = self.settings(name)
+        replay = {row: ReplayRouting.from_run_arrays(self.trace.run(ref_name), ref_row)}
+        return self._generate(s, s.policy, s.kernel_mode, replay=replay).tokens[row]
+
+    def _generate(self, s: RunSettings, policy, kernel_mode: str, recorder=None, replay=None):
+        self.generations += 1
+        log.debug("rerun %s (%s, %s)", s.name, kernel_mode, "replay" if replay else "no replay")
+        try:
+            return generate(self.model, s.prompts, s.max_new_tokens, policy, kernel_mode, recorder=recorder,
+                            replay=replay)
+        except ValueError as exc:
+            raise RerunError(f"run {s.name}: cannot be rerun with this model ({exc})") from None
+
+
+def first_difference(run, arrays: dict[str, np.ndarray]) -> str:
+    """The first recorded dataset of `run` that `arrays` (a rerun's, by schema path) do not give back
+    bit for bit, described with the first differing index; '' when every one is equal."""
+    for path, name in RUN_ARRAY_NAMES.items():
+        recorded_array = getattr(run, name, None)
+        if recorded_array is None:
+            continue
+        recorded = np.asarray(recorded_array[...])
+        if path not in arrays:
+            return f"{path}: not produced by the rerun"
+        rerun = np.asarray(arrays[path])
+        if recorded.shape != rerun.shape:
+            return f"{path}: shape {rerun.shape} in the rerun, {recorded.shape} recorded"
+        rerun = rerun.astype(recorded.dtype, copy=False)
+        differs = _bits(recorded) != _bits(rerun)
+        if differs.any():
+            where = tuple(int(i) for i in np.argwhere(differs)[0])
+            return f"{path}{list(where)}: {rerun[where]!r} in the rerun, {recorded[where]!r} recorded"
+    return ""
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """The array's bit patterns (floats compared bit for bit: -0.0 differs from 0.0, NaN equals NaN)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "f":
+        return a.view(f"u{a.dtype.itemsize}")
+    return a

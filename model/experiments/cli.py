@@ -1,0 +1,133 @@
+"""`moe-inspector record`: the options of the recorder and its entry point.
+
+`add_arguments` imports nothing heavy (the command line builds every subcommand's parser at each
+start); `run` loads torch, the checkpoint and the chosen experiment. Bad option values raise
+`ExperimentError`, which the caller turns into exit status 2 with the message. Ctrl-C stops the
+recording: every run written so far stays in the trace, and `run` returns 130 after saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+from model.experiments import ExperimentError, options
+
+#: Experiment -> (module, function) that runs it.
+RUNNERS = {
+    "e0": ("model.experiments.e0_kernels", "run_e0"),
+    "e1": ("model.experiments.e1_table", "run_e1"),
+    "e3": ("model.experiments.e3_capacity", "run_e3"),
+    "e4": ("model.experiments.e4_near_tie", "run_e4"),
+    "e7": ("model.experiments.e7_cost", "run_e7"),
+    "example": ("model.experiments.example", "run_example"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The recorder's options (values are checked in `run`, against the chosen experiment)."""
+    parser.add_argument("-e", "--experiment", default="e1", choices=options.EXPERIMENTS,
+                        help="experiment of EXPERIMENTS.md to run: e0 kernel probe, e1 the 30-call table, "
+                             "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, example the "
+                             "shipped example trace (default e1)")
+    parser.add_argument("--checkpoint", metavar="PATH",
+                        help="model checkpoint stem or .safetensors/.json file (default assets/moe-default)")
+    parser.add_argument("--dense-checkpoint", metavar="PATH",
+                        help="dense control checkpoint for e1 (default assets/dense-control; skipped with a "
+                             "note when absent)")
+    parser.add_argument("--probe", default=options.DEFAULT_PROBE, metavar="TEXT",
+                        help=f"the probe prompt whose completions are compared "
+                             f"(default {options.DEFAULT_PROBE!r})")
+    parser.add_argument("--partners", metavar="FILE",
+                        help="partner prompts, one per line, '#' comments (default assets/partners.txt)")
+    parser.add_argument("-n", "--compositions", type=int, metavar="N",
+                        help="batch compositions (e1: per repeat, default 30)")
+    parser.add_argument("--batch-sizes", metavar="LIST", help="batch sizes to draw from, e.g. 1-8 or 2,4,8")
+    parser.add_argument("--capacity-factors", metavar="LIST", help="capacity factors, e.g. 1.0,1.25,2.0")
+    parser.add_argument("--presets", metavar="LIST",
+                        help="routing presets of the capacity conditions (default gshard, the training "
+                             "policy)")
+    parser.add_argument("--priorities", metavar="LIST",
+                        help="e3: capacity priorities to sweep (default kmajor_position,kmajor_score)")
+    parser.add_argument("--kernel-mode", choices=options.KERNEL_CHOICES,
+                        help="kernel modes to run (e1: restricts the conditions; default per experiment)")
+    parser.add_argument("--new-tokens", metavar="LIST", help="new tokens per completion, e.g. 128,256")
+    parser.add_argument("--repeats", type=int, metavar="R",
+                        help="repeats (e1: fresh compositions each; e7: timings)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the composition draws (default 0)")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="torch CPU threads (default 1: the model's matrices are small, and extra "
+                             "threads only wait on a busy machine)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="trace to write (default <experiment>.h5)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def output_paths(settings: options.Settings) -> list[Path]:
+    """Every trace the experiment may write."""
+    paths = [settings.output]
+    if settings.experiment == "e1":
+        from model.experiments.e1_table import dense_trace_path
+        paths.append(dense_trace_path(settings.output))
+    return paths
+
+
+def kept_runs(paths: list[Path], since: float) -> list[tuple[Path, int, int]]:
+    """(path, complete runs, incomplete runs) of each trace written since `since`."""
+    from traces import TraceError, open_trace
+
+    out = []
+    for path in paths:
+        if not path.exists() or path.stat().st_mtime < since - 1:
+            continue
+        try:
+            with open_trace(path) as trace:
+                out.append((path, len(trace.run_names), len(trace.incomplete_runs)))
+        except TraceError:
+            out.append((path, 0, 0))
+    return out
+
+
+def run(args: argparse.Namespace, stream=None, progress=None) -> int:
+    """Run the chosen experiment and print its results table to `stream` (stdout); 130 after Ctrl-C.
+
+    `progress(done, total, label)` replaces the progress bar when given.
+    """
+    import torch
+
+    from model.experiments.compositions import read_partners
+    from model.experiments.progress import ProgressBar, no_progress
+    from model.experiments.session import RequestPool, load_models, resolve_device
+    from model.routing_policy import PRESETS, PRIORITIES
+
+    out = stream or sys.stdout
+    settings = options.resolve(args, tuple(PRESETS), PRIORITIES)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    device = resolve_device(settings.device)
+    pool = RequestPool.build(settings.probe, read_partners(settings.partners))
+    models = load_models(settings.checkpoint, settings.dense_checkpoint, settings.dense_required, device,
+                         want_dense=settings.experiment == "e1")
+    module, function = RUNNERS[settings.experiment]
+    runner = getattr(importlib.import_module(module), function)
+    bar = progress or (no_progress if getattr(args, "quiet", False) else ProgressBar(sys.stderr))
+    started = time.time()
+    try:
+        result = runner(settings, models, pool, bar)
+    except OSError as exc:  # the trace could not be written (disk full, permissions, ...)
+        raise ExperimentError(f"-o/--output: writing {settings.output} failed ({exc})") from None
+    except KeyboardInterrupt:
+        if isinstance(bar, ProgressBar):
+            bar.finish()
+        kept = kept_runs(output_paths(settings), started)
+        text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}"
+                         + (f" ({i} incomplete)" if i else "") for p, c, i in kept) or "no trace written"
+        print(f"moe-inspector record: interrupted: {text}", file=sys.stderr)
+        return 130
+    if isinstance(bar, ProgressBar):
+        bar.finish()
+    print(result.table(), file=out)
+    return 0

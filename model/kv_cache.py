@@ -1,0 +1,42 @@
+"""Per-layer key/value cache, indexed by each sequence's own positions (right padding)."""
+
+from __future__ import annotations
+
+import torch
+
+from model.kernels import KEY_BLOCK
+
+
+class KVCache:
+    """Keys and values of every attention layer: k[l], v[l] of shape [B,H,C,D], C = context.
+
+    Row b's token at position p lives at index p, so rows of different lengths share one tensor and
+    decoding row b writes at its own length. `filled` is one past the highest position any query has
+    reached; attention reads keys [0, filled) rounded up to whole key blocks, and masks each row's keys
+    past its query's position.
+    """
+
+    def __init__(self, n_layers: int, B: int, n_heads: int, context: int, head_dim: int,
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
+        shape = (B, n_heads, context, head_dim)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layers)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layers)]
+        self.context = context
+        self.filled = 0
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
+              valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store k/v[B,H,T,D] of the valid tokens at their positions[B,T]; return the keys to attend."""
+        b_idx, t_idx = valid.nonzero(as_tuple=True)  # [n], [n]
+        p_idx = positions[b_idx, t_idx]
+        if p_idx.numel() and int(p_idx.max()) >= self.context:
+            raise ValueError(f"position {int(p_idx.max())} is past the context length {self.context}")
+        self.k[layer][b_idx, :, p_idx] = k[b_idx, :, t_idx]
+        self.v[layer][b_idx, :, p_idx] = v[b_idx, :, t_idx]
+        if layer == 0:
+            # Even invalid queries read a key of their own, so keys up to each query position count.
+            top = int(positions.max()) + 1 if positions.numel() else 0
+            self.filled = max(self.filled, min(top, self.context))
+        # Whole key blocks, so batch-invariant attention slices the cache instead of padding a copy.
+        end = min(self.context, -(-self.filled // KEY_BLOCK) * KEY_BLOCK)
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]

@@ -1,0 +1,132 @@
+"""Mixture-of-Experts feed-forward block: a router, capacity-limited routing, SwiGLU experts.
+
+The block returns its routing as a value (`LayerRouting`) next to its output; nothing is stashed in
+globals or hooks (unlike megablocks' module-level router-logit list). It sits in a residual branch:
+a dropped candidate contributes zero, so a token whose candidates are all dropped passes unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from model import kernels
+from model.layers import swiglu
+from model.routing import RoutingDecision, RoutingPolicy, route
+
+
+@dataclass(frozen=True)
+class ForcedRouting:
+    """Routing imposed on some tokens of one step of one layer (routing replay).
+
+    Tokens with `mask[B,T]` take `expert`, `kept` and `gate` [B,T,K] from here instead of the router.
+    """
+
+    expert: torch.Tensor  # [B,T,K] int64
+    kept: torch.Tensor  # [B,T,K] bool
+    gate: torch.Tensor  # [B,T,K] float32 weight applied (0 when dropped)
+    mask: torch.Tensor  # [B,T] bool tokens to force
+
+
+@dataclass(frozen=True)
+class LayerRouting:
+    """What one MoE layer did in one forward step: the router's logits and the routing decision."""
+
+    router_logits: torch.Tensor  # [B,T,E] float32
+    decision: RoutingDecision  # after any forced routing
+    forced: torch.Tensor | None = None  # [B,T] bool tokens whose routing was replayed
+
+
+def apply_forced(decision: RoutingDecision, forced: ForcedRouting) -> RoutingDecision:
+    """The decision with the forced tokens' expert, kept and gate replaced (slot and group kept:
+    they describe the router's own queue, which the forced tokens still took part in)."""
+    m = forced.mask[..., None]  # [B,T,1]
+    return dataclasses.replace(
+        decision,
+        expert=torch.where(m, forced.expert.to(decision.expert.dtype), decision.expert),
+        kept=torch.where(m, forced.kept, decision.kept),
+        gate=torch.where(m, forced.gate.to(decision.gate.dtype), decision.gate),
+    )
+
+
+class MoE(nn.Module):
+    """E SwiGLU experts behind a linear router; routing semantics come from `model.routing.route`."""
+
+    def __init__(self, d_model: int, n_experts: int, d_ff: int):
+        super().__init__()
+        self.n_experts = n_experts
+        self.router = nn.Parameter(torch.empty(n_experts, d_model))  # [E, C]
+        self.w_in = nn.Parameter(torch.empty(n_experts, 2 * d_ff, d_model))  # [E, 2F, C]
+        self.w_out = nn.Parameter(torch.empty(n_experts, d_model, d_ff))  # [E, C, F]
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
+                tile: int = 16, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
+                seed_offset: int = 0) -> tuple[torch.Tensor, LayerRouting]:
+        """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route."""
+        B, T, C = x.shape
+        router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
+        decision = route(router_logits, valid, policy, pad=pad, seed_offset=seed_offset)
+        if forced is not None:
+            decision = apply_forced(decision, forced)
+        y = self.combine(x, decision.expert, decision.kept, decision.gate, mode, tile)
+        return y, LayerRouting(router_logits, decision, None if forced is None else forced.mask)
+
+    def combine(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
+                mode: str, tile: int) -> torch.Tensor:
+        """Sum over a token's kept candidates of gate * expert(x), in choice order.
+
+        Kept candidates are sorted by expert (stable, so each expert sees its tokens in arrival order)
+        and each expert runs once on its contiguous slice, as in megablocks' grouped GEMM (native), or
+        all experts run together over fixed-size tiles (batch_invariant).
+        """
+        B, T, C = x.shape
+        K = expert.shape[-1]
+        N = B * T
+        xf = x.reshape(N, C)  # [N,C]
+        flat_expert = torch.where(kept, expert, self.n_experts).reshape(N * K)  # [N*K], E = dropped
+        order = torch.sort(flat_expert, stable=True).indices  # candidates grouped by expert
+        counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
+        n_kept = N * K - counts[-1]
+        cand = order[:n_kept]  # [n] candidate index n*K + j
+        xs = xf.index_select(0, cand // K)  # [n,C]
+        if mode == "batch_invariant":
+            ys = self._experts_tiled(xs, counts[:-1], tile)
+        else:
+            ys = [swiglu(chunk, self.w_in[e], self.w_out[e], mode, tile)
+                  for e, chunk in enumerate(xs.split(counts[:-1])) if chunk.shape[0]]
+            ys = torch.cat(ys) if ys else xs
+        y_cand = xf.new_zeros(N * K, C).index_copy(0, cand, ys)  # dropped candidates stay zero
+        y_cand = y_cand.view(N, K, C)
+        w = gate.reshape(N, K, 1).to(x.dtype)
+        # Choice order, one add at a time: the same sum for a token whatever else is in the batch.
+        y = y_cand[:, 0] * w[:, 0]
+        for j in range(1, K):
+            y = y + y_cand[:, j] * w[:, j]
+        return y.view(B, T, C)
+
+    def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int) -> torch.Tensor:
+        """Batch-invariant experts: xs[n,C] sorted by expert (counts[E] rows each) -> outputs [n,C].
+
+        Each expert's rows are cut into tiles of `tile` rows; tile slot s of every expert goes through
+        one bmm over the E experts, so every row meets one fixed GEMM shape ([M,C] @ [C,2F], then
+        [M,F] @ [F,C]) whatever the batch, and a decode step costs 2 bmm calls instead of 2 per expert.
+        """
+        E, M = self.n_experts, tile
+        n, C = xs.shape
+        n_slots = max(1, -(-max(counts) // M))
+        sizes = torch.tensor(counts, device=xs.device)  # [E]
+        expert = torch.repeat_interleave(torch.arange(E, device=xs.device), sizes)  # [n]
+        rank = torch.arange(n, device=xs.device) - (sizes.cumsum(0) - sizes)[expert]  # row within its expert
+        dest = ((rank // M) * E + expert) * M + rank % M  # row of the [slots, E, M] buffer
+        buf = xs.new_zeros(n_slots * E * M, C).index_copy_(0, dest, xs).view(n_slots, E, M, C)
+        w_in, w_out = self.w_in.transpose(1, 2), self.w_out.transpose(1, 2)  # [E,C,2F], [E,F,C]
+        outs = []
+        for slot in range(n_slots):
+            gate, up = torch.bmm(buf[slot], w_in).chunk(2, dim=-1)  # [E,M,F] each
+            outs.append(torch.bmm(F.silu(gate) * up, w_out))  # [E,M,C]
+        out = outs[0] if n_slots == 1 else torch.stack(outs)  # [slots, E, M, C]
+        return out.reshape(-1, C).index_select(0, dest)  # [n,C]

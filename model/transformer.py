@@ -1,0 +1,133 @@
+"""The decoder-only MoE transformer: byte embedding, blocks of attention + (MoE or dense) FFN, head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from model import kernels
+from model.config import ModelConfig
+from model.kv_cache import KVCache
+from model.layers import Attention, RMSNorm, SwiGLU
+from model.moe import ForcedRouting, LayerRouting, MoE
+from model.tokenizer import PAD
+
+
+@dataclass(frozen=True)
+class ForwardOutput:
+    """Logits of every position and the routing of every MoE layer (in `config.moe_layers` order)."""
+
+    logits: torch.Tensor  # [B,T,V] float32
+    routing: list[LayerRouting]  # length L
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + ffn(norm(x)); the FFN is MoE or dense."""
+
+    def __init__(self, config: ModelConfig, moe: bool):
+        super().__init__()
+        self.norm1 = RMSNorm(config.d_model, config.norm_eps)
+        self.attn = Attention(config.d_model, config.n_heads, config.context, config.rope_base)
+        self.norm2 = RMSNorm(config.d_model, config.norm_eps)
+        self.ffn = MoE(config.d_model, config.n_experts, config.expert_d_ff) if moe else \
+            SwiGLU(config.d_model, config.dense_d_ff)
+
+    @property
+    def is_moe(self) -> bool:
+        return isinstance(self.ffn, MoE)
+
+
+class MoETransformer(nn.Module):
+    """Decoder-only transformer whose FFN blocks in `config.moe_layers` are MoE blocks."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"MoETransformer needs a ModelConfig, got {type(config).__name__}")
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config, i in config.moe_layers) for i in range(config.n_layers))
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.head = None if config.tie_embeddings else nn.Parameter(
+            torch.empty(config.vocab_size, config.d_model))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2 initialisation; output projections scaled by 1/sqrt(2 * n_layers)."""
+        std = self.config.init_std
+        out_std = std / (2 * self.config.n_layers) ** 0.5
+        for name, p in self.named_parameters():
+            if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name == "norm.weight":
+                nn.init.ones_(p)
+            elif name.endswith("proj") or name.endswith("w_out"):
+                nn.init.normal_(p, std=out_std)
+            else:
+                nn.init.normal_(p, std=std)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.weight.dtype
+
+    def new_cache(self, B: int) -> KVCache:
+        """An empty KV cache for B rows."""
+        c = self.config
+        return KVCache(c.n_layers, B, c.n_heads, c.context, c.head_dim, self.device, self.dtype)
+
+    def forward(self, tokens: torch.Tensor, policy=None, *, valid: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None, pad: torch.Tensor | None = None,
+                kernel_mode: str = "native", cache: KVCache | None = None,
+                forced: list[ForcedRouting | None] | None = None, step: int = 0) -> ForwardOutput:
+        """Logits and routing for tokens[B,T].
+
+        valid[B,T]: tokens to route (default: tokens != PAD); positions[B,T]: each token's position in
+        its own sequence (default 0..T-1); pad[B,T]: pad positions the policy may count toward
+        capacity; cache: KV cache to read and extend (None = full recomputation of causal attention);
+        forced: per MoE layer, routing to impose (replay); step: forward step index, mixed into the
+        seed of random routing priorities.
+        """
+        B, T = tokens.shape
+        c = self.config
+        kernels.check_mode(kernel_mode)
+        if valid is None:
+            valid = tokens != PAD
+        if positions is None:
+            positions = torch.arange(T, device=tokens.device).expand(B, T)
+        if c.is_moe and policy is None:
+            raise ValueError("a routing policy is needed for an MoE model "
+                             "(e.g. RoutingPolicy.preset('dropless'))")
+        tile = c.kernel_tile
+        x = self.embed(tokens.clamp(0, c.vocab_size - 1))  # [B,T,C]
+        routing: list[LayerRouting] = []
+        for i, block in enumerate(self.blocks):
+            x = x + block.attn(block.norm1(x), positions, valid, mode=kernel_mode, tile=tile, cache=cache,
+                               layer=i)
+            h = block.norm2(x)
+            if block.is_moe:
+                li = len(routing)
+                y, r = block.ffn(h, valid, policy, mode=kernel_mode, tile=tile, pad=pad,
+                                 forced=None if forced is None else forced[li], seed_offset=step * 4096 + li)
+                routing.append(r)
+            else:
+                y = block.ffn(h, kernel_mode, tile)
+            x = x + y
+        x = self.norm(x)
+        head = self.embed.weight if self.head is None else self.head
+        logits = kernels.linear(x, head, kernel_mode, tile).float()  # [B,T,V]
+        return ForwardOutput(logits, routing)
+
+    def num_parameters(self, active: bool = False) -> int:
+        """Parameter count; `active` counts only K of the E experts per MoE layer (per-token compute)."""
+        total = sum(p.numel() for p in self.parameters())
+        if active:
+            c = self.config
+            for block in self.blocks:
+                if block.is_moe:
+                    per_expert = block.ffn.w_in[0].numel() + block.ffn.w_out[0].numel()
+                    total -= (c.n_experts - c.top_k) * per_expert
+        return total

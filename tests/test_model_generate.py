@@ -1,0 +1,155 @@
+"""Batched greedy generation: KV cache, batch invariance, the native positive control, replay."""
+
+import numpy as np
+import pytest
+import torch
+
+from model.config import ModelConfig
+from model.generate import generate
+from model.recorder import Recorder
+from model.replay import ReplayRouting
+from model.routing import RoutingPolicy
+from model.tokenizer import PAD, encode
+from model.transformer import MoETransformer
+
+PROBE = encode("The probe: def f(x):")
+PARTNERS = [encode(t) for t in ("a", "import os, sys  # partner two", "x = [1, 2, 3]\nprint(x)",
+                                "Return the value.", "zzzzzzzzzzzzzzzzzzzzzzzzzz", "#!/usr/bin/env python3")]
+# Per-sequence groups whose S never counts pads: the probe's capacity cannot depend on its partners.
+PER_SEQUENCE = RoutingPolicy.preset("gshard", group_by="sequence", capacity_formula="deepspeed",
+                                    capacity_factor=1.0, pads_count_toward_capacity=False)
+
+
+def tiny_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    config = dict(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=128,
+                  init_std=0.2)
+    return MoETransformer(ModelConfig(**{**config, **overrides})).eval()
+
+
+def run(model, prompts, policy, mode, new=12, **kw):
+    rec = Recorder()
+    result = generate(model, prompts, new, policy, kernel_mode=mode, recorder=rec, **kw)
+    return result, rec.arrays(result)
+
+
+def row(arrays, b):
+    """Row b of every per-token array (L,B,... -> L,...; B,... -> ...)."""
+    out = {}
+    for path, a in arrays.items():
+        if path.startswith("load/"):
+            continue
+        out[path] = a[:, b] if path.startswith("routing/") else a[b]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["native", "batch_invariant"])
+def test_kv_cache_decoding_equals_full_recomputation(mode):
+    model = tiny_model()
+    policy = RoutingPolicy.preset("dropless")
+    prompts = [PROBE, PARTNERS[0], PARTNERS[2]]
+    result, arrays = run(model, prompts, policy, mode, new=60)  # past one 64-key attention block
+    T = max(len(r) for r in result.tokens)
+    tokens = torch.full((len(prompts), T), PAD)
+    for b, r in enumerate(result.tokens):
+        tokens[b, :len(r)] = torch.tensor(r)
+    with torch.no_grad():
+        full = model(tokens, policy, kernel_mode=mode)
+    valid = (tokens != PAD).numpy()
+    recomputed = full.logits.numpy()[valid]
+    decoded = arrays["logits"][valid]
+    assert arrays["step"].max() == 60  # generated tokens really came from decode steps
+    if mode == "batch_invariant":
+        assert np.array_equal(recomputed, decoded)
+        for li, r in enumerate(full.routing):
+            assert np.array_equal(r.router_logits.numpy()[valid], arrays["routing/router_logits"][li][valid])
+    else:
+        np.testing.assert_allclose(recomputed, decoded, rtol=1e-4, atol=1e-5)
+
+
+def test_same_batch_twice_gives_bitwise_identical_recorded_arrays():
+    model = tiny_model()
+    policy = RoutingPolicy.preset("deepspeed_top2", capacity_factor=1.0, priority="random", seed=7)
+    prompts = [PARTNERS[1], PROBE, PARTNERS[3]]
+    (r1, a1), (r2, a2) = run(model, prompts, policy, "native"), run(model, prompts, policy, "native")
+    assert r1.tokens == r2.tokens
+    assert a1.keys() == a2.keys()
+    for path in a1:
+        assert a1[path].dtype == a2[path].dtype and np.array_equal(a1[path], a2[path]), path
+
+
+def test_per_sequence_groups_with_batch_invariant_kernels_give_the_probe_identical_routing_and_logits():
+    model = tiny_model()
+    reference = row(run(model, [PROBE], PER_SEQUENCE, "batch_invariant")[1], 0)
+    compositions = [([PARTNERS[0]], 1), ([PARTNERS[1], PARTNERS[2]], 0), (PARTNERS[:4], 2),
+                    (PARTNERS, 6), (PARTNERS[3:], 3), ([PROBE, PROBE], 1)]
+    for partners, probe_row in compositions:
+        prompts = partners[:probe_row] + [PROBE] + partners[probe_row:]
+        got = row(run(model, prompts, PER_SEQUENCE, "batch_invariant")[1], probe_row)
+        T = reference["tokens"].shape[0]
+        for path, want in reference.items():
+            if path == "prompt_len":
+                assert got[path] == want
+                continue
+            if path == "routing/group":  # a per-sequence group's id is its row: only its members matter
+                continue
+            have = got[path][:, :T] if path.startswith("routing/") else got[path][:T]
+            assert np.array_equal(have, want), f"{path}: {len(prompts)} rows, probe row {probe_row}"
+
+
+def test_native_kernels_show_a_bit_difference_across_batch_sizes():
+    """The positive control: without batch-invariant kernels the probe's logits change with B."""
+    model = tiny_model()
+    policy = RoutingPolicy.preset("dropless")
+    alone = row(run(model, [PROBE], policy, "native", new=4)[1], 0)["logits"]
+    batched = row(run(model, [PARTNERS[1], PARTNERS[2], PROBE], policy, "native", new=4)[1], 2)["logits"]
+    n = len(PROBE)
+    assert not np.array_equal(alone[:n], batched[:n])
+    np.testing.assert_allclose(alone[:n], batched[:n], rtol=1e-4, atol=1e-4)  # a few ulps, not a bug
+
+
+def test_routing_replay_reproduces_the_reference_runs_tokens():
+    model = tiny_model(seed=3)
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    mode = "batch_invariant"
+    ref_result, ref = run(model, [PROBE], policy, mode, new=16)
+    crowd = [PROBE, PROBE, PROBE]  # identical partners ahead of the probe take its experts' slots
+    crowded_result, crowded = run(model, crowd + [PROBE], policy, mode, new=16)
+    assert crowded_result.tokens[3] != ref_result.tokens[0]  # capacity changed the completion
+    replay = {3: ReplayRouting.from_run_arrays(ref, 0)}
+    replayed_result, replayed = run(model, crowd + [PROBE], policy, mode, new=16, replay=replay)
+    assert replayed_result.tokens[3] == ref_result.tokens[0]
+    T = len(ref_result.tokens[0])
+    for path in ("routing/expert", "routing/kept", "routing/gate"):
+        assert np.array_equal(row(replayed, 3)[path][:, :T], row(ref, 0)[path])
+    assert np.array_equal(row(replayed, 3)["logits"][:T], row(ref, 0)["logits"])
+
+
+def test_rows_stop_at_eos_and_positions_are_per_row():
+    model = tiny_model()
+    policy = RoutingPolicy.preset("dropless")
+    result, arrays = run(model, [PROBE, PARTNERS[0]], policy, "native", new=6)
+    for b, p in enumerate(result.prompt_len):
+        n = len(result.tokens[b])
+        assert (arrays["step"][b, :p] == 0).all()
+        assert list(arrays["step"][b, p:n]) == list(range(1, n - p + 1))
+        assert (arrays["step"][b, n:] == -1).all() and (arrays["routing/expert"][:, b, n:] == -1).all()
+        assert (arrays["routing/expert"][:, b, :n] >= 0).all()  # every token routed once per layer
+
+
+@pytest.mark.parametrize("prompts, new, message", [
+    ([], 4, "non-empty"), ([[]], 4, "prompt 0"), ([[1, 2], [300]], 4, "prompt 1"), ([[1, PAD]], 4, "PAD"),
+    ([[1] * 120], 9, "context"), ([[1]], -1, "max_new_tokens"),
+])
+def test_bad_generation_input_raises_a_clear_error(prompts, new, message):
+    with pytest.raises(ValueError, match=message):
+        generate(tiny_model(), prompts, new, RoutingPolicy.preset("dropless"))
+
+
+def test_bad_kernel_mode_and_replay_raise_clear_errors():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="kernel_mode"):
+        generate(model, [PROBE], 2, RoutingPolicy.preset("dropless"), kernel_mode="fast")
+    with pytest.raises(ValueError, match="replay row 5"):
+        bad = ReplayRouting(np.zeros((2, 3, 2)), np.zeros((2, 3, 2), bool), np.zeros((2, 3, 2)))
+        generate(model, [PROBE], 2, RoutingPolicy.preset("dropless"), replay={5: bad})

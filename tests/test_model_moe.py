@@ -1,0 +1,85 @@
+"""The MoE block: one expert is a dense FFN, capacity coupling drops what the probe keeps alone."""
+
+import torch
+
+from model.config import ModelConfig
+from model.layers import SwiGLU
+from model.moe import MoE
+from model.routing import RoutingPolicy
+from model.tokenizer import encode
+from model.transformer import MoETransformer
+
+MODE = "batch_invariant"  # numerics equal in every batch: differences come from capacity alone
+
+
+def tiny_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    config = dict(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=64,
+                  init_std=0.2)
+    return MoETransformer(ModelConfig(**{**config, **overrides})).eval()
+
+
+def test_one_expert_top1_dropless_equals_the_dense_ffn():
+    torch.manual_seed(1)
+    moe = MoE(d_model=16, n_experts=1, d_ff=24)
+    dense = SwiGLU(d_model=16, d_ff=24)
+    for p in (*moe.parameters(), *dense.parameters()):
+        torch.nn.init.normal_(p, std=0.3)
+    dense.w_in.data.copy_(moe.w_in.data[0])
+    dense.w_out.data.copy_(moe.w_out.data[0])
+    x = torch.randn(3, 7, 16)  # [B,T,C]
+    valid = torch.ones(3, 7, dtype=torch.bool)
+    policy = RoutingPolicy.preset("dropless", top_k=1)
+    with torch.no_grad():
+        for mode in ("native", "batch_invariant"):
+            y, routing = moe(x, valid, policy, mode=mode)
+            assert routing.decision.kept.all() and (routing.decision.gate == 1.0).all()
+            assert torch.equal(y, dense(x, mode))
+
+
+def test_dropped_candidates_contribute_zero_and_pads_are_not_routed():
+    model = tiny_model()
+    moe = model.blocks[0].ffn
+    x = torch.randn(2, 5, 32)
+    valid = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    with torch.no_grad():
+        y, routing = moe(x, valid, policy)
+        d = routing.decision
+        assert (d.expert[~valid] == -1).all() and (d.group[~valid] == -1).all()
+        assert (y[~valid] == 0).all()  # a token with no kept candidate passes the residual unchanged
+        assert (d.gate[~d.kept] == 0).all()
+        # Recompute every token from its kept candidates alone.
+        for b, t in valid.nonzero().tolist():
+            expect = torch.zeros(32)
+            for j in range(2):
+                if d.kept[b, t, j]:
+                    e = int(d.expert[b, t, j])
+                    h = torch.nn.functional.linear(x[b, t], moe.w_in[e]).chunk(2)
+                    expect += d.gate[b, t, j] * torch.nn.functional.linear(
+                        torch.nn.functional.silu(h[0]) * h[1], moe.w_out[e])
+            torch.testing.assert_close(y[b, t], expect, rtol=1e-5, atol=1e-6)
+
+
+def test_batch_grouping_partners_crowding_the_probes_experts_drop_what_it_keeps_alone():
+    model = tiny_model()
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    probe = encode("def probe(x): return x")
+    with torch.no_grad():
+        alone = model(torch.tensor([probe]), policy, kernel_mode=MODE).routing[0].decision
+        favourite = int(torch.bincount(alone.expert[0, :, 0], minlength=4).argmax())
+        # Partners: sequences of one byte whose first choice at layer 0 is the probe's favourite expert.
+        crowd = []
+        for byte in range(32, 127):
+            d = model(torch.tensor([[byte] * len(probe)]), policy, kernel_mode=MODE).routing[0].decision
+            if (d.expert[0, :, 0] == favourite).float().mean() > 0.8:
+                crowd.append([byte] * len(probe))
+            if len(crowd) == 3:
+                break
+        assert crowd, "no byte prefers the probe's favourite expert"
+        batch = model(torch.tensor(crowd + [probe]), policy, kernel_mode=MODE).routing[0].decision
+    kept_alone, kept_crowded = alone.kept[0], batch.kept[len(crowd)]
+    assert torch.equal(alone.expert[0], batch.expert[len(crowd)])  # same choices: capacity, not numerics
+    lost = kept_alone & ~kept_crowded
+    assert lost.any(), "the crowded batch should drop candidates the probe keeps alone"
+    assert (batch.expert[len(crowd)][lost] == favourite).any()
