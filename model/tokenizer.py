@@ -8,8 +8,9 @@ PAD = 258  # fills rows shorter than the batch's longest; never routed, never at
 VOCAB_SIZE = 259
 
 _SPECIAL_NAMES = {BOS: "<bos>", EOS: "<eos>", PAD: "<pad>"}
-# Display names for whitespace and control bytes, so a viewer cell never shows an invisible glyph.
-_CONTROL_NAMES = {0x20: "␠", 0x0A: "↵", 0x09: "⇥", 0x0D: "␍"}
+# Whitespace keeps its own text, so a viewer can rebuild the completion from `/vocab` alone; how to
+# make it visible (a dot for a space, an arrow for a newline) is the viewer's choice.
+_WHITESPACE = {0x20: " ", 0x0A: "\n", 0x09: "\t", 0x0D: "\r"}
 
 
 def encode(text: str, *, bos: bool = True, eos: bool = False) -> list[int]:
@@ -27,14 +28,14 @@ def decode(ids: list[int] | tuple[int, ...]) -> str:
 
 
 def token_name(token: int) -> str:
-    """Printable display name of one token id (`"a"`, `"␠"`, `"↵"`, `"<0xC3>"`, `"<bos>"`)."""
+    """Text of one token id for the trace's `/vocab` (`"a"`, `" "`, `"\\n"`, `"<0xC3>"`, `"<bos>"`)."""
     token = int(token)
     if token in _SPECIAL_NAMES:
         return _SPECIAL_NAMES[token]
     if not 0 <= token < 256:
         return f"<{token}>"
-    if token in _CONTROL_NAMES:
-        return _CONTROL_NAMES[token]
+    if token in _WHITESPACE:
+        return _WHITESPACE[token]
     if 0x21 <= token <= 0x7E:
         return chr(token)
     # Control bytes, DEL and every non-ASCII byte (a fragment of a UTF-8 sequence) shown as hex.
