@@ -25,6 +25,7 @@ from model.experiments.conditions import capacity, dropless
 from model.experiments.e0_kernels import run_e0
 from model.experiments.e1_table import run_e1
 from model.experiments.e3_capacity import run_e3
+from model.experiments.e4_near_tie import run_e4
 from model.experiments.e7_cost import run_e7
 from model.experiments.example import run_example
 from model.experiments.measures import completion_matrix, drop_counts, unique_completions
@@ -140,8 +141,9 @@ def test_per_sequence_groups_depend_on_the_batch_when_pads_count(shipped, pool):
 
 def test_interrupt_keeps_completed_runs(tiny, tmp_path, capsys):
     out = tmp_path / "e1.h5"
+    # batch_invariant conditions only: no dense control, so every run goes to the one trace.
     args = args_for("--checkpoint", str(tiny), "-n", "3", "--new-tokens", "6", "--repeats", "1",
-                    "--capacity-factors", "1.0", "-o", str(out))
+                    "--capacity-factors", "1.0", "--kernel-mode", "batch_invariant", "-o", str(out))
 
     def interrupt_after_two(done: int, total: int, label: str) -> None:
         if done == 2:
@@ -241,6 +243,19 @@ def test_e3_more_capacity_never_drops_more_of_the_same_batch_at_prefill(tiny, po
         assert crowd[(2.0, row)].probe.prefill_dropped <= crowd[(1.0, row)].probe.prefill_dropped
         assert crowd[(2.0, row)].batch.prefill_dropped <= crowd[(1.0, row)].batch.prefill_dropped
     assert "Batch size 1 left out" in result.table()
+
+
+def test_e4_batch_invariant_kernels_leave_every_bit_of_the_probe_alone(tiny, pool, tmp_path):
+    models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
+    s = settings(tmp_path, "e4", compositions=2, batch_sizes=(1, 2, 5), new_tokens=(6,),
+                 kernel_modes=("native", "batch_invariant"))
+    result = run_e4(s, models, pool)
+    by = {(r.batch_size, r.kernel_mode): r for r in result.sizes}
+    assert by[(1, "native")].bitwise_equal == 1  # the same batch twice: bitwise the same
+    for B in (2, 5):
+        assert by[(B, "batch_invariant")].bitwise_equal == 2
+        assert by[(B, "native")].bitwise_equal == 0  # this CPU's GEMM: batch size 1 differs from 2+
+    assert result.unique["batch_invariant"][0] == 1
 
 
 def test_e7_reports_ratios_against_the_baseline(tiny, pool, tmp_path):

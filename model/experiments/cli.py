@@ -27,8 +27,19 @@ RUNNERS = {
 }
 
 
+EPILOG = """examples:
+  moe-inspector record -e e1 -o e1.h5                            the 30-call table (U at 128 and 256 tokens)
+  moe-inspector record -e e1 -n 10 --new-tokens 64 --repeats 1   a quick look
+  moe-inspector record -e example -o traces/examples/example.h5  the shipped example trace
+  moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
+
+Ctrl-C stops a recording; every run written so far stays in the trace."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The recorder's options (values are checked in `run`, against the chosen experiment)."""
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("-e", "--experiment", default="e1", choices=options.EXPERIMENTS,
                         help="experiment of EXPERIMENTS.md to run: e0 kernel probe, e1 the 30-call table, "
                              "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, example the "

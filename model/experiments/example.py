@@ -22,7 +22,7 @@ from model.experiments.tables import markdown_table, ranges
 
 log = logging.getLogger(__name__)
 
-CONTROLS = 6  # compositions rerun under each control condition (logits [B,T,V] dominate the size)
+CONTROLS = 4  # compositions rerun under each control condition (logits [B,T,V] dominate the size)
 
 
 @dataclass

@@ -25,8 +25,8 @@ DEFAULT_PARTNERS = ASSETS / "partners.txt"
 
 #: The probe request: documentation-style prose whose completion, under capacity routing, leaves
 #: the probe-alone completion at many different positions depending on the batch (checked with
-#: the shipped checkpoint: first divergences spread over the whole completion, not only token 1).
-DEFAULT_PROBE = "An object is hashable if it has a"
+#: the shipped checkpoint), and shorter than many partners, so their pads reach its prefill.
+DEFAULT_PROBE = "The result is a new list of"
 
 #: Per experiment: the default of every option that applies to it (absent = does not apply).
 DEFAULTS: dict[str, dict[str, object]] = {
