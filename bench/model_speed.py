@@ -25,12 +25,13 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from model import kernels  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.config import ModelConfig  # noqa: E402
 from model.generate import generate  # noqa: E402
 from model.layers import SwiGLU  # noqa: E402
 from model.recorder import Recorder  # noqa: E402
-from model.routing import RoutingPolicy  # noqa: E402
+from model.routing import RoutingPolicy, route  # noqa: E402
 from model.tokenizer import encode  # noqa: E402
 from model.transformer import MoETransformer  # noqa: E402
 
@@ -64,13 +65,15 @@ def load_model() -> tuple[MoETransformer, str]:
     return MoETransformer(ModelConfig()).eval(), "default config, random init"
 
 
-def profile_table(fn) -> dict[str, float]:
-    """Self CPU milliseconds per operator of one call of fn."""
+def profile_table(fn) -> tuple[dict[str, float], float]:
+    """Self CPU milliseconds per operator of one call of fn, and the call's wall milliseconds."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
         fn()
-    return {e.key: e.self_cpu_time_total / 1000 for e in prof.key_averages()}
+        wall = (time.perf_counter() - t0) * 1e3
+    return {e.key: e.self_cpu_time_total / 1000 for e in prof.key_averages()}, wall
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.nn.init.normal_(dense.w_out, std=0.02)
     with torch.no_grad():
         ta, tb, r = paired(lambda: dense(x), lambda: moe(x, valid, policy), args.repeats * 3)
-    rows.append(("MoE block / dense FFN (2048 tokens)", ta, tb, r, 1.5))
+        rows.append(("MoE block / dense FFN (2048 tokens)", ta, tb, r, 1.5))
+        # Where the MoE block's time goes: the routing decision against the experts themselves.
+        logits = kernels.linear(x, moe.router).float()
+        decision = route(logits, valid, policy)
+        t_route, t_combine, _ = paired(lambda: route(logits, valid, policy),
+                                       lambda: moe.combine(x, decision.expert, decision.kept, decision.gate,
+                                                           "native", cfg.kernel_tile), args.repeats * 3)
+    parts = (f"MoE block parts: route() {t_route * 1e3:.2f} ms, experts + combine {t_combine * 1e3:.2f} ms "
+             f"(combine / dense FFN {t_combine / ta:.2f})")
 
     ta, tb, r = paired(gen("native"), gen("batch_invariant"), args.repeats)
     rows.append(("batch_invariant / native generation", ta, tb, r, 1.34))
@@ -126,22 +137,27 @@ def main(argv: list[str] | None = None) -> int:
     for name, a, b, ratio, target in rows:
         flag = "ok" if ratio <= target else "OVER"
         print(f"{name:<40}{a * 1e3:>10.1f}{b * 1e3:>10.1f}{ratio:>8.3f}{'<= ' + str(target):>9}  {flag}")
+    print(parts)
     if load > 1.0:
         print(f"\nnote: load average {load:.2f} before the run; other processes shared the CPUs")
 
     if not args.no_profile:
-        native = profile_table(gen("native"))
-        invariant = profile_table(gen("batch_invariant"))
+        native, wall_n = profile_table(gen("native"))
+        invariant, wall_i = profile_table(gen("batch_invariant"))
         total_n, total_i = sum(native.values()), sum(invariant.values())
-        print(f"\nwhere the batch-invariant time goes (self CPU ms of one generation; native {total_n:.0f}, "
-              f"batch_invariant {total_i:.0f}):")
-        print(f"{'operator':<36}{'native':>10}{'invariant':>11}{'extra':>9}")
+        print("\nwhere the batch-invariant time goes (ms of one profiled generation; operators by self time, "
+              "largest changes first):")
+        print(f"{'operator':<36}{'native':>10}{'invariant':>11}{'change':>9}")
         keys = sorted(set(native) | set(invariant), key=lambda k: invariant.get(k, 0) - native.get(k, 0),
                       reverse=True)
-        for key in keys[:12]:
+        for key in keys[:10] + keys[-4:]:
             a, b = native.get(key, 0.0), invariant.get(key, 0.0)
             print(f"{key[:35]:<36}{a:>10.1f}{b:>11.1f}{b - a:>+9.1f}")
-        moe_prof = profile_table(lambda: moe(x, valid, policy))
+        print(f"{'all operators':<36}{total_n:>10.1f}{total_i:>11.1f}{total_i - total_n:>+9.1f}")
+        out_n, out_i = wall_n - total_n, wall_i - total_i
+        print(f"{'outside operators (Python)':<36}{out_n:>10.1f}{out_i:>11.1f}{out_i - out_n:>+9.1f}")
+        print(f"{'wall':<36}{wall_n:>10.1f}{wall_i:>11.1f}{wall_i - wall_n:>+9.1f}")
+        moe_prof, _ = profile_table(lambda: moe(x, valid, policy))
         print(f"\nMoE block, one call on 2048 tokens (self CPU ms, total {sum(moe_prof.values()):.0f}):")
         for key, ms in sorted(moe_prof.items(), key=lambda kv: -kv[1])[:10]:
             print(f"{key[:35]:<36}{ms:>10.1f}")

@@ -31,7 +31,7 @@ def pad_rows(x: torch.Tensor, tile: int) -> torch.Tensor:
     return F.pad(x, (0, 0) * (x.dim() - 1) + (0, extra)) if extra else x
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, mode: str = "native", tile: int = 16) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: torch.Tensor, mode: str = "native", tile: int = 4) -> torch.Tensor:
     """x[..., d_in] @ weight[d_out, d_in].T -> [..., d_out] in the given kernel mode."""
     if mode == "native":
         return F.linear(x, weight)
@@ -46,7 +46,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, mode: str = "native", tile: in
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, mode: str = "native",
-              tile: int = 16, causal_square: bool = False) -> torch.Tensor:
+              tile: int = 4, causal_square: bool = False) -> torch.Tensor:
     """Scaled dot-product attention of q[B,H,Tq,D] over k/v[B,H,Tk,D], key j sitting at position j.
 
     A query at position q_pos[B,Tq] sees keys 0..q_pos. `causal_square`: Tq == Tk and q_pos[b,t] == t

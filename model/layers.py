@@ -80,7 +80,7 @@ class SwiGLU(nn.Module):
         self.w_in = nn.Parameter(torch.empty(2 * d_ff, d_model))  # [2F, C]: gate rows, then up rows
         self.w_out = nn.Parameter(torch.empty(d_model, d_ff))  # [C, F]
 
-    def forward(self, x: torch.Tensor, mode: str = "native", tile: int = 16) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mode: str = "native", tile: int = 4) -> torch.Tensor:
         return swiglu(x, self.w_in, self.w_out, mode, tile)
 
 

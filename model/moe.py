@@ -64,7 +64,7 @@ class MoE(nn.Module):
         self.w_out = nn.Parameter(torch.empty(n_experts, d_model, d_ff))  # [E, C, F]
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
-                tile: int = 16, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
+                tile: int = 4, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
                 seed_offset: int = 0) -> tuple[torch.Tensor, LayerRouting]:
         """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route."""
         B, T, C = x.shape
@@ -77,11 +77,13 @@ class MoE(nn.Module):
 
     def combine(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
                 mode: str, tile: int) -> torch.Tensor:
-        """Sum over a token's kept candidates of gate * expert(x), in choice order.
+        """Sum over a token's kept candidates of gate * expert(x); dropped candidates add nothing.
 
-        Kept candidates are sorted by expert (stable, so each expert sees its tokens in arrival order)
-        and each expert runs once on its contiguous slice, as in megablocks' grouped GEMM (native), or
-        all experts run together over fixed-size tiles (batch_invariant).
+        Kept candidates are sorted by expert (stable, so each expert sees its tokens in arrival order).
+        Native: each expert runs once on its contiguous slice, as in megablocks' grouped GEMM, and adds
+        its gated outputs into its tokens' rows. Batch-invariant: all experts run together over
+        fixed-size tiles. Either way a token's contributions are added in expert order, an order that
+        depends on nothing but the token's own routing.
         """
         B, T, C = x.shape
         K = expert.shape[-1]
@@ -90,22 +92,21 @@ class MoE(nn.Module):
         flat_expert = torch.where(kept, expert, self.n_experts).reshape(N * K)  # [N*K], E = dropped
         order = torch.sort(flat_expert, stable=True).indices  # candidates grouped by expert
         counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
-        n_kept = N * K - counts[-1]
-        cand = order[:n_kept]  # [n] candidate index n*K + j
-        xs = xf.index_select(0, cand // K)  # [n,C]
+        cand = order[:N * K - counts[-1]]  # [n] kept candidates, index n*K + j
+        token = cand // K  # [n]
+        weight = gate.reshape(N * K, 1).to(x.dtype)[cand]  # [n,1]
+        xs = xf.index_select(0, token)  # [n,C]
+        y = xf.new_zeros(N, C)
         if mode == "batch_invariant":
-            ys = self._experts_tiled(xs, counts[:-1], tile)
+            y.index_add_(0, token, self._experts_tiled(xs, counts[:-1], tile) * weight)
         else:
-            ys = [swiglu(chunk, self.w_in[e], self.w_out[e], mode, tile)
-                  for e, chunk in enumerate(xs.split(counts[:-1])) if chunk.shape[0]]
-            ys = torch.cat(ys) if ys else xs
-        y_cand = xf.new_zeros(N * K, C).index_copy(0, cand, ys)  # dropped candidates stay zero
-        y_cand = y_cand.view(N, K, C)
-        w = gate.reshape(N, K, 1).to(x.dtype)
-        # Choice order, one add at a time: the same sum for a token whatever else is in the batch.
-        y = y_cand[:, 0] * w[:, 0]
-        for j in range(1, K):
-            y = y + y_cand[:, j] * w[:, j]
+            start = 0
+            for e, n_e in enumerate(counts[:-1]):
+                if n_e:
+                    rows = slice(start, start + n_e)
+                    out = swiglu(xs[rows], self.w_in[e], self.w_out[e], mode, tile)  # [n_e,C]
+                    y.index_add_(0, token[rows], out * weight[rows])
+                start += n_e
         return y.view(B, T, C)
 
     def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int) -> torch.Tensor:
