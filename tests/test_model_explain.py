@@ -317,5 +317,7 @@ def test_the_shipped_example_leaves_nothing_unexplained(tmp_path):
     # redo: rerun even where the shipped trace already stores verdicts, so they are checked here.
     result = explain(copy, requests=[probe], limit=9, redo=True)
     assert result.rerun == 9 and not result.not_reproduced
+    # The summary covers the stored table: this call's 9 reruns and the verdicts shipped with the file.
     summary = result.summary()
-    assert summary.n_divergent == 9 and summary.unexplained_share == 0.0
+    assert summary.n_divergent >= 9 and summary.counts["unexplained"] == 0
+    assert summary.unexplained_share == 0.0
