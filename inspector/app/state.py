@@ -6,39 +6,13 @@ read for views is memoised per trace in a small LRU, so switching back and forth
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
-
+from inspector.figure_data.memo import Memo
 from inspector.figure_data.overview import OverviewData, read_overview
 from inspector.figure_data.routing import RoutingData, read_routing
 from inspector.figure_data.runs import RunInfo, run_info
 from inspector.figure_data.text import TextData, read_text
 from inspector.qt import QtCore, Signal
 from traces.analysis.rows import LayerRouting, layer_routing
-
-
-class LRU:
-    """A bounded memo: `get(key, make)` returns the stored value or stores `make()`."""
-
-    def __init__(self, size: int = 32) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, object] = OrderedDict()
-
-    def get(self, key: Hashable, make: Callable[[], object]):
-        if key in self._items:
-            self._items.move_to_end(key)
-            return self._items[key]
-        value = make()
-        self._items[key] = value
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 class InspectorState(QtCore.QObject):
@@ -61,7 +35,7 @@ class InspectorState(QtCore.QObject):
         self.layer = 0
         self.position: int | None = None
         self.reference: str | None = None   # user-chosen reference run, None = default per request
-        self._cache = LRU(48)
+        self._cache = Memo(48)
 
     # -- the trace ----------------------------------------------------------------------------
 

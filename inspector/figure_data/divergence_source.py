@@ -9,12 +9,12 @@ and every overview of a request shares the same rows and their cached log-probab
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.memo import Memo
 from inspector.figure_data.runs import RunInfo, run_info
 from traces import TraceError
 from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
@@ -46,27 +46,6 @@ class RunChoice:
         probe = " (probe)" if self.is_probe else ""
         condition = f" · {self.condition}" if self.condition else ""
         return f"{self.run} · row {self.row}{probe}{condition}"
-
-
-class Memo:
-    """A bounded memo: `get(key, make)` returns the stored value or stores `make()`."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, object] = OrderedDict()
-
-    def get(self, key: Hashable, make: Callable[[], object]):
-        if key in self._items:
-            self._items.move_to_end(key)
-            return self._items[key]
-        value = make()
-        self._items[key] = value
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return value
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._items
 
 
 class DivergenceSource:
