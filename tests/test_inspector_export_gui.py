@@ -204,14 +204,18 @@ def test_copy_figure_puts_image_and_svg_on_the_clipboard(qtbot, window):
     shown(qtbot, window, RoutingView)
     QtGui.QGuiApplication.clipboard().clear()
     action = next(a for a in window.actions() if a.text() == "&Copy Figure")
-    action.trigger()
-    mime = QtGui.QGuiApplication.clipboard().mimeData()
-    image = QtGui.QImage(mime.imageData())
-    assert (image.width(), image.height()) == (1500, 750)  # 10 x 5 inches at 150 dpi
-    svg = bytes(mime.data("image/svg+xml"))
-    root = ET.fromstring(svg)
-    assert any("".join(e.itertext()).strip() == "router probability" for e in root.iter())
-    assert "Copied" in window.statusBar().currentMessage()
+    try:
+        action.trigger()
+        mime = QtGui.QGuiApplication.clipboard().mimeData()
+        image = QtGui.QImage(mime.imageData())
+        assert (image.width(), image.height()) == (1500, 750)  # 10 x 5 inches at 150 dpi
+        svg = bytes(mime.data("image/svg+xml"))
+        root = ET.fromstring(svg)
+        assert any("".join(e.itertext()).strip() == "router probability" for e in root.iter())
+        assert "Copied" in window.statusBar().currentMessage()
+    finally:
+        # Leave nothing on the clipboard: Qt's offscreen clipboard crashes at exit when it still owns data.
+        QtGui.QGuiApplication.clipboard().clear()
 
 
 def test_nothing_to_export_without_a_trace(qtbot, tmp_path, errors):
