@@ -97,6 +97,8 @@ def route(
             routed = valid | pad
         if policy.pads_count_toward_capacity:
             counted = valid | pad
+    if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
+        return _route_by_position(probs, routed, counted, policy, K)
 
     # Everything below works on the token stream in arrival order n (flatten order).
     p = _to_stream(probs, seq_major)                  # [N,E]
@@ -142,6 +144,74 @@ def route(
 
 
 _TINY = torch.finfo(torch.float32).tiny  # guards 0/0 only: a token with every candidate dropped
+_POSITION = ("kmajor_position", "token_major_position")
+
+
+def _route_by_position(probs, routed, counted, policy, K) -> RoutingDecision:
+    """`route` for position priorities with batch or sequence groups, without a sort.
+
+    Same decision, bit for bit, as the general path. Under a position priority a candidate's slot
+    is the number of routed candidates of its (group, expert) that come before it in the group's
+    order (j, n) or (n, j); both orders are a cumulative sum of a one-hot [K,B,T,E] laid out in
+    that order. Works in [B,T] layout: only the cumulative sum depends on the flatten order.
+    """
+    B, T, E = probs.shape
+    expert = _top_experts(probs.view(B * T, E), K).view(B, T, K)  # [B,T,K]
+    raw = probs.gather(-1, expert)                                  # [B,T,K]
+    by_seq = policy.group_by == "sequence"
+    G = B if by_seq else 1
+    S = counted.sum(1) if by_seq else counted.sum().view(1)         # [G] int64
+    capacity = policy.capacity(S, E)                                # [G]
+    gate0 = raw / raw.sum(-1, keepdim=True).clamp_min(_TINY) if policy.norm == "before_drop" else raw
+
+    # one-hot of routed candidates [K,B,T,E]; an unrouted token's candidates match no expert
+    target = torch.where(routed[..., None], expert, E).permute(2, 0, 1)  # [K,B,T]
+    onehot = target[..., None] == torch.arange(E, device=probs.device)
+    if policy.priority == "token_major_position":
+        onehot = onehot.any(0, keepdim=True)  # a token's experts are distinct: one count per token
+    # Put the group's dimension first and its order's dimensions next (self-inverse permutations).
+    if by_seq:  # group b, order (j, t) whatever the flatten
+        perm = (1, 0, 2, 3)
+    elif policy.flatten == "seq_major":  # order (j, t, b)
+        perm = (0, 2, 1, 3)
+    else:  # order (j, b, t)
+        perm = (0, 1, 2, 3)
+    ordered = onehot.permute(perm)
+    # int32 counts are exact below 2**31 candidates and sum several times faster than int64
+    count_type = torch.int32 if onehot.numel() < 2**31 else torch.int64
+    cum = torch.cumsum(ordered.reshape(G, -1, E), 1, dtype=count_type)  # [G,L,E] inclusive counts
+    requested = cum[:, -1].to(torch.int64)                          # [G,E]
+    back = cum.view(ordered.shape).permute(perm).permute(1, 2, 0, 3)  # [B,T,K or 1,E]
+    slot = back.expand(B, T, K, E).gather(-1, expert[..., None]).squeeze(-1).to(torch.int64) - 1
+
+    if policy.dropless:
+        kept = routed[..., None].expand(B, T, K).contiguous()
+        kept_count = requested.clone()
+    else:
+        cap = capacity.view(G, 1, 1) if by_seq else capacity.view(1, 1, 1)
+        kept = routed[..., None] & (slot < cap)
+        # a bucket's slots are 0..requested-1, so it keeps min(requested, C) candidates
+        kept_count = torch.minimum(requested, capacity[:, None])
+    gate = torch.where(kept, gate0, torch.zeros_like(gate0))
+    if policy.norm == "after_drop":
+        gate = gate / gate.sum(-1, keepdim=True).clamp_min(_TINY)
+
+    routed_k = routed[..., None]
+    group = (torch.where(routed, torch.arange(B, device=probs.device)[:, None], -1) if by_seq
+             else routed.to(torch.int64) - 1)
+    return RoutingDecision(
+        expert=torch.where(routed_k, expert, -1),
+        gate=gate,
+        kept=kept,
+        slot=torch.where(routed_k, slot, -1),
+        group=group,
+        capacity=capacity,
+        requested=requested,
+        kept_count=kept_count,
+        group_tokens=S,
+        probs=probs,
+    )
+
 
 
 def _check_inputs(logits, valid, pad, policy, seed_offset) -> None:
