@@ -148,7 +148,7 @@ SPECS: dict[str, ViewSpec] = {
                      ("run", "request", "layer", "step", "group")),
     "text": ViewSpec("text", "Text", (10.0, 3.0), _read_text, _text_columns,
                      ("run", "request", "row", "layer", "shade"), fit_height=True),
-    "divergence": ViewSpec("divergence", "Side by side", (13.0, 10.0), read_pair, pair_columns,
+    "divergence": ViewSpec("divergence", "Side by side", (13.0, 14.0), read_pair, pair_columns,
                            ("request", "pair", "layer", "range")),
     "runs": ViewSpec("runs", "Runs of a request", (11.0, 7.5), read_runs, runs_columns,
                      ("run", "request", "condition", "range")),

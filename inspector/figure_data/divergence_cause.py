@@ -29,7 +29,7 @@ CAUSE_MEANINGS: dict[str, str] = {
 }
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
-MAX_LISTED = 16
+MAX_LISTED = 6
 
 
 @dataclass(frozen=True)
