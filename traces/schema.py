@@ -75,14 +75,18 @@ ROOT_ATTRS: dict[str, str] = {
     "dtype": "compute dtype of the model",
     "torch_version": "torch version",
     "seed": "seed of the recording session",
+    "machine": "JSON object: fingerprint of the machine that computed the runs (CPU, kernels, threads, "
+               "libraries, GPU, kernel environment variables); optional",
 }
 
 #: Root attributes the writer fills itself; `meta` gives every other one.
 WRITER_ROOT_ATTRS = ("format", "format_version", "created", "producer")
 #: Root attributes without which a file cannot be read (the others only give warnings).
 REQUIRED_ROOT_ATTRS = ("format", "format_version", "model_config", "moe_layers", "routing", "kernel_mode")
+#: Root attributes a writer may leave out without a warning (older traces lack them).
+OPTIONAL_ROOT_ATTRS = ("machine",)
 #: Root attributes stored as JSON text.
-JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing")
+JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing", "machine")
 
 RUN_ATTRS: dict[str, str] = {
     "request_ids": "int array [B]: the request id in each row",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from traces import schema
+from traces import fingerprint, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
 
@@ -81,6 +81,8 @@ def describe(trace: Trace) -> str:
         f"seed {meta.get('seed', '?')}",
         f"routing: {_knobs(meta.get('routing'))}",
         f"kernel mode: {meta.get('kernel_mode')}",
+        "machine: " + fingerprint.short_name(meta.get("machine")),
+        *(f"  {line}" for line in fingerprint.lines(meta.get("machine"))),
         f"requests: R={len(trace.requests)}",
         f"runs: {len(trace.run_names)} complete, {len(trace.incomplete_runs)} incomplete",
     ]

@@ -274,7 +274,8 @@ class TraceWriter:
             ds.dims[axis].label = letter
 
     def _root_attrs(self, meta: Mapping[str, object]) -> dict[str, object]:
-        needed = [k for k in schema.ROOT_ATTRS if k not in schema.WRITER_ROOT_ATTRS]
+        needed = [k for k in schema.ROOT_ATTRS
+                  if k not in schema.WRITER_ROOT_ATTRS and k not in schema.OPTIONAL_ROOT_ATTRS]
         missing = [k for k in needed if k not in meta]
         if missing:
             raise ValueError(f"meta: missing root attributes {missing}")

@@ -29,8 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rerun runs the table already explains (default: keep them, so an interrupted "
                              "or --limit call resumes)")
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="torch CPU threads (default the trace's recorded thread count, else 1: "
-                             "native kernels may round differently with another count)")
+                        help="torch CPU threads (default the thread count of the trace's recorded machine, "
+                             "else 1: native kernels may round differently with another count; the reruns "
+                             "then reproduce the decisions, not the bits)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -64,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recorded_threads(path: str) -> int:
-    """The `threads` root attribute of the trace when its recorder stored one, else 1."""
+    """The thread count of the trace's recorded machine fingerprint, else 1."""
     from traces import open_trace
 
     with open_trace(path) as trace:
-        threads = trace.meta.get("threads", 1)
-    return threads if isinstance(threads, int) and threads >= 1 else 1
+        threads = (trace.meta.get("machine") or {}).get("threads", 1)
+    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else 1

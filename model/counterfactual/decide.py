@@ -5,8 +5,10 @@ condition, first differing token at position t*):
 
 - `guess`: the cause `traces.analysis.explain_pair` reads off the recorded routing (the first
   routing decision that differs, walking positions then layers; see `traces/analysis/causes.py`);
-- `reproduced`: rerunning RA and RB with their recorded settings gives both runs back bitwise
-  (tokens, routing, router logits, loads, logits);
+- `reproduced`: rerunning RA and RB with their recorded settings takes every recorded decision again
+  (tokens, steps, experts, kept flags, slots, groups, loads): the `bitwise` or `decisions` level of
+  `traces.analysis.reproduction`. Float drift between machines or thread counts is allowed; it is
+  reported with the verdict (`level`, `drift`);
 - `replay_same` (P): RB rerun with row B forced to replay A's recorded routing (experts, kept set and
   gates of every layer and position) gives A's tokens through t*. It is the one rerun that stays on
   the recorded trajectory: everything of row B is as recorded except its routing;
@@ -56,8 +58,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Confirmed cause of a pair whose recorded runs the reruns did not give back bitwise.
-NOT_REPRODUCED = "not_reproduced"
+from traces.analysis.reproduction import BITWISE, DECISIONS, NOT_REPRODUCED
 
 #: Guesses that name a numeric difference acting through the router.
 _ROUTER_NUMERIC = ("router_flip", "upstream_numeric", "renormalization")
@@ -76,6 +77,8 @@ class Evidence:
     native: bool
     dropless_recorded: bool = False   # the dropless rerun is the recorded setting (a dropless condition)
     invariant_recorded: bool = False  # the batch-invariant rerun is the recorded setting
+    level: str = BITWISE              # reproduction level of the weaker of the two runs
+    drift: str = ""                   # float drift of the reruns ('' when bitwise)
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class Decision:
 def decide(e: Evidence) -> Decision:
     """The confirmed cause of a divergent pair (the table of the module docstring)."""
     if not e.reproduced:
-        return Decision(NOT_REPRODUCED, "the reruns did not reproduce the recorded runs bitwise, so no "
+        return Decision(NOT_REPRODUCED, "the reruns took another decision than the recording, so no "
                                         "counterfactual can be trusted")
     if e.replay_same is None:
         return _without_replay(e)
@@ -152,7 +155,7 @@ def _yes_no(value: bool | None) -> str:
 def rerun_text(e: Evidence, t_star: int) -> str:
     """What the reruns showed, as one sentence for the explanation table."""
     if not e.reproduced:
-        return "Reruns: the recorded runs were not reproduced bitwise."
+        return "Reruns: the recorded runs were not reproduced (a decision differs)."
     parts = []
     if e.dropless_same is not None:
         recorded = " (as recorded)" if e.dropless_recorded else ""
@@ -163,4 +166,8 @@ def rerun_text(e: Evidence, t_star: int) -> str:
     if e.replay_same is not None:
         outcome = "restores" if e.replay_same else "does not restore"
         parts.append(f"replaying the reference's routing {outcome} its tokens through position {t_star}")
-    return "Reruns (recorded runs reproduced bitwise): " + "; ".join(parts) + "."
+    if e.level == DECISIONS:
+        level = f"recorded runs reproduced at the decisions level, float drift {e.drift or 'none'}"
+    else:
+        level = "recorded runs reproduced bitwise"
+    return f"Reruns ({level}): " + "; ".join(parts) + "."

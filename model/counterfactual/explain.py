@@ -7,6 +7,12 @@ with batch-invariant kernels, and the divergent row forced to replay the referen
 routing. `decide` turns the guess and the reruns into a confirmed cause, and `store` writes the
 records to the table `explain_counterfactual` of the trace.
 
+A rerun on another machine or thread count rarely gives the recorded floats back bit for bit; it is
+enough that it takes the same decisions (`traces.analysis.reproduction`). Each record says at which
+level its runs were reproduced and how far the floats drifted, and the sentence names both machines
+when they differ. `redo` never replaces a verdict with weaker evidence: a cause confirmed on bitwise
+reruns stays when a rerun elsewhere only reproduces the decisions, or nothing.
+
 Divergent pairs are taken in turns across the groups (the first of every request and condition,
 then the second of each, ...), so `--limit` samples every condition. Pairs an earlier call already
 confirmed with the same checkpoint are kept rather than rerun (unless `redo`), so a call stopped by
@@ -24,14 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
-from model.counterfactual.decide import NOT_REPRODUCED, Evidence, decide, rerun_text
+from model.counterfactual.decide import Evidence, decide, rerun_text
 from model.counterfactual.pairs import Group, condition_of, plan_groups
 from model.counterfactual.reruns import RerunError, Reruns
 from model.counterfactual.source import ExplainError, load_model, resolve_checkpoint, resolve_device
 from model.counterfactual.store import TABLE, earlier_records, record_key, store
-from traces import open_trace
+from model.fingerprint import machine_fingerprint
+from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
-from traces.analysis.explain_table import summarize_records, with_counterfactuals
+from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
+from traces.analysis.reproduction import NOT_REPRODUCED, weakest
 from traces.analysis.summary import CauseSummary
 
 log = logging.getLogger(__name__)
@@ -66,6 +74,11 @@ class ExplainResult:
     seconds: float = 0.0
     interrupted: bool = False
     not_reproduced: list[str] = field(default_factory=list)
+    kept_stronger: int = 0              # --redo pairs whose earlier, stronger verdict was kept
+    levels: dict[str, str] = field(default_factory=dict)    # run -> reproduction level of its rerun
+    drift: dict[str, float] = field(default_factory=dict)   # dataset -> largest float drift of the reruns
+    recorded_machine: dict = field(default_factory=dict)    # fingerprint stored in the trace
+    rerun_machine: dict = field(default_factory=dict)       # fingerprint of this call's reruns
 
     def summary(self) -> CauseSummary:
         """Counts and shares of the confirmed causes over every record of the table."""
@@ -115,15 +128,27 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                                    f"not {bad[0]}")
         order = {name: i for i, name in enumerate(trace.run_names)}
         conditions = {name: condition_of(trace.run(name)) for name in order}
-        result = ExplainResult(path, checkpoint, device, TABLE, [], conditions)
+        result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
+                               recorded_machine=dict(trace.meta.get("machine") or {}),
+                               rerun_machine=machine_fingerprint(device))
         earlier = earlier_records(trace, checkpoint)
         reruns = Reruns(trace, model)
+        machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}
         try:
             todo = _compare(trace, plan_groups(trace, requests), result, fresh)
             todo = _reuse(todo, earlier, result, fresh, limit, redo)
             for i, (verdict, record) in enumerate(todo):
-                fresh[record_key(record)] = _confirm(record, verdict, reruns)
+                key = record_key(record)
+                new = _confirm(record, verdict, reruns, machines)
+                old = earlier.get(key)
+                if old is not None and evidence_rank(old) > evidence_rank(new):
+                    log.info("kept the earlier verdict of run %s row %d (%s, %s) over this rerun's (%s, %s)",
+                             record.run, record.row, old.confirmed_cause, old.reproduction,
+                             new.confirmed_cause, new.reproduction)
+                    new = old
+                    result.kept_stronger += 1
+                fresh[key] = new
                 result.rerun += 1
                 progress(i + 1, len(todo), f"request {verdict.request}, run {verdict.run} row {verdict.row}")
         except KeyboardInterrupt:
@@ -132,12 +157,14 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
             log.info("interrupted after %d divergent pairs", result.rerun)
         result.generations = reruns.generations
         result.not_reproduced = reruns.not_reproduced()
+        result.levels = reruns.levels()
+        result.drift = _largest_drift(reruns.reproductions())
     records = {**earlier, **fresh}
     result.records = sorted(records.values(), key=lambda r: (order.get(r.run, len(order)), r.row))
     result.seconds = time.perf_counter() - started
     if fresh:
         store(path, result.records, checkpoint=checkpoint, device=device,
-              not_reproduced=result.not_reproduced)
+              not_reproduced=result.not_reproduced, rerun_machine=result.rerun_machine)
     return result
 
 
@@ -182,31 +209,46 @@ def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | N
     return rerun
 
 
-def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns) -> ExplainRecord:
-    """Rerun one divergent pair and fill in its counterfactual columns and confirmed cause."""
+def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -> ExplainRecord:
+    """Rerun one divergent pair and fill in its counterfactual columns, reproduction level and
+    confirmed cause."""
     try:
         evidence = _evidence(v, reruns)
     except RerunError as exc:
         sentence = f"{record.sentence} Reruns impossible: {exc}. Confirmed: {NOT_REPRODUCED}."
-        return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, sentence=sentence)
+        return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, reproduction="", sentence=sentence)
     decision = decide(evidence)
-    failed = [r for r in (reruns.reproduction(v.ref_run), reruns.reproduction(v.run)) if not r.reproduced]
-    extra = "".join(f" Run {r.run} rerun differs from the recording at {r.difference}." for r in failed)
-    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{extra} Confirmed: {decision.cause} "
-                f"({decision.reason}).")
+    reproductions = (reruns.reproduction(v.ref_run), reruns.reproduction(v.run))
+    extra = "".join(f" Run {r.run} rerun took another decision: {r.difference}." for r in reproductions
+                    if not r.reproduced)
+    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{extra}{machines} Confirmed: "
+                f"{decision.cause} ({decision.reason}).")
     updated = with_counterfactuals(record, dropless_same=evidence.dropless_same,
                                    invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
                                    confirmed_cause=decision.cause)
-    return dataclasses.replace(updated, sentence=sentence)
+    return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift)
+
+
+def _machines_text(recorded: dict, rerun: dict) -> str:
+    """' Recorded on X, rerun on Y (threads 1 -> 2).' when the machines differ, else ''."""
+    if not recorded:
+        return f" Rerun on {fingerprint.short_name(rerun)}; the trace does not record its machine."
+    changed = fingerprint.differences(recorded, rerun)
+    if not changed:
+        return ""
+    return (f" Recorded on {fingerprint.short_name(recorded)}, rerun on {fingerprint.short_name(rerun)} "
+            f"({'; '.join(changed)}).")
 
 
 def _evidence(v: Verdict, reruns: Reruns) -> Evidence:
     ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
     ref_s, s = reruns.settings(ref_run), reruns.settings(run)
     coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
-    reproduced = reruns.reproduction(ref_run).reproduced and reruns.reproduction(run).reproduced
-    if not reproduced:
-        return Evidence(v.cause, False, None, None, None, coupled, native)
+    reproductions = (reruns.reproduction(ref_run), reruns.reproduction(run))
+    level = weakest(r.level for r in reproductions)
+    drift = _drift_text(reproductions)
+    if level == NOT_REPRODUCED:
+        return Evidence(v.cause, False, None, None, None, coupled, native, level=level)
     n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
 
     def agree(variant: str) -> bool | None:
@@ -223,7 +265,23 @@ def _evidence(v: Verdict, reruns: Reruns) -> Evidence:
         replay_same = list(replayed[: v.t_star + 1]) == reference
     as_recorded = [reruns.as_recorded(ref_run, variant) and reruns.as_recorded(run, variant)
                    for variant in ("dropless", "batch_invariant")]
-    return Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded)
+    return Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded,
+                    level=level, drift=drift)
+
+
+def _largest_drift(reproductions) -> dict[str, float]:
+    """The largest float drift of each dataset over some reruns."""
+    drift: dict[str, float] = {}
+    for r in reproductions:
+        for path, value in r.drift.items():
+            drift[path] = max(drift.get(path, 0.0), value)
+    return drift
+
+
+def _drift_text(reproductions) -> str:
+    """The largest float drift of each dataset over both runs' reruns, as text ('' when none)."""
+    drift = _largest_drift(reproductions)
+    return ", ".join(f"{path} {value:.2g}" for path, value in drift.items() if value > 0)
 
 
 def _completion(tokens: list[int], prompt_len: int, n_new: int) -> list[int]:

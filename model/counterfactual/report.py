@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from model.counterfactual.decide import NOT_REPRODUCED
 from model.counterfactual.explain import ExplainResult
 from model.experiments.tables import markdown_table, percent
+from traces import fingerprint
+from traces.analysis.reproduction import BITWISE, DECISIONS, LEVELS, NOT_REPRODUCED
 from traces.analysis.summary import CauseSummary
 
 
@@ -12,6 +13,35 @@ def cause_table(summary: CauseSummary) -> str:
     """`| cause | runs | share |` over the divergent runs, most common first."""
     rows = [(cause, count, percent(share)) for cause, count, share in summary.rows()]
     return markdown_table(["confirmed cause", "divergent runs", "share"], rows)
+
+
+def _reproduction_lines(result: ExplainResult) -> list[str]:
+    """How the reruns reproduced the recorded runs, and on which machines."""
+    lines = []
+    if result.levels:
+        counts = {level: sum(1 for v in result.levels.values() if v == level) for level in LEVELS}
+        lines.append(f"Reruns as recorded: {counts[BITWISE]} runs reproduced bitwise, {counts[DECISIONS]} at "
+                     f"the decisions level (same tokens, experts, kept sets, slots and loads), "
+                     f"{counts[NOT_REPRODUCED]} not reproduced.")
+        drift = ", ".join(f"{path} {value:.2g}" for path, value in result.drift.items() if value > 0)
+        if drift:
+            lines.append(f"Float drift of the reruns (largest |difference| per dataset): {drift}.")
+    if result.not_reproduced:
+        lines.append(f"Not reproduced (a decision differs), counted as unexplained: runs "
+                     f"{', '.join(result.not_reproduced)}.")
+    if result.kept_stronger:
+        lines.append(f"--redo kept {result.kept_stronger} earlier verdicts whose reruns were stronger "
+                     f"evidence.")
+    recorded, rerun = result.recorded_machine, result.rerun_machine
+    changed = fingerprint.differences(recorded, rerun)
+    here, there = fingerprint.short_name(rerun), fingerprint.short_name(recorded)
+    if not recorded:
+        lines.append(f"Rerun on {here}; the trace does not record its machine.")
+    elif changed:
+        lines.append(f"Recorded on {there}, rerun on {here}: {'; '.join(changed)}.")
+    else:
+        lines.append(f"Recorded and rerun on the same kernels: {here}.")
+    return lines
 
 
 def describe(result: ExplainResult) -> str:
@@ -28,8 +58,7 @@ def describe(result: ExplainResult) -> str:
         lines.append(f"{result.skipped} divergent runs left for a later call ({why}).")
     elif result.interrupted:
         lines.append("Interrupted: the runs explained so far are stored.")
-    if result.not_reproduced:
-        lines.append(f"Not reproduced bitwise by the reruns: runs {', '.join(result.not_reproduced)}.")
+    lines += _reproduction_lines(result)
     if not result.records:
         lines.append("No request has two runs of one condition: nothing to explain.")
         return "\n".join(lines)
@@ -44,6 +73,6 @@ def describe(result: ExplainResult) -> str:
     tail = f"Unexplained share: {percent(s.unexplained_share)} of {s.n_divergent} divergent runs"
     not_reproduced = s.shares.get(NOT_REPRODUCED, 0.0)
     if not_reproduced:
-        tail += f"; not reproduced by the reruns: {percent(not_reproduced)}"
+        tail += f" (of which not reproduced by the reruns: {percent(not_reproduced)})"
     lines += ["", tail + "."]
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""Reruns of recorded batches: as recorded (checked bitwise), dropless, batch-invariant, with replay.
+"""Reruns of recorded batches: as recorded (checked against the recording), dropless, batch-invariant,
+with replay.
 
 A `Reruns` holds the model and an open trace and reruns whole runs (batch compositions) under one
 of the `VARIANTS`, each at most once: a run that is the reference of several rows, or that holds
@@ -19,7 +20,7 @@ from model.generate import generate
 from model.recorder import Recorder
 from model.replay import ReplayRouting
 from model.routing_policy import RoutingPolicy
-from traces.schema import RUN_ARRAY_NAMES
+from traces.analysis.reproduction import Reproduction, compare_run
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +50,6 @@ class RunSettings:
         if p is None or p.dropless or len(self.prompts) < 2:
             return False
         return p.group_by != "sequence" or p.pads_count_toward_capacity
-
-
-@dataclass(frozen=True)
-class Reproduction:
-    """Whether rerunning a run with its recorded settings gave back every recorded array bit for bit."""
-
-    run: str
-    reproduced: bool
-    difference: str = ""   # the first difference found, '' when reproduced
 
 
 class Reruns:
@@ -124,21 +116,29 @@ class Reruns:
     # -- generation -----------------------------------------------------------------------------
 
     def reproduction(self, name: str) -> Reproduction:
-        """Rerun run `name` as recorded and compare every dataset with the trace, bit for bit."""
+        """Rerun run `name` as recorded and compare every dataset with the trace: bitwise, the same
+        decisions with float drift, or not reproduced (`traces.analysis.reproduction`)."""
         if name not in self._reproduction:
             s = self.settings(name)
             run = self.trace.run(name)
             recorder = Recorder()
             result = self._generate(s, s.policy, s.kernel_mode, recorder=recorder)
             self._tokens[(name, "recorded")] = result.tokens
-            difference = first_difference(run, recorder.arrays(result))
-            self._reproduction[name] = Reproduction(name, not difference, difference)
-            if difference:
-                log.info("run %s not reproduced: %s", name, difference)
+            reproduction = compare_run(run, recorder.arrays(result))
+            self._reproduction[name] = reproduction
+            log.info("run %s %s", name, reproduction.describe())
         return self._reproduction[name]
 
+    def reproductions(self) -> list[Reproduction]:
+        """Every run rerun as recorded so far, compared with its recording."""
+        return [self._reproduction[name] for name in sorted(self._reproduction)]
+
+    def levels(self) -> dict[str, str]:
+        """Run -> reproduction level of every run rerun as recorded so far."""
+        return {name: r.level for name, r in sorted(self._reproduction.items())}
+
     def not_reproduced(self) -> list[str]:
-        """Runs rerun as recorded so far that did not give back their recording bit for bit."""
+        """Runs rerun as recorded so far whose rerun took another decision than the recording."""
         return sorted(name for name, r in self._reproduction.items() if not r.reproduced)
 
     def tokens(self, name: str, variant: str) -> list[list[int]] | None:
@@ -175,32 +175,3 @@ class Reruns:
                             replay=replay)
         except ValueError as exc:
             raise RerunError(f"run {s.name}: cannot be rerun with this model ({exc})") from None
-
-
-def first_difference(run, arrays: dict[str, np.ndarray]) -> str:
-    """The first recorded dataset of `run` that `arrays` (a rerun's, by schema path) do not give back
-    bit for bit, described with the first differing index; '' when every one is equal."""
-    for path, name in RUN_ARRAY_NAMES.items():
-        recorded_array = getattr(run, name, None)
-        if recorded_array is None:
-            continue
-        recorded = np.asarray(recorded_array[...])
-        if path not in arrays:
-            return f"{path}: not produced by the rerun"
-        rerun = np.asarray(arrays[path])
-        if recorded.shape != rerun.shape:
-            return f"{path}: shape {rerun.shape} in the rerun, {recorded.shape} recorded"
-        rerun = rerun.astype(recorded.dtype, copy=False)
-        differs = _bits(recorded) != _bits(rerun)
-        if differs.any():
-            where = tuple(int(i) for i in np.argwhere(differs)[0])
-            return f"{path}{list(where)}: {rerun[where]!r} in the rerun, {recorded[where]!r} recorded"
-    return ""
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    """The array's bit patterns (floats compared bit for bit: -0.0 differs from 0.0, NaN equals NaN)."""
-    a = np.ascontiguousarray(a)
-    if a.dtype.kind == "f":
-        return a.view(f"u{a.dtype.itemsize}")
-    return a

@@ -20,7 +20,9 @@ from traces.analysis.summary import CauseSummary, summarize_causes
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
-TABLE_VERSION = 1
+TABLE_VERSION = 2
+#: Columns a version-1 table lacks; `from_columns` fills them in (`_version1_defaults`).
+_ADDED_IN_2 = ("reproduction", "drift")
 
 #: Encoding of the counterfactual columns (int8): the rerun's completion equals the reference's.
 COUNTERFACTUAL_CODES = {None: -1, False: 0, True: 1}
@@ -62,6 +64,9 @@ class ExplainRecord:
     invariant_same: bool | None = None   # same batch, batch-invariant kernels
     replay_same: bool | None = None      # forced to replay the reference's routing
     confirmed_cause: str = ""            # cause the counterfactuals confirm ('' not yet settled)
+    reproduction: str = ""               # level the reruns reproduced the runs at: bitwise, decisions,
+                                         # not_reproduced ('' not rerun); see traces.analysis.reproduction
+    drift: str = ""                      # float drift of those reruns ('' none or not rerun)
 
     @classmethod
     def from_verdict(cls, v: Verdict, vocab: list[str] | None = None) -> ExplainRecord:
@@ -135,9 +140,10 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
 
     Raises ValueError naming a missing column, unequal lengths or a bad counterfactual code.
     """
-    missing = [name for name in COLUMNS if name not in columns]
+    missing = [name for name in COLUMNS if name not in columns and name not in _ADDED_IN_2]
     if missing:
         raise ValueError(f"explanation table lacks column(s) {', '.join(missing)}")
+    columns = {**_version1_defaults(columns), **columns}
     lengths = {name: len(columns[name]) for name in COLUMNS}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"explanation table columns differ in length: {lengths}")
@@ -162,6 +168,16 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
     return [ExplainRecord(**{name: decoded[name][i] for name in COLUMNS}) for i in range(n)]
 
 
+def _version1_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns a version-1 table lacks. Version 1 confirmed a cause only after both runs were
+    reproduced bit for bit, so its confirmed records were reproduced `bitwise`."""
+    confirmed = [c.decode() if isinstance(c, bytes) else str(c)
+                 for c in np.asarray(columns["confirmed_cause"]).tolist()]
+    level = ["" if c == "" else "not_reproduced" if c == "not_reproduced" else "bitwise" for c in confirmed]
+    empty = np.array([""] * len(level), dtype=np.str_)
+    return {"reproduction": np.array(level, dtype=np.str_), "drift": empty}
+
+
 def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,
                          invariant_same: bool | None = None, replay_same: bool | None = None,
                          confirmed_cause: str | None = None) -> ExplainRecord:
@@ -170,6 +186,15 @@ def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = 
                                  ("replay_same", replay_same), ("confirmed_cause", confirmed_cause))
                if v is not None}
     return dataclasses.replace(record, **changes)
+
+
+def evidence_rank(record: ExplainRecord) -> int:
+    """How strong a record's confirmation is: 2 a cause confirmed on bitwise reruns, 1 confirmed on
+    reruns that took the same decisions with float drift, 0 nothing confirmed (not rerun, not
+    reproduced, or unexplained). A rerun never replaces a record of a higher rank."""
+    if record.confirmed_cause in ("", "not_reproduced", "unexplained"):
+        return 0
+    return 1 if record.reproduction == "decisions" else 2
 
 
 def summarize_records(records: Sequence[ExplainRecord]) -> CauseSummary:
