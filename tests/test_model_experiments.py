@@ -117,7 +117,7 @@ def test_small_e1_diverges_under_batch_grouping_and_not_under_the_fixes(shipped,
 
 
 def test_per_sequence_groups_depend_on_the_batch_when_pads_count(shipped, pool):
-    """ROUTING.md trap 4: a longer partner pads the probe's prefill; counted, the pads raise its
+    """docs/routing.md, trap 4: a longer partner pads the probe's prefill; counted, the pads raise its
     capacity, so even per-sequence groups with batch-invariant kernels change the completion."""
     longer = max(range(1, len(pool.texts)), key=lambda r: len(pool.tokens[r]))
     assert len(pool.tokens[longer]) > len(pool.tokens[0])
@@ -224,7 +224,7 @@ def test_e0_batch_invariant_kernels_give_one_class(tiny, pool, tmp_path):
     result = run_e0(settings(tmp_path, "e0", batch_sizes=(1, 2, 3, 17)), models, pool)
     assert result.invariant
     assert all(len(s.classes["batch_invariant"]) == 1 for s in result.shapes)
-    # This CPU's fp32 GEMM gives a row other bits at batch size 1 than at 2 or more (ENVIRONMENT.md).
+    # Native fp32 GEMMs on common CPUs give a row other bits at batch size 1 than at 2 or more.
     assert any(len(s.classes["native"]) > 1 for s in result.shapes)
     with open_trace(tmp_path / "e0.h5") as trace:
         columns, _ = trace.read_table("e0_kernel_classes")

@@ -117,8 +117,8 @@ def test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplain
 
 def test_an_output_near_tie_is_confirmed_numeric(tmp_path):
     # Two output tokens whose embeddings (tied with the head) differ by one part in 1e7 tie to the last
-    # ulp, so the batch-shaped rounding of native kernels (EXPERIMENTS.md: fp32 F.linear differs between
-    # batch sizes 1 and 2+ on this CPU) picks either one. Dropless routing: no capacity at all.
+    # ulp, so the batch-shaped rounding of native kernels (docs/experiments.md, E0: fp32 F.linear may differ
+    # between batch sizes 1 and 2+) picks either one. Dropless routing: no capacity at all.
     model = tiny_model(0)
     dropless = RoutingPolicy.preset("dropless")
     favourite = generate(model, [encode(REQUESTS[0])], NEW_TOKENS, dropless, "native").new_tokens[0]

@@ -1,4 +1,4 @@
-"""Measure 6 over an experiment (E5 attribution): how many divergent runs each cause explains."""
+"""Causes over an experiment (E5 attribution, docs/experiments.md): divergent runs per cause."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class CauseSummary:
 
     @property
     def unexplained_share(self) -> float:
-        """Share of divergent runs nothing explains; EXPERIMENTS.md asks for 0."""
+        """Share of divergent runs nothing explains; it should be 0."""
         return self.shares.get("unexplained", 0.0)
 
     def rows(self) -> list[tuple[str, int, float]]:
