@@ -1,6 +1,6 @@
 """The two kernel modes: `native` (plain torch ops, fast) and `batch_invariant` (fixed-shape tiles).
 
-On this CPU fp32 `F.linear` gives a row bitwise different values at batch size 1 than at 2+, because
+On common CPUs fp32 `F.linear` gives a row bitwise different values at batch size 1 than at 2+, because
 the GEMM picks its reduction order by matrix shape. In `batch_invariant` mode every matrix product a
 row takes part in has one fixed shape: linear layers run over tiles of exactly `tile` rows (padded),
 and attention runs over fixed-size key blocks with an online softmax, one query tile per GEMM. The

@@ -1,4 +1,4 @@
-"""Capacity-limited routing: one vectorized routine for every system of ROUTING.md.
+"""Capacity-limited routing: one vectorized routine for every system of docs/routing.md.
 
 `route(router_logits[B,T,E], valid[B,T], policy)` chooses each token's candidates, orders a group's
 candidates by the policy's priority, gives each its slot in its expert's queue, keeps those with

@@ -1,4 +1,4 @@
-"""The routing knobs of `ROUTING.md` as one validated, JSON-serialisable dataclass, plus presets.
+"""The routing knobs of docs/routing.md as one validated, JSON-serialisable dataclass, plus presets.
 
 A preset is only a set of knob values: `RoutingPolicy.preset("gshard")` returns an ordinary policy
 whose `to_dict()` is what a trace stores (the resolved knobs, never the preset's name).
@@ -39,7 +39,7 @@ def _is_int(x: Any) -> bool:
 
 @dataclass(frozen=True)
 class RoutingPolicy:
-    """Every knob that decides which candidates an expert keeps (see ROUTING.md for each)."""
+    """Every knob that decides which candidates an expert keeps (docs/routing.md describes each)."""
 
     top_k: int = 2                        # candidates per token (expert choice: average experts per token)
     group_by: str = "batch"               # which tokens compete for the same expert buffers

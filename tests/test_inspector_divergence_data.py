@@ -9,7 +9,7 @@ The trace (`write_known_trace`): request 0 (the probe, prompt [1, 2], four new t
 - "flip": router logits at layer 0, position 3 sit at a near-tie (1.0 against 0.9999) that flips
   in this run, the 2nd choice changes from expert 0 to expert 2 and the token at position 4 becomes
   7: cause router_flip, not confirmed by any table.
-Slots follow ROUTING.md's k-major position priority with batch-major arrival, as in the recorder.
+Slots follow the k-major position priority (docs/routing.md) with batch-major arrival, as in the recorder.
 """
 
 from __future__ import annotations

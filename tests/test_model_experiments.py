@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from kernel_probe import skip_unless_native_varies
 
 from inspector.cli import main
-from kernel_probe import skip_unless_native_varies
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.experiments import ExperimentError, cli, options

@@ -6,9 +6,9 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from kernel_probe import skip_unless_native_varies
 
 from inspector.cli import UsageError
-from kernel_probe import skip_unless_native_varies
 from inspector.commands import explain as explain_command
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-
 from kernel_probe import skip_unless_native_varies
+
 from model.config import ModelConfig
 from model.generate import generate
 from model.recorder import Recorder

@@ -1,4 +1,4 @@
-"""Properties of capacity-limited routing (ROUTING.md), each checked against numbers worked on paper."""
+"""Properties of capacity-limited routing (docs/routing.md), each checked against numbers worked on paper."""
 
 from __future__ import annotations
 

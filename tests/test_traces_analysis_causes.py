@@ -1,8 +1,8 @@
-"""Cause of the first divergence on hand-built runs where the cause is known (EXPERIMENTS.md measure 6).
+"""Cause of the first divergence on hand-built runs where the cause is known (docs/experiments.md).
 
 The fixture: request 0 (the probe, prompt [1, 2], one generated token) run alone ("alone") and in a
 batch of three with partners that crowd expert 3 at layer 1 under capacity 2 ("crowded"). Slots
-follow ROUTING.md's k-major position priority with batch-major arrival; the test checks them by
+follow the k-major position priority (docs/routing.md) with batch-major arrival; the test checks them by
 hand before trusting them.
 """
 

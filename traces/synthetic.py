@@ -2,7 +2,7 @@
 
 The arrays are internally consistent the way a recorded run is: experts are the real top-k of the
 router logits with softmax gates, slots and kept follow the k-major position priority per
-(step, group) with a capacity from the group's size (ROUTING.md), load arrays count the same
+(step, group) with a capacity from the group's size (docs/routing.md), load arrays count the same
 candidates, generated tokens are the argmax of the previous position's logits, and steps run 0
 (prefill) then 1..n. Rows of the same request share most of their logits and router logits, so the
 same prompt mostly gives the same completion and routing, and diverges where batches differ.

@@ -16,7 +16,7 @@ from traces.analysis import ExplainRecord, Verdict
 from traces.analysis.displacement import capacity_text
 from traces.analysis.verdict_text import ordinal, token_text
 
-#: What each cause means, in the words of EXPERIMENTS.md (measure 6).
+#: What each cause means, in the words of docs/experiments.md (cause of a divergence).
 CAUSE_MEANINGS: dict[str, str] = {
     "capacity": "a candidate was dropped for lack of expert slots (capacity coupling with the batch)",
     "router_flip": "a numeric near-tie flipped the router's choice of experts",

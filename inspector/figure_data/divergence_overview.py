@@ -1,7 +1,7 @@
 """Data of the N-runs overview of one request: U(N), the prefix tree of completions, runs x
 positions coloured by completion cluster, and the table of causes.
 
-The measures are `traces.analysis.analyse_request`'s (EXPERIMENTS.md measures 1, 2 and 6); this
+The measures are `traces.analysis.analyse_request`'s (U(N), t* and causes: docs/experiments.md); this
 module lays them out for drawing. Where an explanation table confirms a run's cause by
 counterfactual reruns, the confirmed cause replaces the guess and is counted as confirmed.
 """

@@ -1,4 +1,4 @@
-"""Counterfactual reruns that confirm the cause of each divergence of a trace (EXPERIMENTS.md, measure 6).
+"""Counterfactual reruns that confirm the cause of each divergence of a trace (docs/experiments.md).
 
 - `pairs`: which rows are compared (each request's runs under one condition, against the first).
 - `reruns`: a recorded batch rerun as recorded (checked bit for bit), dropless, with batch-invariant

@@ -44,7 +44,7 @@ class RunSettings:
 
     @property
     def coupled(self) -> bool:
-        """Whether rows of this batch compete for expert slots (ROUTING.md: groups spanning rows, or a
+        """Whether rows of this batch compete for expert slots (docs/routing.md: groups spanning rows, or a
         row's capacity growing with the pads its batch adds)."""
         p = self.policy
         if p is None or p.dropless or len(self.prompts) < 2:

@@ -1,4 +1,4 @@
-"""The recorder's experiments (EXPERIMENTS.md): each one runs the model and writes one trace.
+"""The recorder's experiments (docs/experiments.md): each one runs the model and writes one trace.
 
 - `options`: the settings of a recording and the parsing of option values (no torch).
 - `compositions`: seeded batch compositions (partners, batch size, probe row).

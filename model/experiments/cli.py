@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("-e", "--experiment", default="e1", choices=options.EXPERIMENTS,
-                        help="experiment of EXPERIMENTS.md to run: e0 kernel probe, e1 the 30-call table, "
+                        help="experiment (docs/experiments.md): e0 kernel probe, e1 the 30-call table, "
                              "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, example the "
                              "shipped example trace (default e1)")
     parser.add_argument("--checkpoint", metavar="PATH",

@@ -84,7 +84,7 @@ def _mode_slug(kernel_mode: str) -> str:
 
 
 def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool) -> list[Condition]:
-    """EXPERIMENTS.md E1, in table order: dense control, dropless, cf per batch (native, then
+    """E1 of docs/experiments.md, in table order: dense control, dropless, cf per batch (native, then
     batch-invariant kernels), then per-sequence grouping with batch-invariant kernels (with the
     preset's pad counting, then without: the fix that must give U = 1), and dropless with
     batch-invariant kernels (Thinking Machines' setting, also U = 1)."""
@@ -100,7 +100,7 @@ def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool) -> 
         cf = capacity_factors[0]
         for p in presets:
             # Per-sequence groups are batch-invariant only if pads do not count toward S: a longer
-            # partner pads the probe's prefill and, counted, raises its capacity (ROUTING.md trap 4).
+            # partner pads the probe's prefill and, counted, raises its capacity (docs/routing.md, trap 4).
             if RoutingPolicy.preset(p).pads_count_toward_capacity:
                 out.append(capacity(p, cf, "batch_invariant", group_by="sequence", pads_counted=True))
             out.append(capacity(p, cf, "batch_invariant", group_by="sequence", pads_counted=False))

@@ -1,8 +1,8 @@
 """The measures the recorder prints, computed with `traces.analysis` so they match the inspector.
 
-U(N) (measure 1) counts distinct completions of the probe by exact token match over the first n new
+U(N) (docs/experiments.md) counts distinct completions of the probe by exact token match over the first n new
 tokens. A completion that ended (EOS) before n tokens is compared as it is, padded with MISSING,
-so it counts as distinct from any longer one. Drops (measure 5) are counted separately for the
+so it counts as distinct from any longer one. Drops are counted separately for the
 prefill step (step 0) and the decode steps, where groups are one token per running row.
 """
 

@@ -1,6 +1,6 @@
 """The settings of one recording, and the parsing of option values into them (no torch here).
 
-Each experiment has its own defaults (EXPERIMENTS.md); an option left out takes the experiment's
+Each experiment has its own defaults (docs/experiments.md); an option left out takes the experiment's
 default, and an option that means nothing to the chosen experiment is an error, not silently
 ignored. Every error is an `ExperimentError` whose message starts with the option's name.
 """

@@ -3,9 +3,9 @@
 - `rows`: `RunArrays` (a run in memory), `RowTrace` (one row of a run), `LayerRouting` (one layer of
   a run), and the adapters `row_trace(run, b)`, `layer_routing(run, l)` for reader `Run`s.
 - `alignment`: which rows of which runs hold a request.
-- `divergence`: U(N), mode share, first divergence t*, prefix tree of completions (measures 1-2).
-- `curves`: KL, logit and router margins, routing differences, drops per position (measures 3-5).
-- `causes`: the cause of a divergence between two runs (measure 6), `Verdict.describe()`.
+- `divergence`: U(N), mode share, first divergence t*, prefix tree of completions.
+- `curves`: KL, logit and router margins, routing differences, drops per position.
+- `causes`: the cause of a divergence between two runs (docs/experiments.md), `Verdict.describe()`.
 - `displacement`: who took the slots ahead of a dropped candidate.
 - `request`: all of the above for the runs of one request.
 - `summary`, `explain_table`: causes over an experiment, and their storable table.

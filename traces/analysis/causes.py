@@ -1,4 +1,4 @@
-"""Measure 6 of EXPERIMENTS.md: the cause of the first divergence between two runs of one request.
+"""The cause of the first divergence between two runs of one request (docs/experiments.md).
 
 Why the walk order finds a root cause. In a causal decoder the state of token p at layer l depends
 only on states (p' <= p, l' < l) of the same sequence, plus, through capacity, on the other

@@ -1,4 +1,4 @@
-"""Measures 3 to 5 of EXPERIMENTS.md, per position (and layer) over the shared prefix of two runs.
+"""Divergence curves (docs/experiments.md) per position (and layer) over the shared prefix of two runs.
 
 Definitions, once for the whole project (the UI labels use the same words):
 
@@ -87,7 +87,7 @@ def logit_margin(logits: np.ndarray) -> np.ndarray:
 
 
 def router_margin(router_logits: np.ndarray, k: int) -> np.ndarray:
-    """[..]: z_(k) - z_(k+1) of the router logits `[..., E]` (measure 4)."""
+    """[..]: z_(k) - z_(k+1) of the router logits `[..., E]` (the router margin)."""
     return top_margin(router_logits, k)
 
 
@@ -174,7 +174,7 @@ class PairCurves:
 
 def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
                 differences: RoutingDifferences | None = None) -> PairCurves:
-    """Measures 3-5 for two rows of one request over their shared prefix.
+    """KL, logit difference, margins and drops for two rows of one request over their shared prefix.
 
     `length` defaults to the shared prefix: positions before the first differing token (beyond it
     the inputs differ, so nothing is comparable), or the shorter row when the tokens never differ.

@@ -1,10 +1,10 @@
 """Who displaced me: the candidates that took an expert's slots ahead of a dropped candidate.
 
 A candidate's slot is the number of higher-priority candidates of the same (step, group, expert)
-(ROUTING.md), counted whether they were kept or not. So the candidates ahead of slot s are exactly
+(docs/routing.md), counted whether they were kept or not. So the candidates ahead of slot s are exactly
 the candidates of that run with the same step, group and expert and a smaller slot; a candidate is
 dropped when `slot >= C`. Nothing beyond `step`, `group`, `expert` and `slot` is needed, which is
-why the trace stores nothing more (TRACE_FORMAT.md).
+why the trace stores nothing more (docs/trace-format.md).
 """
 
 from __future__ import annotations

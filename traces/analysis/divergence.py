@@ -1,4 +1,4 @@
-"""Measures 1 and 2 of EXPERIMENTS.md: distinct completions U(N), first divergence t*, and the split.
+"""Distinct completions U(N), first divergence t*, and the split (docs/experiments.md).
 
 All runs here are runs of one request, aligned by position. A *completion* is the run's new tokens
 (the tokens after the prompt), compared by exact token match over a stated number of new tokens

@@ -1,7 +1,7 @@
 """Explanation tables: verdicts as equal-length columns for `TraceWriter.write_table`, and back.
 
 One record per (run, row) compared against a reference row of the same request. The counterfactual
-reruns (EXPERIMENTS.md measure 6: the same batch dropless, with batch-invariant kernels, and run B
+reruns (docs/experiments.md: the same batch dropless, with batch-invariant kernels, and run B
 forced to replay run A's routing) are filled in later by the explain command; until then their
 columns hold -1. Table names are `explain_<label>`.
 """

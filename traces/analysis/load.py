@@ -122,7 +122,7 @@ def run_expert_load(run: Any, step: int, layer: int) -> ExpertLoad:
 
 
 def drop_rate(expert: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """[L] share of chosen candidates that were dropped, per layer, from `[L, ...]` arrays (measure 5)."""
+    """[L] share of chosen candidates that were dropped, per layer, from `[L, ...]` arrays (drops)."""
     chosen = np.asarray(expert) >= 0
     dropped = chosen & ~np.asarray(kept, bool)
     axes = tuple(range(1, chosen.ndim))

@@ -70,7 +70,7 @@ def mode_reference(rows: Sequence[RowTrace], n_new: int | None = None) -> int:
 
 def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
                     n_new: int | None = None) -> RequestAnalysis:
-    """Measures 1, 2 and 6 for the runs `rows` of one request.
+    """U(N), first divergences and causes (docs/experiments.md) for the runs `rows` of one request.
 
     `n_new` is the number of new tokens compared for U(N) and t* (default: the shortest completion);
     the causes compare each pair over its whole shared prefix.
