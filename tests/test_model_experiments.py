@@ -118,7 +118,7 @@ def test_small_e1_diverges_under_batch_grouping_and_not_under_the_fixes(shipped,
 
 
 def test_per_sequence_groups_depend_on_the_batch_when_pads_count(shipped, pool):
-    """ROUTING.md trap 4: a longer partner pads the probe's prefill; counted, the pads raise its
+    """docs/routing.md, trap 4: a longer partner pads the probe's prefill; counted, the pads raise its
     capacity, so even per-sequence groups with batch-invariant kernels change the completion."""
     longer = max(range(1, len(pool.texts)), key=lambda r: len(pool.tokens[r]))
     assert len(pool.tokens[longer]) > len(pool.tokens[0])

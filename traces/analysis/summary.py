@@ -1,4 +1,4 @@
-"""Measure 6 over an experiment (E5 attribution): how many divergent runs each cause explains."""
+"""Causes over an experiment (E5 attribution, docs/experiments.md): divergent runs per cause."""
 
 from __future__ import annotations
 
