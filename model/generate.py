@@ -58,13 +58,15 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) 
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kernel_mode: str = "native",
              recorder=None, replay: dict[int, ReplayRouting] | None = None,
-             stop_at_eos: bool = True) -> GenerationResult:
+             stop_at_eos: bool = True, intervention=None) -> GenerationResult:
     """Greedy completions of a batch of prompts of different lengths (right padding).
 
     `recorder.record_step(step, positions, valid, routing, logits)` receives every forward step.
     `replay` maps a row to the routing it must use (see `model.replay`): the router still routes that
     row, so its candidates keep their places in the queues the other rows see, but the row's own
     experts, kept flags and gates are replaced by the recorded ones wherever a position was recorded.
+    `intervention` (`model.counterfactual.intervention.Intervention`) changes one routing event of
+    one step and layer, nothing else.
     """
     check_mode(kernel_mode)
     cfg = model.config
@@ -95,8 +97,9 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
 
     def step(s: int, tok: torch.Tensor, pos: torch.Tensor, ok: torch.Tensor, pad: torch.Tensor | None):
         forced = forced_for_step(replay, pos, ok, L, K) if replay else None
+        edit = intervention.for_step(s, pos, ok) if intervention is not None else None
         out = model(tok, policy, valid=ok, positions=pos, pad=pad, kernel_mode=kernel_mode, cache=cache,
-                    forced=forced, step=s)
+                    forced=forced, step=s, edit=edit)
         if recorder is not None:
             recorder.record_step(s, pos, ok, out.routing, out.logits)
         return out.logits

@@ -65,13 +65,21 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
                 tile: int = 4, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
-                seed_offset: int = 0) -> tuple[torch.Tensor, LayerRouting]:
-        """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route."""
+                seed_offset: int = 0, edit=None) -> tuple[torch.Tensor, LayerRouting]:
+        """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route.
+
+        `edit` (a `model.counterfactual.intervention.LayerEdit`) changes one event of this step: its
+        `before_route` may replace router logits, its `after_route` the decision.
+        """
         B, T, C = x.shape
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
+        if edit is not None:
+            router_logits = edit.before_route(router_logits)
         decision = route(router_logits, valid, policy, pad=pad, seed_offset=seed_offset)
         if forced is not None:
             decision = apply_forced(decision, forced)
+        if edit is not None:
+            decision = edit.after_route(decision, policy.norm)
         y = self.combine(x, decision.expert, decision.kept, decision.gate, mode, tile)
         return y, LayerRouting(router_logits, decision, None if forced is None else forced.mask)
 

@@ -82,14 +82,16 @@ class MoETransformer(nn.Module):
     def forward(self, tokens: torch.Tensor, policy=None, *, valid: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None, pad: torch.Tensor | None = None,
                 kernel_mode: str = "native", cache: KVCache | None = None,
-                forced: list[ForcedRouting | None] | None = None, step: int = 0) -> ForwardOutput:
+                forced: list[ForcedRouting | None] | None = None, step: int = 0,
+                edit=None) -> ForwardOutput:
         """Logits and routing for tokens[B,T].
 
         valid[B,T]: tokens to route (default: tokens != PAD); positions[B,T]: each token's position in
         its own sequence (default 0..T-1); pad[B,T]: pad positions the policy may count toward
         capacity; cache: KV cache to read and extend (None = full recomputation of causal attention);
         forced: per MoE layer, routing to impose (replay); step: forward step index, mixed into the
-        seed of random routing priorities.
+        seed of random routing priorities; edit: a single-event intervention resolved to this step
+        (`model.counterfactual.intervention.LayerEdit`), applied in its MoE layer only.
         """
         B, T = tokens.shape
         c = self.config
@@ -111,7 +113,8 @@ class MoETransformer(nn.Module):
             if block.is_moe:
                 li = len(routing)
                 y, r = block.ffn(h, valid, policy, mode=kernel_mode, tile=tile, pad=pad,
-                                 forced=None if forced is None else forced[li], seed_offset=step * 4096 + li)
+                                 forced=None if forced is None else forced[li], seed_offset=step * 4096 + li,
+                                 edit=edit if edit is not None and edit.layer == li else None)
                 routing.append(r)
             else:
                 y = block.ffn(h, kernel_mode, tile)

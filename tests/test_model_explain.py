@@ -13,6 +13,7 @@ from inspector.commands import explain as explain_command
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
+from model.counterfactual.decide import ONE_EVENT_SCOPES
 from model.counterfactual.reruns import Reruns
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
@@ -101,6 +102,7 @@ def test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplain
     for r in capacity:
         assert (r.dropless_same, r.replay_same, r.confirmed_cause) == (True, True, "capacity"), r.sentence
         assert "Confirmed: capacity" in r.sentence and "reproduced bitwise" in r.sentence
+        assert_single_event_proof(r)
     invariant_batch = [r for r in records if conditions[r.run] == CONDITIONS[0][0] and r.diverged]
     assert invariant_batch and all(r.confirmed_cause == "capacity" for r in invariant_batch)
     assert all(r.invariant_same is False for r in invariant_batch)  # invariant kernels keep the coupling
@@ -114,6 +116,18 @@ def test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplain
     assert summary.n_divergent == result.divergent > 0 and summary.unexplained_share == 0.0
     assert summary.counts["unexplained"] == 0 and "not_reproduced" not in summary.counts
     assert not [p for p in validate(path) if p.severity == "error"]
+
+
+def assert_single_event_proof(r):
+    """A capacity verdict names the one intervention that removed the split, at one step and layer."""
+    assert r.scope in ONE_EVENT_SCOPES and r.sufficient, r.sentence
+    assert r.proof_step >= 0 and r.proof_layer >= 0, r
+    assert (r.proof_position >= 0) == (r.scope != "step_layer"), r  # a step-layer replay spans its tokens
+    assert r.sufficient[1:] in r.sentence
+    if r.scope == "candidate":
+        # a candidate-level change: at the named event, or at the event the search found
+        assert r.sufficient.startswith(("keeping expert", "giving the group capacity", "withdrawing row")), r
+        assert r.keep_same or r.withdraw_same or (r.proof_step, r.proof_position) != (-1, -1), r
 
 
 def test_an_output_near_tie_is_confirmed_numeric(tmp_path):
@@ -298,14 +312,31 @@ def test_command_line_exits_2_with_the_message(trace_copy, capsys):
      "not_reproduced"),
 ])
 def test_decision_table(evidence, cause):
-    e = Evidence(**{**dict(reproduced=True, coupled=True, native=True), **evidence})
+    e = Evidence(**{**dict(reproduced=True, coupled=True, native=True, scope="candidate"), **evidence})
     assert decide(e).cause == cause
 
 
-def test_the_shipped_example_leaves_nothing_unexplained(tmp_path):
-    """Counterfactual reruns with the shipped checkpoint confirm the example's probe divergences on this
+@pytest.mark.parametrize("scope, cause", [("candidate", "capacity"), ("token", "capacity"),
+                                          ("step_layer", "capacity"), ("step", "unconfirmed"),
+                                          ("", "unconfirmed")])
+def test_capacity_needs_a_sufficient_intervention_at_one_event(scope, cause):
+    for evidence in (dict(guess="capacity", dropless_same=True, invariant_same=False, replay_same=True),
+                     dict(guess="router_flip", native=False, dropless_same=True, invariant_same=False,
+                          replay_same=True)):
+        decision = decide(Evidence(**{**dict(reproduced=True, coupled=True, native=True, scope=scope),
+                                      **evidence}))
+        assert decision.cause == cause
+        assert ("no single routing event" in decision.reason) == (cause == "unconfirmed")
+    numeric = Evidence(reproduced=True, coupled=True, native=True, scope=scope, guess="output_numeric",
+                       dropless_same=False, invariant_same=True, replay_same=False)
+    assert decide(numeric).cause == "output_numeric"  # the proof rule concerns capacity only
+
+
+def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_path):
+    """Counterfactual reruns with the shipped checkpoint judge the example's probe divergences on this
     machine, whatever machine recorded it: the reruns must take every recorded decision again (the
-    decisions level); their floats may drift.
+    decisions level; their floats may drift), and every `capacity` verdict names its proof at one
+    event. Pairs whose split no single event carries are `unconfirmed`, never `capacity`.
 
     A subset keeps the suite fast: 9 divergent probe runs, taken in turns across its conditions.
     """
@@ -333,11 +364,16 @@ def test_the_shipped_example_leaves_nothing_unexplained(tmp_path):
         assert r.confirmed_cause not in ("", "unexplained", "not_reproduced"), r.sentence
         assert r.reproduction in ("bitwise", "decisions"), r.sentence
         assert (r.drift == "") == (r.reproduction == "bitwise"), r.sentence
+        if r.confirmed_cause == "capacity":
+            assert_single_event_proof(r)
+    assert any(r.confirmed_cause == "capacity" for r in divergent)
     assert attrs["rerun_machine"]["threads"] == torch.get_num_threads()
     if recorded_machine and recorded_machine != attrs["rerun_machine"]:
         assert all("Recorded on" in r.sentence for r in divergent)
     summary = result.summary()
-    assert summary.counts["unexplained"] == 0 and summary.unexplained_share == 0.0
+    assert summary.counts["unexplained"] == 0 and not summary.counts.get("not_reproduced")
+    unconfirmed = sum(r.confirmed_cause == "unconfirmed" for r in divergent)
+    assert summary.unexplained_share == pytest.approx(unconfirmed / len(divergent))
 
 
 def test_a_rerun_with_another_thread_count_confirms_at_the_decisions_level(tmp_path):

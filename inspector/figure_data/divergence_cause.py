@@ -14,6 +14,7 @@ import numpy as np
 
 from traces.analysis import ExplainRecord, Verdict
 from traces.analysis.displacement import capacity_text
+from traces.analysis.explain_table import NOT_CONFIRMED
 from traces.analysis.verdict_text import ordinal, token_text
 
 #: What each cause means, in the words of docs/experiments.md (cause of a divergence).
@@ -25,6 +26,8 @@ CAUSE_MEANINGS: dict[str, str] = {
     "upstream_numeric": "a numeric difference upstream of the router (no routing decision differs)",
     "output_numeric": "routing is identical; a numeric difference in the expert or attention reductions",
     "unexplained": "the tokens differ but no routing or logit difference precedes them",
+    "unconfirmed": "the reruns point at capacity, but no single routing event is shown to carry the split",
+    "not_reproduced": "the reruns took another decision than the recording, so they confirm nothing",
     "identical": "the two runs agree on tokens, routing and logits",
 }
 
@@ -72,7 +75,7 @@ def _num(x: float) -> str:
 def headline(cause: str, guessed: str, record: ExplainRecord | None,
              diverged: bool = True) -> tuple[str, bool]:
     """The panel's first line, and whether the cause is confirmed by counterfactual."""
-    confirmed = record is not None and bool(record.confirmed_cause)
+    confirmed = record is not None and record.confirmed_cause not in NOT_CONFIRMED
     if not diverged:
         if cause == "identical":
             return "No divergence: runs A and B agree bitwise on tokens, routing and logits.", confirmed
@@ -83,6 +86,10 @@ def headline(cause: str, guessed: str, record: ExplainRecord | None,
         text = f"Cause: {cause} — confirmed by counterfactual"
         if guessed != cause:
             text += f" (the recorded routing alone suggested {guessed})"
+    elif record is not None and record.confirmed_cause:
+        text = (f"Cause (from the recorded routing, not confirmed by counterfactual): {guessed} — "
+                f"{record.confirmed_cause}")
+        meaning = CAUSE_MEANINGS.get(record.confirmed_cause, "")
     elif record is not None:
         text = f"Cause (from the recorded routing; the counterfactual reruns did not settle it): {cause}"
     else:
@@ -104,6 +111,17 @@ def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
             outcome = (f"gives run {record.ref_run}'s completion" if same
                        else f"still differs from run {record.ref_run}")
             lines.append(f"{what} {outcome}")
+    single = (("keep_same", "keeping the dropped candidate alone"),
+              ("withdraw_same", "withdrawing the displacing rows from that expert's queue alone"),
+              ("logits_same", f"giving the row run {record.ref_run}'s router logits at that event alone"))
+    for field, what in single:
+        same = getattr(record, field)
+        if same is not None:
+            lines.append(f"{what} {'removes' if same else 'does not remove'} the split")
+    if record.sufficient:
+        lines.append(f"proof at one event ({record.scope}): {record.sufficient}")
+    elif record.replay_same:
+        lines.append("no intervention within one forward step restores the reference's tokens")
     return tuple(lines)
 
 
@@ -164,7 +182,7 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
     the guess. `request_ids` [B] of the run whose queue dropped the candidate names each displacing
     row's request.
     """
-    shown = record.confirmed_cause if record is not None and record.confirmed_cause else v.cause
+    shown = v.cause if record is None or record.confirmed_cause in NOT_CONFIRMED else record.confirmed_cause
     head, confirmed = headline(shown, v.cause, record, v.diverged)
     d = v.displacement
     displacing: tuple[DisplacingCandidate, ...] = ()

@@ -17,7 +17,7 @@ from inspector.figure_data.divergence_source import RunChoice, find_record
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import BranchNode, ExplainRecord, RequestAnalysis, analyse_request
 from traces.analysis.divergence import leaves
-from traces.analysis.explain_table import summarize_causes
+from traces.analysis.explain_table import NOT_CONFIRMED, summarize_causes
 from traces.schema import MISSING
 
 
@@ -192,7 +192,7 @@ def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], cho
         record = find_record(records, c.run, c.row, ref.run, ref.row) if c.key != ref.key else None
         settled = record is not None and bool(record.confirmed_cause)
         causes.append(record.confirmed_cause if settled else v.cause)
-        confirmed.append(settled and v.diverged)
+        confirmed.append(settled and v.diverged and record.confirmed_cause not in NOT_CONFIRMED)
     diverged = [v.diverged for v in analysis.verdicts]
     summary = summarize_causes(causes, diverged)
     rows = tuple(

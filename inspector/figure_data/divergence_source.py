@@ -19,7 +19,7 @@ from inspector.figure_data.runs import RunInfo, run_info
 from traces import TraceError
 from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
 from traces.analysis.alignment import probe_request, requests_with_several_runs, runs_of_request
-from traces.analysis.explain_table import TABLE_KIND, TABLE_PREFIX
+from traces.analysis.explain_table import TABLE_KIND, TABLE_PREFIX, evidence_rank
 
 log = logging.getLogger(__name__)
 
@@ -160,13 +160,13 @@ class DivergenceSource:
 
 def find_record(records: Sequence[ExplainRecord], run: str, row: int, ref_run: str,
                 ref_row: int) -> ExplainRecord | None:
-    """The record of (run, row) against (ref_run, ref_row) in either direction; a record with a
-    confirmed cause wins over one without."""
+    """The record of (run, row) against (ref_run, ref_row) in either direction; the one with the
+    strongest confirmation wins (`evidence_rank`), the first of equals."""
     found = [r for r in records
              if ((r.run, r.row, r.ref_run, r.ref_row) == (run, row, ref_run, ref_row)
                  or (r.run, r.row, r.ref_run, r.ref_row) == (ref_run, ref_row, run, row))]
-    confirmed = [r for r in found if r.confirmed_cause]
-    return (confirmed or found or [None])[0]
+    ranked = sorted(found, key=evidence_rank, reverse=True)
+    return ranked[0] if ranked else None
 
 
 def table_reference(records: Sequence[ExplainRecord], choices: Sequence[RunChoice]) -> str | None:

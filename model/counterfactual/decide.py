@@ -49,6 +49,13 @@ guess, overrule it. The rules, first match wins:
    f. any other guess, batch-invariant kernels, coupled: `capacity`, the only way rows interact.
    g. otherwise: `unexplained` (the reruns contradict the recorded event).
 
+4. A `capacity` verdict from 3a, 3f or the fallback below stands only with proof at one event: a
+   single intervention within one forward step and one layer (keeping the dropped candidate,
+   withdrawing the displacing rows from that expert's queue, giving the group the other run's
+   capacity, or the reference's routing of that token or of that step and layer; see
+   `model.counterfactual.targeted`) must restore the reference's tokens. Without it the verdict is
+   `unconfirmed`: the reruns point at capacity, but no event is shown to carry the split.
+
 Without replay (a dense model, or a reference whose routing cannot be forced on the row) the table
 falls back on D and I alone: `capacity` when coupled and D; a numeric guess (or `output_numeric`)
 when native and I; else `unexplained`.
@@ -59,6 +66,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traces.analysis.reproduction import BITWISE, DECISIONS, NOT_REPRODUCED
+
+#: Confirmed cause of a pair whose reruns point at capacity, but no single intervention at its cause
+#: event removes the split (several events, or the group's capacity all along, decide it together).
+UNCONFIRMED = "unconfirmed"
+
+#: Scopes of an intervention that changes one routing event (one forward step, one layer).
+ONE_EVENT_SCOPES = ("candidate", "token", "step_layer")
 
 #: Guesses that name a numeric difference acting through the router.
 _ROUTER_NUMERIC = ("router_flip", "upstream_numeric", "renormalization")
@@ -79,6 +93,12 @@ class Evidence:
     invariant_recorded: bool = False  # the batch-invariant rerun is the recorded setting
     level: str = BITWISE              # reproduction level of the weaker of the two runs
     drift: str = ""                   # float drift of the reruns ('' when bitwise)
+    keep_same: bool | None = None     # single event: keeping the dropped candidate removes the split
+    withdraw_same: bool | None = None  # single event: withdrawing the displacing rows removes it
+    logits_same: bool | None = None   # single event: the reference's router logits remove it
+    scope: str = ""                   # smallest sufficient intervention's scope (candidate, token,
+                                      # step_layer, step; '' none found)
+    sufficient: str = ""              # that intervention, in words
 
 
 @dataclass(frozen=True)
@@ -90,7 +110,20 @@ class Decision:
 
 
 def decide(e: Evidence) -> Decision:
-    """The confirmed cause of a divergent pair (the table of the module docstring)."""
+    """The confirmed cause of a divergent pair (the table of the module docstring), where `capacity`
+    also needs a single capacity intervention at the cause event that removes the split."""
+    decision = _decide(e)
+    if decision.cause != "capacity" or e.scope in ONE_EVENT_SCOPES:
+        return decision
+    if e.scope == "step":
+        why = "only the reference's routing at every layer of one step removes it"
+    else:
+        why = "no intervention within one forward step removes it"
+    return Decision(UNCONFIRMED, f"{decision.reason}, but no single routing event is shown to carry the "
+                                 f"split ({why})")
+
+
+def _decide(e: Evidence) -> Decision:
     if not e.reproduced:
         return Decision(NOT_REPRODUCED, "the reruns took another decision than the recording, so no "
                                         "counterfactual can be trusted")
@@ -171,3 +204,18 @@ def rerun_text(e: Evidence, t_star: int) -> str:
     else:
         level = "recorded runs reproduced bitwise"
     return f"Reruns ({level}): " + "; ".join(parts) + "."
+
+
+def targeted_text(e: Evidence) -> str:
+    """' Single-event interventions: keeping ... removes the split; ... Giving ... alone restores ...'."""
+    parts = [f"{name} {'removes' if outcome else 'does not remove'} the split"
+             for name, outcome in (("keeping the dropped candidate", e.keep_same),
+                                   ("withdrawing the displacing rows", e.withdraw_same),
+                                   ("giving the row the reference's router logits", e.logits_same))
+             if outcome is not None]
+    text = f" At the named event: {'; '.join(parts)}." if parts else ""
+    if e.sufficient:
+        text += f" {e.sufficient[0].upper()}{e.sufficient[1:]}."
+    elif e.replay_same:
+        text += " No intervention within one forward step restores the reference's tokens."
+    return text

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from model.counterfactual.decide import Evidence, decide, rerun_text
+from model.counterfactual.decide import Evidence, decide, rerun_text, targeted_text
 from model.counterfactual.pairs import Group, condition_of, plan_groups
 from model.counterfactual.reruns import RerunError, Reruns
 from model.counterfactual.source import ExplainError, load_model, resolve_checkpoint, resolve_device
 from model.counterfactual.store import TABLE, earlier_records, record_key, store
+from model.counterfactual.targeted import Targeted, targeted
 from model.fingerprint import machine_fingerprint
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
@@ -213,20 +214,25 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -
     """Rerun one divergent pair and fill in its counterfactual columns, reproduction level and
     confirmed cause."""
     try:
-        evidence = _evidence(v, reruns)
+        evidence, proof = _evidence(v, reruns)
     except RerunError as exc:
         sentence = f"{record.sentence} Reruns impossible: {exc}. Confirmed: {NOT_REPRODUCED}."
         return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, reproduction="", sentence=sentence)
     decision = decide(evidence)
+    single = targeted_text(evidence)
     reproductions = (reruns.reproduction(v.ref_run), reruns.reproduction(v.run))
     extra = "".join(f" Run {r.run} rerun took another decision: {r.difference}." for r in reproductions
                     if not r.reproduced)
-    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{extra}{machines} Confirmed: "
+    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{single}{extra}{machines} Confirmed: "
                 f"{decision.cause} ({decision.reason}).")
     updated = with_counterfactuals(record, dropless_same=evidence.dropless_same,
                                    invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
                                    confirmed_cause=decision.cause)
-    return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift)
+    return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift,
+                               keep_same=evidence.keep_same, withdraw_same=evidence.withdraw_same,
+                               logits_same=evidence.logits_same, sufficient=evidence.sufficient,
+                               scope=evidence.scope, proof_step=proof.step, proof_layer=proof.layer,
+                               proof_position=proof.position)
 
 
 def _machines_text(recorded: dict, rerun: dict) -> str:
@@ -240,7 +246,7 @@ def _machines_text(recorded: dict, rerun: dict) -> str:
             f"({'; '.join(changed)}).")
 
 
-def _evidence(v: Verdict, reruns: Reruns) -> Evidence:
+def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Targeted]:
     ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
     ref_s, s = reruns.settings(ref_run), reruns.settings(run)
     coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
@@ -248,7 +254,7 @@ def _evidence(v: Verdict, reruns: Reruns) -> Evidence:
     level = weakest(r.level for r in reproductions)
     drift = _drift_text(reproductions)
     if level == NOT_REPRODUCED:
-        return Evidence(v.cause, False, None, None, None, coupled, native, level=level)
+        return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Targeted()
     n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
 
     def agree(variant: str) -> bool | None:
@@ -265,8 +271,11 @@ def _evidence(v: Verdict, reruns: Reruns) -> Evidence:
         replay_same = list(replayed[: v.t_star + 1]) == reference
     as_recorded = [reruns.as_recorded(ref_run, variant) and reruns.as_recorded(run, variant)
                    for variant in ("dropless", "batch_invariant")]
-    return Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded,
-                    level=level, drift=drift)
+    single = targeted(v, reruns, search=bool(replay_same))
+    evidence = Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded,
+                        level=level, drift=drift, keep_same=single.keep, withdraw_same=single.withdraw,
+                        logits_same=single.logits, scope=single.scope, sufficient=single.sufficient)
+    return evidence, single
 
 
 def _largest_drift(reproductions) -> dict[str, float]:

@@ -52,6 +52,35 @@ class RunSettings:
         return p.group_by != "sequence" or p.pads_count_toward_capacity
 
 
+@dataclass(frozen=True)
+class ReplayScope:
+    """Where a replay applies: the tokens a row routed in forward step `step`, at MoE layer `layer`
+    (None: every layer), at position `position` (None: every position of that step)."""
+
+    step: int
+    layer: int | None = None
+    position: int | None = None
+
+    def restrict(self, rec: ReplayRouting, step_of_position: np.ndarray) -> ReplayRouting:
+        """`rec` with every (layer, position) outside the scope left to the router (expert -1)."""
+        L, T, _ = rec.expert.shape
+        inside = np.zeros((L, T), dtype=bool)
+        n = min(T, len(step_of_position))
+        positions = np.asarray(step_of_position[:n]) == self.step
+        if self.position is not None:
+            positions &= np.arange(n) == self.position
+        layers = slice(None) if self.layer is None else slice(self.layer, self.layer + 1)
+        inside[layers, :n] = positions[None, :]
+        expert = np.where(inside[..., None], np.asarray(rec.expert), -1)
+        return ReplayRouting(expert, np.asarray(rec.kept), np.asarray(rec.gate))
+
+    def describe(self) -> str:
+        step = "prefill (step 0)" if self.step == 0 else f"step {self.step}"
+        where = f"position {self.position}, " if self.position is not None else ""
+        layer = f"layer {self.layer}" if self.layer is not None else "every layer"
+        return f"{where}{layer} of {step}"
+
+
 class Reruns:
     """Reruns of the runs of one open trace with one model; each (run, variant) is generated once."""
 
@@ -61,6 +90,7 @@ class Reruns:
         self._settings: dict[str, RunSettings] = {}
         self._tokens: dict[tuple[str, str], list[list[int]]] = {}
         self._reproduction: dict[str, Reproduction] = {}
+        self._intervened: dict[tuple, list[list[int]]] = {}
         self.generations = 0
 
     # -- settings -------------------------------------------------------------------------------
@@ -158,20 +188,35 @@ class Reruns:
         self._tokens[key] = tokens
         return tokens
 
-    def replayed_tokens(self, name: str, row: int, ref_name: str, ref_row: int) -> list[int] | None:
+    def replayed_tokens(self, name: str, row: int, ref_name: str, ref_row: int,
+                        scope: ReplayScope | None = None) -> list[int] | None:
         """Row `row`'s tokens when run `name` is rerun as recorded with that row forced to replay the
-        recorded routing of row `ref_row` of run `ref_name`; None for a dense model."""
+        recorded routing of row `ref_row` of run `ref_name` (only within `scope` when given: one
+        forward step, optionally one layer and one position); None for a dense model."""
         if not self.model.config.is_moe:
             return None
         s = self.settings(name)
-        replay = {row: ReplayRouting.from_run_arrays(self.trace.run(ref_name), ref_row)}
-        return self._generate(s, s.policy, s.kernel_mode, replay=replay).tokens[row]
+        rec = ReplayRouting.from_run_arrays(self.trace.run(ref_name), ref_row)
+        if scope is not None:
+            rec = scope.restrict(rec, np.asarray(self.trace.run(name).step[row]))
+        return self._generate(s, s.policy, s.kernel_mode, replay={row: rec}).tokens[row]
 
-    def _generate(self, s: RunSettings, policy, kernel_mode: str, recorder=None, replay=None):
+    def intervened_tokens(self, name: str, intervention) -> list[list[int]]:
+        """Every row's tokens when run `name` is rerun as recorded with one event changed
+        (`model.counterfactual.intervention.Intervention`)."""
+        key = (name, intervention)
+        if key not in self._intervened:
+            s = self.settings(name)
+            result = self._generate(s, s.policy, s.kernel_mode, intervention=intervention)
+            self._intervened[key] = result.tokens
+        return self._intervened[key]
+
+    def _generate(self, s: RunSettings, policy, kernel_mode: str, recorder=None, replay=None,
+                  intervention=None):
         self.generations += 1
         log.debug("rerun %s (%s, %s)", s.name, kernel_mode, "replay" if replay else "no replay")
         try:
             return generate(self.model, s.prompts, s.max_new_tokens, policy, kernel_mode, recorder=recorder,
-                            replay=replay)
+                            replay=replay, intervention=intervention)
         except ValueError as exc:
             raise RerunError(f"run {s.name}: cannot be rerun with this model ({exc})") from None

@@ -22,7 +22,11 @@ TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
 TABLE_VERSION = 2
 #: Columns a version-1 table lacks; `from_columns` fills them in (`_version1_defaults`).
-_ADDED_IN_2 = ("reproduction", "drift")
+_ADDED_IN_2 = ("reproduction", "drift", "keep_same", "withdraw_same", "logits_same", "sufficient", "scope",
+               "proof_step", "proof_layer", "proof_position")
+
+#: Confirmed causes that confirm no cause: not rerun, no single-event proof, reruns not reproduced.
+NOT_CONFIRMED = ("", "unconfirmed", "not_reproduced")
 
 #: Encoding of the counterfactual columns (int8): the rerun's completion equals the reference's.
 COUNTERFACTUAL_CODES = {None: -1, False: 0, True: 1}
@@ -67,6 +71,14 @@ class ExplainRecord:
     reproduction: str = ""               # level the reruns reproduced the runs at: bitwise, decisions,
                                          # not_reproduced ('' not rerun); see traces.analysis.reproduction
     drift: str = ""                      # float drift of those reruns ('' none or not rerun)
+    keep_same: bool | None = None        # single event: keeping the dropped candidate removes the split
+    withdraw_same: bool | None = None    # single event: withdrawing the displacing rows removes it
+    logits_same: bool | None = None      # single event: the reference's router logits remove it
+    sufficient: str = ""                 # the smallest single intervention that removes the split, in words
+    scope: str = ""                      # its scope: candidate, token, step_layer, step ('' none found)
+    proof_step: int = -1                 # its event: forward step, MoE layer, position (-1 n/a)
+    proof_layer: int = -1
+    proof_position: int = -1
 
     @classmethod
     def from_verdict(cls, v: Verdict, vocab: list[str] | None = None) -> ExplainRecord:
@@ -90,7 +102,8 @@ class ExplainRecord:
 
 
 _FIELDS = dataclasses.fields(ExplainRecord)
-_COUNTERFACTUALS = ("dropless_same", "invariant_same", "replay_same")
+_COUNTERFACTUALS = ("dropless_same", "invariant_same", "replay_same", "keep_same", "withdraw_same",
+                    "logits_same")
 #: Column order of the table.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in _FIELDS)
 _KINDS = {"str": "str", "int": "int", "bool": "bool", "float": "float", "bool | None": "counterfactual"}
@@ -175,7 +188,12 @@ def _version1_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
                  for c in np.asarray(columns["confirmed_cause"]).tolist()]
     level = ["" if c == "" else "not_reproduced" if c == "not_reproduced" else "bitwise" for c in confirmed]
     empty = np.array([""] * len(level), dtype=np.str_)
-    return {"reproduction": np.array(level, dtype=np.str_), "drift": empty}
+    not_run = np.full(len(level), -1, dtype=np.int8)
+    none = np.full(len(level), -1, dtype=np.int32)
+    return {"reproduction": np.array(level, dtype=np.str_), "drift": empty, "sufficient": empty,
+            "scope": empty,
+            "keep_same": not_run, "withdraw_same": not_run, "logits_same": not_run, "proof_step": none,
+            "proof_layer": none, "proof_position": none}
 
 
 def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,
@@ -192,7 +210,7 @@ def evidence_rank(record: ExplainRecord) -> int:
     """How strong a record's confirmation is: 2 a cause confirmed on bitwise reruns, 1 confirmed on
     reruns that took the same decisions with float drift, 0 nothing confirmed (not rerun, not
     reproduced, or unexplained). A rerun never replaces a record of a higher rank."""
-    if record.confirmed_cause in ("", "not_reproduced", "unexplained"):
+    if record.confirmed_cause in NOT_CONFIRMED or record.confirmed_cause == "unexplained":
         return 0
     return 1 if record.reproduction == "decisions" else 2
 

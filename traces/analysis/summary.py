@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from traces.analysis.causes import CAUSES, Verdict
 
 #: Causes that explain nothing: counted together as the unexplained share.
-UNEXPLAINED = ("unexplained", "not_reproduced")
+UNEXPLAINED = ("unexplained", "unconfirmed", "not_reproduced")
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,9 @@ class CauseSummary:
 
     @property
     def unexplained_share(self) -> float:
-        """Share of divergent runs nothing explains: `unexplained`, and `not_reproduced` (reruns that
-        took another decision than the recording confirm nothing). The goal is 0."""
+        """Share of divergent runs nothing explains: `unexplained`; `unconfirmed` (no single-event
+        intervention proves the cause); and `not_reproduced` (reruns that took another decision than
+        the recording confirm nothing). The goal is 0."""
         shares = self.shares
         return sum(shares.get(cause, 0.0) for cause in UNEXPLAINED)
 
@@ -48,8 +49,8 @@ class CauseSummary:
             return head + "."
         body = ", ".join(f"{c} {n} ({s:.0%})" for c, n, s in self.rows())
         tail = f"unexplained {self.unexplained_share:.0%}"
-        if self.counts.get("not_reproduced"):
-            tail += " (not reproduced counts as unexplained)"
+        if self.counts.get("not_reproduced") or self.counts.get("unconfirmed"):
+            tail += " (unconfirmed and not reproduced count as unexplained)"
         return f"{head}: {body}; {tail}."
 
 
