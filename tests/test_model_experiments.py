@@ -167,12 +167,13 @@ def test_e1_dense_control_goes_to_its_own_trace(tiny, pool, tmp_path):
                  new_tokens=(3, 6), repeats=1)
     result = run_e1(s, models, pool)
     assert [c.name for c in result.conditions] == ["dense control", "MoE dropless, native",
-                                                   "MoE gshard cf=1.0 per batch, native"]
+                                                   "MoE gshard cf=1.0 per batch, native",
+                                                   "MoE gshard cf=1.0 per sequence, pads not counted, native"]
     with open_trace(tmp_path / "e1-dense.h5") as trace:
         assert len(trace.run_names) == 2
         assert trace.moe_layers == []
     with open_trace(tmp_path / "e1.h5") as trace:
-        assert len(trace.run_names) == 4
+        assert len(trace.run_names) == 6
     assert not [p for f in ("e1.h5", "e1-dense.h5") for p in validate(tmp_path / f) if p.severity == "error"]
     assert "U(2) at 3 tokens" in result.table() and "U(2) at 6 tokens" in result.table()
 
@@ -362,3 +363,104 @@ def test_dropless_condition_never_drops(tiny, pool):
     arrays = recorder.arrays(result)
     d = drop_counts(arrays["step"], arrays["routing/expert"], arrays["routing/kept"])
     assert d.prefill_chosen > 0 and d.prefill_dropped == 0 and d.decode_dropped == 0
+
+
+# ---- statistics over probes, controls and floors -------------------------------------------------
+
+
+def test_e1_runs_each_probe_into_its_own_trace_and_pools_them_with_intervals(tiny, pool, tmp_path):
+    models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
+    probes = (options.DEFAULT_PROBE, "import os", "x = [1, 2, 3]")
+    s = settings(tmp_path, "e1", compositions=3, batch_sizes=(2, 3), capacity_factors=(0.5,),
+                 kernel_modes=("native",), new_tokens=(4, 8), repeats=2, probes=probes,
+                 min_capacities=(0, 4))
+    result = run_e1(s, models, pool)
+    names = [c.name for c in result.conditions]
+    assert names == ["MoE dropless, native", "MoE gshard cf=0.5 per batch, native",
+                     "MoE gshard cf=0.5 per batch, floor 4, native",
+                     "MoE gshard cf=0.5 per sequence, pads not counted, native"]
+    assert result.paths == [tmp_path / "e1.h5", tmp_path / "e1-probe2.h5", tmp_path / "e1-probe3.h5"]
+    for i, path in enumerate(result.paths):
+        with open_trace(path) as trace:
+            assert trace.requests.text[0] == probes[i]
+            assert len(trace.run_names) == 2 * 3 * len(names)
+            columns, attrs = trace.read_table("e1_unique_completions")
+            assert attrs["probe"] == probes[i] and len(columns["unique"]) == len(names) * 2 * 2
+    for c in result.conditions:
+        assert sorted(c.cells) == [(p, r) for p in range(3) for r in range(2)]
+        for n in (4, 8):
+            lo, hi = c.interval(n)
+            assert lo <= np.mean(c.unique[n]) <= hi
+            assert set(c.by_probe(n)) == {0, 1, 2}
+    dropless_row = result.conditions[0]
+    assert all(u == 1 for u in dropless_row.unique[8]) and dropless_row.interval(8) == (1.0, 1.0)
+    table = result.table()
+    assert "3 probes" in table and "bootstrap 95% interval" in table and "U per probe" in table
+
+
+def test_bootstrap_interval_spans_the_spread_and_needs_two_values():
+    from model.experiments.measures import bootstrap_interval
+
+    assert bootstrap_interval({0: [5]}) is None
+    assert bootstrap_interval({0: [3, 3], 1: [3]}) == (3.0, 3.0)
+    narrow = bootstrap_interval({0: [10, 11], 1: [10, 11], 2: [11, 10]})
+    wide = bootstrap_interval({0: [1, 2], 1: [20, 21], 2: [10, 12]})
+    assert wide[1] - wide[0] > narrow[1] - narrow[0]
+    assert 1 <= wide[0] <= wide[1] <= 21
+    assert bootstrap_interval({0: [1, 2], 1: [20, 21]}) == bootstrap_interval({0: [1, 2], 1: [20, 21]})
+
+
+def test_e3_sweeps_the_capacity_floor(tiny, pool, tmp_path):
+    models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
+    s = settings(tmp_path, "e3", batch_sizes=(4,), capacity_factors=(0.5,), priorities=("kmajor_position",),
+                 new_tokens=(6,), min_capacities=(0, 4))
+    result = run_e3(s, models, pool)
+    crowd = {(c.min_capacity, c.row): c for c in result.cells if c.partners == "crowding"}
+    for row in ("first", "last"):
+        # the same batch with a floor: capacity only grows, so slots kept before stay kept
+        assert crowd[(4, row)].batch.decode_dropped <= crowd[(0, row)].batch.decode_dropped
+    assert "floor" in result.table()
+
+
+def test_quality_experiment_scores_every_condition_on_the_same_windows(tiny, pool, tmp_path):
+    from model.experiments.quality import run_quality
+
+    models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
+    s = settings(tmp_path, "quality", compositions=1, batch_sizes=(4,), capacity_factors=(0.5,),
+                 min_capacities=(0, 4), new_tokens=(8,))
+    result = run_quality(s, models, pool)
+    names = [r.condition.name for r in result.rows]
+    assert names[0] == "MoE dropless, native" and len(names) == 4
+    assert all(r.result.decode_bytes == 4 * 8 for r in result.rows)
+    assert result.rows[-1].result.decode_dropped == 0  # per-sequence decode
+    with open_trace(s.output) as trace:
+        columns, attrs = trace.read_table("quality_bits_per_byte")
+    assert list(columns["condition"]) == names and attrs["batch_size"] == 4
+    assert not [p for p in validate(s.output) if p.severity == "error"]
+    assert "vs dropless" in result.table()
+
+
+def test_probes_file_and_floor_options(tmp_path):
+    probes = tmp_path / "probes.txt"
+    probes.write_text("# two probes\nfirst probe\n\nsecond probe\nfirst probe\n", encoding="utf-8")
+    s = options.resolve(args_for("-e", "e1", "--probes", str(probes), "--min-capacities", "0,4"),
+                        ("gshard",), ("kmajor_position",))
+    assert s.all_probes == ("first probe", "second probe") and s.probe == "first probe"
+    assert s.min_capacities == (0, 4)
+    assert options.resolve(args_for("-e", "e1"), ("gshard",), ()).all_probes == (options.DEFAULT_PROBE,)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n", encoding="utf-8")
+    for argv, message in ((["--probes", str(empty)], "holds no probe"),
+                          (["--probes", str(tmp_path / "absent.txt")], "cannot read"),
+                          (["--probes", str(probes), "--probe", "other"], "not both"),
+                          (["-e", "e4", "--probes", str(probes)], "does not apply"),
+                          (["-e", "e7", "--min-capacities", "4"], "does not apply"),
+                          (["--min-capacities", "-1"], "--min-capacities")):
+        with pytest.raises(ExperimentError, match=message):
+            options.resolve(args_for(*argv), ("gshard",), ("kmajor_position",))
+
+
+def test_shipped_probes_file_is_read_and_distinct_from_the_partners():
+    probes = options.read_probes(options.DEFAULT_PROBES)
+    assert len(probes) >= 5 and probes[0] == options.DEFAULT_PROBE
+    assert not set(probes) & set(read_partners(DEFAULT_PARTNERS))

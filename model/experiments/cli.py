@@ -23,6 +23,7 @@ RUNNERS = {
     "e3": ("model.experiments.e3_capacity", "run_e3"),
     "e4": ("model.experiments.e4_near_tie", "run_e4"),
     "e7": ("model.experiments.e7_cost", "run_e7"),
+    "quality": ("model.experiments.quality", "run_quality"),
     "example": ("model.experiments.example", "run_example"),
 }
 
@@ -31,6 +32,8 @@ EPILOG = """examples:
   moe-inspector record -e e1 -o e1.h5                            the 30-call table (U at 128 and 256 tokens)
   moe-inspector record -e e1 -n 10 --new-tokens 64 --repeats 1   a quick look
   moe-inspector record -e example -o traces/examples/example.h5  the shipped example trace
+  moe-inspector record -e e1 --probes assets/probes.txt          five probes, U with 95% intervals
+  moe-inspector record -e quality                                what capacity costs in bits per byte
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
 
 Ctrl-C stops a recording; every run written so far stays in the trace."""
@@ -42,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("-e", "--experiment", default="e1", choices=options.EXPERIMENTS,
                         help="experiment (docs/experiments.md): e0 kernel probe, e1 the 30-call table, "
-                             "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, example the "
+                             "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, quality held-out "
+                             "bits per byte under each routing condition, example the "
                              "shipped example trace (default e1)")
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="model checkpoint stem or .safetensors/.json file (default assets/moe-default)")
@@ -52,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--probe", default=options.DEFAULT_PROBE, metavar="TEXT",
                         help=f"the probe prompt whose completions are compared "
                              f"(default {options.DEFAULT_PROBE!r})")
+    parser.add_argument("--probes", metavar="FILE",
+                        help="e1: several probe prompts, one per line (e.g. assets/probes.txt); each gets "
+                             "its own trace and the table pools them with bootstrap intervals")
     parser.add_argument("--partners", metavar="FILE",
                         help="partner prompts, one per line, '#' comments (default assets/partners.txt)")
     parser.add_argument("-n", "--compositions", type=int, metavar="N",
@@ -63,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "policy)")
     parser.add_argument("--priorities", metavar="LIST",
                         help="e3: capacity priorities to sweep (default kmajor_position,kmajor_score)")
+    parser.add_argument("--min-capacities", metavar="LIST",
+                        help="capacity floors of the capacity conditions (DeepSpeed's min_capacity), e.g. "
+                             "0,1,4 (e1, e3 default 0; quality default 0,1,4)")
     parser.add_argument("--kernel-mode", choices=options.KERNEL_CHOICES,
                         help="kernel modes to run (e1: restricts the conditions; default per experiment)")
     parser.add_argument("--new-tokens", metavar="LIST", help="new tokens per completion, e.g. 128,256")
@@ -79,11 +89,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def output_paths(settings: options.Settings) -> list[Path]:
     """Every trace the experiment may write."""
-    paths = [settings.output]
     if settings.experiment == "e1":
-        from model.experiments.e1_table import dense_trace_path
-        paths.append(dense_trace_path(settings.output))
-    return paths
+        from model.experiments.e1_table import dense_trace_path, probe_trace_path
+        probes = [probe_trace_path(settings.output, i) for i in range(len(settings.all_probes))]
+        return [p for probe in probes for p in (probe, dense_trace_path(probe))]
+    return [settings.output]
 
 
 def kept_runs(paths: list[Path], since: float) -> list[tuple[Path, int, int]]:

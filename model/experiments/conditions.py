@@ -58,13 +58,20 @@ def dropless(kernel_mode: str = "native") -> Condition:
 
 
 def capacity(preset: str, cf: float, kernel_mode: str, group_by: str = "batch", *,
-             priority: str | None = None, pads_counted: bool | None = None) -> Condition:
-    """`MoE gshard cf=1.0 per batch, native` and its policy; `priority` and `pads_counted`
-    (whether pad positions count toward a group's S) override the preset's knobs when given."""
+             priority: str | None = None, pads_counted: bool | None = None,
+             min_capacity: int | None = None) -> Condition:
+    """`MoE gshard cf=1.0 per batch, native` and its policy; `priority`, `pads_counted` (whether pad
+    positions count toward a group's S) and `min_capacity` (the capacity floor, DeepSpeed's
+    `min_capacity`) override the preset's knobs when given. A floor above 0 shows in the name."""
     per = {"batch": "per batch", "sequence": "per sequence"}.get(group_by, group_by)
     knobs: dict[str, object] = {}
     name = f"MoE {preset} cf={_cf_text(cf)} {per}"
     slug = f"{preset}-cf{_cf_text(cf)}-{group_by}"
+    if min_capacity is not None:
+        knobs["min_capacity"] = int(min_capacity)
+        if min_capacity:
+            name += f", floor {int(min_capacity)}"
+            slug += f"-min{int(min_capacity)}"
     if priority is not None:
         knobs["priority"] = priority
         name += f", {priority}"
@@ -83,11 +90,14 @@ def _mode_slug(kernel_mode: str) -> str:
     return {"native": "native", "batch_invariant": "bi"}[kernel_mode]
 
 
-def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool) -> list[Condition]:
+def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool,
+                  min_capacities=(0,)) -> list[Condition]:
     """E1 of docs/experiments.md, in table order: dense control, dropless, cf per batch (native, then
-    batch-invariant kernels), then per-sequence grouping with batch-invariant kernels (with the
-    preset's pad counting, then without: the fix that must give U = 1), and dropless with
-    batch-invariant kernels (Thinking Machines' setting, also U = 1)."""
+    batch-invariant kernels; each capacity floor of `min_capacities`), per-sequence grouping with
+    native kernels (pads not counted: the control that shows the fix needs no invariant kernels, since
+    a decode group of one token cannot overflow), then per-sequence grouping with batch-invariant
+    kernels (with the preset's pad counting, then without: the fix that must give U = 1), and dropless
+    with batch-invariant kernels (Thinking Machines' setting, also U = 1)."""
     out: list[Condition] = []
     if "native" in kernel_modes:
         if with_dense:
@@ -95,7 +105,11 @@ def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool) -> 
         out.append(dropless("native"))
     for mode in ("native", "batch_invariant"):
         if mode in kernel_modes:
-            out += [capacity(p, cf, mode) for p in presets for cf in capacity_factors]
+            out += [capacity(p, cf, mode, min_capacity=m) for p in presets for cf in capacity_factors
+                    for m in min_capacities]
+    if "native" in kernel_modes:
+        out += [capacity(p, capacity_factors[0], "native", group_by="sequence", pads_counted=False)
+                for p in presets]
     if "batch_invariant" in kernel_modes:
         cf = capacity_factors[0]
         for p in presets:

@@ -1,4 +1,5 @@
-"""E3, the capacity sweep: cf x batch size x priority x probe row x partners (random or crowding).
+"""E3, the capacity sweep: cf x capacity floor x batch size x priority x probe row x partners (random
+or crowding).
 
 Every cell runs the probe in one batch grouped per batch and counts the probe's dropped candidates
 separately at prefill (one group of every prompt token in the batch) and at decode (one group of a
@@ -38,6 +39,7 @@ class Cell:
 
     preset: str
     cf: float
+    min_capacity: int
     batch_size: int
     priority: str
     kernel_mode: str
@@ -59,13 +61,15 @@ class E3Result:
     def table(self) -> str:
         s = self.settings
         n = s.max_new_tokens
-        grid = [[c.preset, f"{c.cf:g}", c.batch_size, c.priority, c.kernel_mode, c.row, c.partners,
+        grid = [[c.preset, f"{c.cf:g}", c.min_capacity, c.batch_size, c.priority, c.kernel_mode, c.row,
+                 c.partners,
                  percent(c.probe.prefill_share), percent(c.probe.decode_share),
                  percent(c.batch.prefill_share), percent(c.batch.decode_share),
                  c.first_divergence if c.first_divergence >= 0 else "-"]
                 for c in self.cells]
-        header = ["preset", "cf", "B", "priority", "kernels", "probe row", "partners", "probe drops prefill",
-                  "probe drops decode", "batch drops prefill", "batch drops decode", "t* (new token)"]
+        header = ["preset", "cf", "floor", "B", "priority", "kernels", "probe row", "partners",
+                  "probe drops prefill", "probe drops decode", "batch drops prefill", "batch drops decode",
+                  "t* (new token)"]
         lines = [f"E3: probe {s.probe!r}, {n} new tokens, batch sizes {ranges(s.batch_sizes)}, grouped per "
                  f"batch; t*: first new token differing from the probe alone under dropless routing.", "",
                  markdown_table(header, grid), "", "Marginals (mean over the cells at each level):", "",
@@ -75,7 +79,8 @@ class E3Result:
 
     def marginals(self) -> list[list[object]]:
         out = []
-        for factor, key in (("cf", lambda c: f"{c.cf:g}"), ("B", lambda c: c.batch_size),
+        for factor, key in (("cf", lambda c: f"{c.cf:g}"), ("floor", lambda c: c.min_capacity),
+                            ("B", lambda c: c.batch_size),
                             ("priority", lambda c: c.priority), ("probe row", lambda c: c.row),
                             ("partners", lambda c: c.partners), ("kernels", lambda c: c.kernel_mode),
                             ("preset", lambda c: c.preset)):
@@ -132,8 +137,9 @@ def run_e3(settings: Settings, models: Models, pool: RequestPool,
     if not sizes:
         raise ExperimentError("--batch-sizes: e3 needs batch sizes of 2 or more (partners share the batch)")
     crowding = [int(i) + 1 for i in crowding_order(*_split(expert_loads(model, pool)))]
-    plan = [(p, cf, B, prio, mode, row, partners, d)
-            for p in s.presets for cf in s.capacity_factors for B in sizes for prio in s.priorities
+    plan = [(p, cf, m, B, prio, mode, row, partners, d)
+            for p in s.presets for cf in s.capacity_factors for m in s.min_capacities for B in sizes
+            for prio in s.priorities
             for mode in s.kernel_modes for row in ROWS for partners in PARTNERS
             for d in range(s.compositions if partners == "random" else 1)]
     total = len(plan) + 1
@@ -145,15 +151,16 @@ def run_e3(settings: Settings, models: Models, pool: RequestPool,
         ref = rec.record("reference-solo-dropless", solo(), dropless("native"), n, seed=s.seed)
         ref_new = completion_matrix([ref.probe_tokens], int(ref.prompt_len[0]), n)[0]
         progress(1, total, "E3 reference: the probe alone, dropless")
-        for i, (p, cf, B, prio, mode, row, partners, d) in enumerate(plan):
+        for i, (p, cf, m, B, prio, mode, row, partners, d) in enumerate(plan):
             comp = _composition(rng, B, row, partners, crowding, pool.n_partners)
-            cond: Condition = capacity(p, cf, mode, priority=prio)
-            name = f"{p}-cf{cf:g}-B{B}-{prio}-{mode}-{row}-{partners}-{d}"
+            cond: Condition = capacity(p, cf, mode, priority=prio, min_capacity=m)
+            floor = f"-min{m}" if m else ""
+            name = f"{p}-cf{cf:g}{floor}-B{B}-{prio}-{mode}-{row}-{partners}-{d}"
             run = rec.record(name, comp, cond, n, seed=s.seed)
             new = completion_matrix([run.probe_tokens], int(run.prompt_len[comp.probe_row]), n)[0]
             differs = np.flatnonzero(new != ref_new)
-            cells.append(Cell(p, cf, B, prio, mode, row, partners, d, name, run.probe_drops, run.batch_drops,
-                              int(differs[0]) if differs.size else -1))
+            cells.append(Cell(p, cf, m, B, prio, mode, row, partners, d, name, run.probe_drops,
+                              run.batch_drops, int(differs[0]) if differs.size else -1))
             progress(i + 2, total, f"E3 {name}")
         result = E3Result(s, cells, notes)
         rec.write_table("e3_capacity", _columns(cells), {"probe": s.probe, "new_tokens": n})
@@ -167,6 +174,7 @@ def _split(loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _columns(cells: list[Cell]) -> dict[str, list]:
     return {
         "run": [c.run for c in cells], "preset": [c.preset for c in cells], "cf": [c.cf for c in cells],
+        "min_capacity": [c.min_capacity for c in cells],
         "batch_size": [c.batch_size for c in cells], "priority": [c.priority for c in cells],
         "kernel_mode": [c.kernel_mode for c in cells], "probe_row": [c.row for c in cells],
         "partners": [c.partners for c in cells],

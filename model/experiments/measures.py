@@ -83,3 +83,33 @@ def run_drops(arrays: dict[str, np.ndarray], rows: Sequence[int] | None = None) 
 
 def mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
+
+
+#: Bootstrap resamples of an interval, and the seed that makes a table reproducible.
+BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_SEED = 0
+
+
+def bootstrap_interval(cells: dict[int, list[float]], level: float = 0.95,
+                       resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
+    """The percentile bootstrap interval of the mean over `cells` {probe: [value per repeat]}.
+
+    Two-stage (cluster) resampling: probes with replacement, then each drawn probe's repeats with
+    replacement, so the interval carries both the spread between probes and between repeats. U of
+    one repeat is not resampled over its compositions: the number of distinct values of a resample
+    is biased low (a resample of N distinct completions holds about 0.63 N of them). None with fewer
+    than two values in all.
+    """
+    groups = [np.asarray(v, float) for v in cells.values() if len(v)]
+    if sum(len(g) for g in groups) < 2:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    P = len(groups)
+    means = np.empty(resamples)
+    for i in range(resamples):
+        picked = rng.integers(0, P, size=P)
+        values = [groups[p][rng.integers(0, len(groups[p]), size=len(groups[p]))] for p in picked]
+        means[i] = float(np.mean(np.concatenate(values)))
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return float(lo), float(hi)

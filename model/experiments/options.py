@@ -14,7 +14,7 @@ from pathlib import Path
 
 from model.experiments import ExperimentError
 
-EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "example")
+EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "example")
 KERNEL_CHOICES = ("native", "batch_invariant", "both")
 
 #: The repository's assets folder: the shipped checkpoints and the partner pool.
@@ -22,6 +22,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEFAULT_CHECKPOINT = ASSETS / "moe-default"
 DEFAULT_DENSE_CHECKPOINT = ASSETS / "dense-control"
 DEFAULT_PARTNERS = ASSETS / "partners.txt"
+#: Five probes for E1's statistics over probes (`--probes`), the default probe first.
+DEFAULT_PROBES = ASSETS / "probes.txt"
 
 #: The probe request: documentation-style prose whose completion, under capacity routing, leaves
 #: the probe-alone completion at many different positions depending on the batch (checked with
@@ -33,13 +35,15 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "e0": dict(batch_sizes=(1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64), kernel_modes=("native", "batch_invariant")),
     "e1": dict(compositions=30, batch_sizes=tuple(range(1, 9)), capacity_factors=(1.0, 1.25, 2.0),
                presets=("gshard",), kernel_modes=("native", "batch_invariant"), new_tokens=(128, 256),
-               repeats=3),
+               repeats=3, min_capacities=(0,), probes=()),
     "e3": dict(compositions=1, batch_sizes=(2, 4, 8), capacity_factors=(1.0, 1.25, 2.0),
                presets=("gshard",), priorities=("kmajor_position", "kmajor_score"),
-               kernel_modes=("native",), new_tokens=(64,)),
+               kernel_modes=("native",), new_tokens=(64,), min_capacities=(0,)),
     "e4": dict(compositions=5, batch_sizes=(1, 2, 3, 4, 8, 16), kernel_modes=("native",), new_tokens=(128,)),
     "e7": dict(compositions=4, batch_sizes=(8,), capacity_factors=(1.0,), presets=("gshard",),
                new_tokens=(128,), repeats=3),
+    "quality": dict(compositions=4, batch_sizes=(8,), capacity_factors=(1.0, 1.25, 2.0), presets=("gshard",),
+                    kernel_modes=("native",), new_tokens=(192,), min_capacities=(0, 1, 4)),
     "example": dict(compositions=30, batch_sizes=(2, 3, 4), capacity_factors=(1.0, 1.25),
                     presets=("gshard",), new_tokens=(64,)),
 }
@@ -49,7 +53,8 @@ FLAGS = {
     "compositions": "-n/--compositions", "batch_sizes": "--batch-sizes",
     "capacity_factors": "--capacity-factors",
     "presets": "--presets", "priorities": "--priorities", "kernel_modes": "--kernel-mode",
-    "new_tokens": "--new-tokens", "repeats": "--repeats",
+    "new_tokens": "--new-tokens", "repeats": "--repeats", "min_capacities": "--min-capacities",
+    "probes": "--probes",
 }
 
 MAX_BATCH = 256
@@ -76,6 +81,8 @@ class Settings:
     kernel_modes: tuple[str, ...] = ("native",)
     new_tokens: tuple[int, ...] = (64,)
     repeats: int = 1
+    min_capacities: tuple[int, ...] = (0,)
+    probes: tuple[str, ...] = ()        # e1: every probe (--probes FILE); () = just `probe`
     seed: int = 0
     device: str = "cpu"
     threads: int = 1
@@ -84,6 +91,11 @@ class Settings:
     @property
     def max_new_tokens(self) -> int:
         return max(self.new_tokens)
+
+    @property
+    def all_probes(self) -> tuple[str, ...]:
+        """The probes to run: `probes` when given, else the one `probe`."""
+        return self.probes or (self.probe,)
 
 
 def parse_int_list(flag: str, text: str, minimum: int = 1, maximum: int | None = None) -> tuple[int, ...]:
@@ -132,6 +144,22 @@ def parse_choice_list(flag: str, text: str, choices: tuple[str, ...]) -> tuple[s
     return tuple(out)
 
 
+def read_probes(path) -> tuple[str, ...]:
+    """Probe prompts of a file, one per line ('#' starts a comment line), in order, each once."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExperimentError(f"--probes: cannot read {path} ({exc})") from None
+    probes: list[str] = []
+    for line in lines:
+        text = line.rstrip("\n")
+        if text.strip() and not text.lstrip().startswith("#") and text not in probes:
+            probes.append(text)
+    if not probes:
+        raise ExperimentError(f"--probes: {path} holds no probe prompt")
+    return tuple(probes)
+
+
 def _positive(flag: str, value: int | None, maximum: int | None = None) -> int | None:
     if value is None:
         return None
@@ -165,6 +193,9 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
             parse_choice_list("--kernel-mode", args.kernel_mode, KERNEL_CHOICES[:2])),
         "new_tokens": None if args.new_tokens is None else parse_int_list("--new-tokens", args.new_tokens, 1),
         "repeats": _positive("--repeats", args.repeats, 100),
+        "min_capacities": None if getattr(args, "min_capacities", None) is None else parse_int_list(
+            "--min-capacities", args.min_capacities, 0, 4096),
+        "probes": None if getattr(args, "probes", None) is None else read_probes(args.probes),
     }
     values = {}
     for name, value in given.items():
@@ -176,6 +207,8 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
         raise ExperimentError(f"--seed: must be in [0, 2**31), got {args.seed}")
     if not args.probe or not str(args.probe).strip():
         raise ExperimentError("--probe: the probe prompt must not be empty")
+    if values.get("probes") and args.probe != DEFAULT_PROBE:
+        raise ExperimentError("--probes: give either --probe TEXT or --probes FILE, not both")
     _positive("--threads", args.threads, 256)
     dense = args.dense_checkpoint
     output = Path(args.output) if args.output else Path(f"{experiment}.h5")
@@ -187,6 +220,7 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
         experiment=experiment, output=output,
         checkpoint=Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT,
         dense_checkpoint=Path(dense) if dense else DEFAULT_DENSE_CHECKPOINT, dense_required=bool(dense),
-        probe=str(args.probe), partners=Path(args.partners) if args.partners else DEFAULT_PARTNERS,
+        probe=str(values["probes"][0] if values.get("probes") else args.probe),
+        partners=Path(args.partners) if args.partners else DEFAULT_PARTNERS,
         seed=int(args.seed or 0), device=str(args.device), threads=int(args.threads), **values,
     )
