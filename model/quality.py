@@ -30,6 +30,8 @@ class QualityResult:
     decode_bytes: int = 0
     decode_chosen: int = 0
     decode_dropped: int = 0
+    prefill_chosen: int = 0
+    prefill_dropped: int = 0
 
     @property
     def bits_per_byte(self) -> float:
@@ -44,12 +46,24 @@ class QualityResult:
     def decode_drop_share(self) -> float:
         return self.decode_dropped / self.decode_chosen if self.decode_chosen else 0.0
 
+    @property
+    def prefill_drop_share(self) -> float:
+        return self.prefill_dropped / self.prefill_chosen if self.prefill_chosen else 0.0
+
     def __add__(self, other: QualityResult) -> QualityResult:
         return QualityResult(*(a + b for a, b in zip(_values(self), _values(other), strict=True)))
 
 
 def _values(r: QualityResult) -> tuple:
-    return (r.prefill_nll, r.prefill_bytes, r.decode_nll, r.decode_bytes, r.decode_chosen, r.decode_dropped)
+    return (r.prefill_nll, r.prefill_bytes, r.decode_nll, r.decode_bytes, r.decode_chosen, r.decode_dropped,
+            r.prefill_chosen, r.prefill_dropped)
+
+
+def _drops(routing) -> tuple[int, int]:
+    """(chosen, dropped) candidates of one forward step over every MoE layer."""
+    chosen = sum(int((r.decision.expert >= 0).sum()) for r in routing)
+    dropped = sum(int(((r.decision.expert >= 0) & ~r.decision.kept).sum()) for r in routing)
+    return chosen, dropped
 
 
 def held_out_windows(stream: np.ndarray, n_windows: int, length: int) -> np.ndarray:
@@ -84,15 +98,16 @@ def teacher_forced(model, windows: np.ndarray, policy, kernel_mode: str = "nativ
     out = model(x[:, :prefill], policy, valid=valid, positions=positions, kernel_mode=kernel_mode,
                 cache=cache, step=0)
     nll, count = _nll(out.logits.reshape(-1, out.logits.shape[-1]), x[:, 1:prefill + 1].reshape(-1))
-    result = QualityResult(prefill_nll=nll, prefill_bytes=count)
+    chosen, dropped = _drops(out.routing)
+    result = QualityResult(prefill_nll=nll, prefill_bytes=count, prefill_chosen=chosen,
+                           prefill_dropped=dropped)
     ok = torch.ones(B, 1, dtype=torch.bool, device=device)
     for s, p in enumerate(range(prefill, T - 1), start=1):
         pos = torch.full((B, 1), p, device=device)
         out = model(x[:, p:p + 1], policy, valid=ok, positions=pos, kernel_mode=kernel_mode, cache=cache,
                     step=s)
         nll, count = _nll(out.logits[:, 0], x[:, p + 1])
-        chosen = sum(int((r.decision.expert >= 0).sum()) for r in out.routing)
-        dropped = sum(int(((r.decision.expert >= 0) & ~r.decision.kept).sum()) for r in out.routing)
+        chosen, dropped = _drops(out.routing)
         result = result + QualityResult(decode_nll=nll, decode_bytes=count, decode_chosen=chosen,
                                         decode_dropped=dropped)
     return result

@@ -292,3 +292,29 @@ def test_figure_data_needs_no_qt():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_panel_names_the_single_event_proof_or_says_it_is_missing(known):
+    import dataclasses
+
+    from inspector.figure_data.divergence_cause import counterfactual_lines, headline
+
+    base = dataclasses.replace(known.records()[0], position=4, layer=2, dropless_same=True,
+                               invariant_same=False, replay_same=True)
+    proof = "keeping expert 1 (2nd choice) for row 1 at new token 1, layer 2 of run b alone restores ..."
+    proved = dataclasses.replace(base, confirmed_cause="capacity", keep_same=True, withdraw_same=False,
+                                 sufficient=proof, scope="candidate", proof_step=1, proof_layer=2,
+                                 proof_position=4)
+    lines = counterfactual_lines(proved)
+    named = "at the named event (position 4, layer 2), "
+    assert named + "keeping the dropped candidate alone removes the split" in lines
+    assert any(line.startswith("proof at one event (the named event; scope candidate): keeping expert 1")
+               for line in lines)
+    assert headline("capacity", "capacity", proved)[1] is True
+    elsewhere = dataclasses.replace(proved, keep_same=False, proof_step=3, proof_layer=0, proof_position=6)
+    assert any("another event, found by search" in line for line in counterfactual_lines(elsewhere))
+    unproved = dataclasses.replace(base, confirmed_cause="unconfirmed", keep_same=False, withdraw_same=False)
+    lines = counterfactual_lines(unproved)
+    assert lines[-1].endswith("the cause is unconfirmed")
+    text, confirmed = headline("capacity", "capacity", unproved)
+    assert not confirmed and "not confirmed by counterfactual" in text and "unconfirmed" in text

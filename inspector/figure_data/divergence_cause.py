@@ -111,17 +111,21 @@ def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
             outcome = (f"gives run {record.ref_run}'s completion" if same
                        else f"still differs from run {record.ref_run}")
             lines.append(f"{what} {outcome}")
+    named = f"at the named event (position {record.position}, layer {record.layer})"
     single = (("keep_same", "keeping the dropped candidate alone"),
               ("withdraw_same", "withdrawing the displacing rows from that expert's queue alone"),
-              ("logits_same", f"giving the row run {record.ref_run}'s router logits at that event alone"))
+              ("logits_same", f"giving the row run {record.ref_run}'s router logits alone"))
     for field, what in single:
         same = getattr(record, field)
         if same is not None:
-            lines.append(f"{what} {'removes' if same else 'does not remove'} the split")
+            lines.append(f"{named}, {what} {'removes' if same else 'does not remove'} the split")
     if record.sufficient:
-        lines.append(f"proof at one event ({record.scope}): {record.sufficient}")
+        at_named = (record.proof_position, record.proof_layer) == (record.position, record.layer)
+        where = "the named event" if at_named else "another event, found by search"
+        lines.append(f"proof at one event ({where}; scope {record.scope}): {record.sufficient}")
     elif record.replay_same:
-        lines.append("no intervention within one forward step restores the reference's tokens")
+        lines.append("no intervention within one forward step and one layer restores the reference's tokens: "
+                     "the cause is unconfirmed")
     return tuple(lines)
 
 

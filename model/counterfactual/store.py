@@ -29,6 +29,14 @@ COUNTERFACTUAL_MEANING = {
     "invariant_same": "they agree when both batches are rerun with batch-invariant kernels",
     "replay_same": "the divergent row, rerun in its batch with the reference's recorded routing forced, "
                    "gives the reference's tokens through the first divergence t*",
+    "keep_same": "keeping the named event's dropped candidate (or giving its group the other run's "
+                 "capacity) alone, in that one step and layer, removes the split",
+    "withdraw_same": "withdrawing the displacing rows' candidates from that expert's queue at the named "
+                     "event alone removes the split",
+    "logits_same": "giving the row the reference's router logits at the named event alone removes the "
+                   "split",
+    "sufficient": "the smallest single intervention found that removes the split, in words (scope: "
+                  "candidate, token, step_layer; step: every layer of one step, which is not one event)",
 }
 
 #: How the reference of each row is chosen (`model.counterfactual.pairs`).

@@ -41,7 +41,7 @@ DEFAULTS: dict[str, dict[str, object]] = {
                kernel_modes=("native",), new_tokens=(64,), min_capacities=(0,)),
     "e4": dict(compositions=5, batch_sizes=(1, 2, 3, 4, 8, 16), kernel_modes=("native",), new_tokens=(128,)),
     "e7": dict(compositions=4, batch_sizes=(8,), capacity_factors=(1.0,), presets=("gshard",),
-               new_tokens=(128,), repeats=3),
+               new_tokens=(128,), repeats=5),
     "quality": dict(compositions=4, batch_sizes=(8,), capacity_factors=(1.0, 1.25, 2.0), presets=("gshard",),
                     kernel_modes=("native",), new_tokens=(192,), min_capacities=(0, 1, 4)),
     "example": dict(compositions=30, batch_sizes=(2, 3, 4), capacity_factors=(1.0, 1.25),

@@ -42,16 +42,18 @@ class QualityExperiment:
     def table(self) -> str:
         s = self.settings
         ref = self.rows[0].result
-        header = ["condition", "bits/byte", "vs dropless", "decode bits/byte", "decode drops"]
+        header = ["condition", "bits/byte", "vs dropless", "decode bits/byte", "drops prefill / decode"]
         body = [[r.condition.name, f"{r.result.bits_per_byte:.4f}",
                  f"{r.result.bits_per_byte - ref.bits_per_byte:+.4f}", f"{r.result.decode_bits_per_byte:.4f}",
-                 percent(r.result.decode_drop_share)] for r in self.rows]
+                 f"{percent(r.result.prefill_drop_share)} / {percent(r.result.decode_drop_share)}"]
+                for r in self.rows]
         return "\n".join([
             f"Quality: held-out bits per byte of {self.n_windows} windows of {self.window} bytes, in batches "
             f"of {s.batch_sizes[0]} rows; the first {PREFILL} bytes of each window in one prefill step, "
             f"then one decode step per byte (teacher forcing: every condition scores the same text).", "",
             markdown_table(header, body), "",
-            "decode drops: share of the chosen candidates of the decode steps that their expert dropped.",
+            "drops: share of the chosen candidates of the prefill step / of the decode steps that their "
+            "expert dropped.",
         ])
 
 
@@ -99,5 +101,6 @@ def _columns(rows: list[QualityRow]) -> dict[str, list]:
         "bits_per_byte": [r.result.bits_per_byte for r in rows],
         "decode_bits_per_byte": [r.result.decode_bits_per_byte for r in rows],
         "decode_drop_share": [r.result.decode_drop_share for r in rows],
+        "prefill_drop_share": [r.result.prefill_drop_share for r in rows],
         "bytes": [r.result.prefill_bytes + r.result.decode_bytes for r in rows],
     }
