@@ -5,6 +5,13 @@ Step 0 (prefill) routes every prompt token of every row as one forward step; pad
 position, so the token is routed in the step that consumed it. The last step feeds the last chosen
 token too: its routing and logits are recorded, no token is appended. A row stops after its EOS has
 been fed (when `stop_at_eos`) or after `max_new_tokens` tokens.
+
+Continuous batching (`arrivals`): row b's request arrives at tick `arrivals[b]`; until then it is not
+in the batch. At its tick its prompt is prefilled in the same forward step as the decode tokens of
+the rows already running, so the new prompt's tokens and the running rows' tokens share that step's
+capacity groups, as in a server that admits requests between decode steps; rows leave as they
+finish. Ticks with nothing to run are skipped, so forward steps stay numbered 0..S-1. With every
+arrival at 0 this is the static batch above, step for step.
 """
 
 from __future__ import annotations
@@ -37,6 +44,17 @@ class GenerationResult:
         return [row[p:] for row, p in zip(self.tokens, self.prompt_len, strict=True)]
 
 
+def _check_arrivals(arrivals, B: int) -> list[int]:
+    if arrivals is None:
+        return [0] * B
+    arrivals = list(arrivals)
+    if len(arrivals) != B:
+        raise ValueError(f"arrivals must give one tick per row ({B}), got {len(arrivals)}")
+    if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
+        raise ValueError(f"arrivals must be integers >= 0, got {arrivals}")
+    return arrivals
+
+
 def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -58,7 +76,7 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) 
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kernel_mode: str = "native",
              recorder=None, replay: dict[int, ReplayRouting] | None = None,
-             stop_at_eos: bool = True, intervention=None) -> GenerationResult:
+             stop_at_eos: bool = True, intervention=None, arrivals=None) -> GenerationResult:
     """Greedy completions of a batch of prompts of different lengths (right padding).
 
     `recorder.record_step(step, positions, valid, routing, logits)` receives every forward step.
@@ -66,7 +84,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     row, so its candidates keep their places in the queues the other rows see, but the row's own
     experts, kept flags and gates are replaced by the recorded ones wherever a position was recorded.
     `intervention` (`model.counterfactual.intervention.Intervention`) changes one routing event of
-    one step and layer, nothing else.
+    one step and layer, nothing else. `arrivals[b]` is the tick at which row b joins the batch
+    (continuous batching, see the module docstring; default every row at 0).
     """
     check_mode(kernel_mode)
     cfg = model.config
@@ -84,15 +103,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     started = time.perf_counter()
 
     lengths = [len(p) for p in prompts]
-    Tp = max(lengths)
+    arrival = _check_arrivals(arrivals, B)
     rows = [list(p) for p in prompts]
-    tokens = torch.full((B, Tp), PAD, dtype=torch.long)
-    for b, p in enumerate(prompts):
-        tokens[b, :len(p)] = torch.tensor(p)
-    tokens = tokens.to(device)
-    positions = torch.arange(Tp, device=device).expand(B, Tp)
-    length_t = torch.tensor(lengths, device=device)
-    valid = positions < length_t[:, None]  # [B,Tp]
     cache = model.new_cache(B)
 
     def step(s: int, tok: torch.Tensor, pos: torch.Tensor, ok: torch.Tensor, pad: torch.Tensor | None):
@@ -104,29 +116,49 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
             recorder.record_step(s, pos, ok, out.routing, out.logits)
         return out.logits
 
-    logits = step(0, tokens, positions, valid, ~valid if bool((~valid).any()) else None)  # [B,Tp,V]
-    last = logits[torch.arange(B, device=device), length_t - 1]  # [B,V]
-    running = [max_new_tokens > 0] * B
-    steps = 1
-    for s in range(1, max_new_tokens + 1):
-        if not any(running):
-            break
-        chosen = last.argmax(-1).tolist()  # [B]
-        feed = [chosen[b] if running[b] else PAD for b in range(B)]
-        pos = [len(rows[b]) if running[b] else len(rows[b]) - 1 for b in range(B)]
-        ok_rows = list(running)
+    last: torch.Tensor | None = None  # [B,V] each row's logits at its last routed token
+    running = [False] * B
+    steps = 0
+    for tick in range(max(arrival) + max_new_tokens + 1):
+        joining = [b for b in range(B) if arrival[b] == tick]
+        if not joining and not any(running):
+            if tick > max(arrival):
+                break
+            continue  # nothing in the batch at this tick: no forward step
+        # The running rows feed the token chosen from their last logits; joining rows their prompt.
+        Ts = max([lengths[b] for b in joining], default=1)
+        chosen = last.argmax(-1).tolist() if last is not None else [PAD] * B  # [B]
+        tok = torch.full((B, Ts), PAD, dtype=torch.long)
+        pos = torch.zeros((B, Ts), dtype=torch.long)
+        ok = torch.zeros((B, Ts), dtype=torch.bool)
+        pad = torch.zeros((B, Ts), dtype=torch.bool)
+        fed = list(running)
         for b in range(B):
-            if running[b]:
-                rows[b].append(feed[b])
-        tok = torch.tensor(feed, device=device)[:, None]  # [B,1]
-        pos_t = torch.tensor(pos, device=device)[:, None]  # [B,1]
-        ok = torch.tensor(ok_rows, device=device)[:, None]  # [B,1]
-        last = step(s, tok, pos_t, ok, None)[:, 0]  # [B,V]
+            if b in joining:
+                tok[b, :lengths[b]] = torch.tensor(prompts[b])
+                pos[b] = torch.arange(Ts)
+                ok[b, :lengths[b]] = True
+                pad[b, lengths[b]:] = True  # the prompt's right padding, as in a static prefill
+            elif running[b]:
+                rows[b].append(chosen[b])
+                tok[b, 0] = chosen[b]
+                pos[b] = len(rows[b]) - 1
+                ok[b, 0] = True
+            else:  # waiting or finished: not in the batch
+                pos[b] = max(len(rows[b]) - 1, 0) if arrival[b] < tick else torch.arange(Ts)
+        pads = pad.to(device) if bool(pad.any()) else None
+        logits = step(steps, tok.to(device), pos.to(device), ok.to(device), pads)
         steps += 1
+        cols = torch.tensor([lengths[b] - 1 if b in joining else 0 for b in range(B)], device=device)
+        now = logits[torch.arange(B, device=device), cols]  # [B,V]
+        live = torch.tensor([b in joining or fed[b] for b in range(B)], device=device)
+        last = now if last is None else torch.where(live[:, None], now, last)
         for b in range(B):
-            done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and feed[b] == EOS)
-            if running[b] and done:
-                running[b] = False
+            if b in joining:
+                running[b] = max_new_tokens > 0
+            elif fed[b]:
+                done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and rows[b][-1] == EOS)
+                running[b] = not done
     if was_training:
         model.train()
     wall = time.perf_counter() - started

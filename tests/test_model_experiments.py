@@ -464,3 +464,39 @@ def test_shipped_probes_file_is_read_and_distinct_from_the_partners():
     probes = options.read_probes(options.DEFAULT_PROBES)
     assert len(probes) >= 5 and probes[0] == options.DEFAULT_PROBE
     assert not set(probes) & set(read_partners(DEFAULT_PARTNERS))
+
+
+def test_continuous_batching_admits_rows_while_the_probe_decodes(tiny, pool, tmp_path):
+    from model.experiments.continuous import run_continuous
+
+    models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
+    s = settings(tmp_path, "continuous", compositions=2, batch_sizes=(1, 6), new_tokens=(8,),
+                 capacity_factors=(0.5,), min_capacities=(0,))
+    result = run_continuous(s, models, pool)
+    by = {(c.condition, c.batch_size): c for c in result.cells}
+    assert len(by) == 2 * 3  # dropless, cf per batch, per sequence; two sizes
+    assert all(c.concurrency == [0.0, 0.0] for (_, B), c in by.items() if B == 1)
+    with open_trace(s.output) as trace:
+        assert len(trace.run_names) == 1 + 2 * 2 * 3
+        late = [n for n in trace.run_names if n.startswith("B06")]
+        firsts = [np.asarray(trace.run(n).step[:, 0]) for n in late]
+    assert any(f.max() > 0 for f in firsts)  # some row was prefilled in a later step than the first
+    per_sequence = by[("MoE gshard cf=0.5 per sequence, pads not counted, native", 6)]
+    assert per_sequence.drops.decode_chosen > 0 and per_sequence.drops.decode_dropped == 0
+    assert not [p for p in validate(s.output) if p.severity == "error"]
+    assert "rows beside the probe" in result.table()
+
+
+def test_explain_reruns_a_continuous_batch_with_its_arrivals(tiny, pool, tmp_path):
+    from model.counterfactual.reruns import Reruns
+    from model.experiments.continuous import run_continuous
+
+    models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
+    s = settings(tmp_path, "continuous", compositions=1, batch_sizes=(5,), new_tokens=(6,),
+                 capacity_factors=(0.5,), min_capacities=(0,))
+    run_continuous(s, models, pool)
+    with open_trace(s.output) as trace:
+        reruns = Reruns(trace, models.moe)
+        name = next(n for n in trace.run_names if n.startswith("B05"))
+        assert reruns.settings(name).arrivals == np.asarray(trace.run(name).step[:, 0]).tolist()
+        assert reruns.reproduction(name).level == "bitwise"

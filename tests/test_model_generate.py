@@ -155,3 +155,56 @@ def test_bad_kernel_mode_and_replay_raise_clear_errors():
     with pytest.raises(ValueError, match="replay row 5"):
         bad = ReplayRouting(np.zeros((2, 3, 2)), np.zeros((2, 3, 2), bool), np.zeros((2, 3, 2)))
         generate(model, [PROBE], 2, RoutingPolicy.preset("dropless"), replay={5: bad})
+
+
+# ---- continuous batching -------------------------------------------------------------------------
+
+
+def test_arrivals_at_zero_are_the_static_batch_bit_for_bit():
+    model = tiny_model()
+    prompts = [PROBE] + PARTNERS[:3]
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    _, static = run(model, prompts, policy, "native")
+    _, zero = run(model, prompts, policy, "native", arrivals=[0, 0, 0, 0])
+    assert static.keys() == zero.keys()
+    for path in static:
+        assert np.array_equal(static[path], zero[path]), path
+
+
+def test_a_late_row_joins_the_running_batch_and_shares_its_groups():
+    model = tiny_model()
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    prompts = [PROBE, PARTNERS[1], PARTNERS[2]]
+    result, arrays = run(model, prompts, policy, "batch_invariant", new=6, arrivals=[0, 3, 3])
+    # Row 0 prefills at step 0 and decodes alone at steps 1-2; rows 1 and 2 prefill at step 3,
+    # together with row 0's fourth decode token: one step, one group.
+    step = arrays["step"]
+    P0, P1 = len(PROBE), len(PARTNERS[1])
+    assert (step[0, :P0] == 0).all() and list(step[0, P0:P0 + 6]) == [1, 2, 3, 4, 5, 6]
+    assert (step[1, :P1] == 3).all() and list(step[1, P1:P1 + 6]) == [4, 5, 6, 7, 8, 9]
+    assert result.steps == 10 and arrays["load/requested"].shape[0] == 10
+    requested = arrays["load/requested"][3, 0, 0].sum()  # step 3, layer 0, group 0
+    assert requested == 2 * (1 + len(PARTNERS[1]) + len(PARTNERS[2]))
+    # Every row generated its 6 tokens; after row 0 left (step 6), the others went on without it.
+    assert [len(r) - p for r, p in zip(result.tokens, result.prompt_len, strict=True)] == [6, 6, 6]
+    assert (step[0] <= 6).all()
+
+
+def test_with_dropless_routing_and_invariant_kernels_a_late_arrival_changes_nothing_of_a_row():
+    model = tiny_model()
+    dropless = RoutingPolicy.preset("dropless")
+    alone = row(run(model, [PROBE], dropless, "batch_invariant", new=8)[1], 0)
+    _, late = run(model, [PARTNERS[0], PROBE, PARTNERS[3]], dropless, "batch_invariant", new=8,
+                  arrivals=[0, 2, 5])
+    got = row(late, 1)
+    T = alone["tokens"].shape[0]
+    for path in ("tokens", "routing/expert", "routing/kept", "routing/router_logits", "logits"):
+        have = got[path][:, :T] if path.startswith("routing/") else got[path][:T]
+        assert np.array_equal(have, alone[path]), path
+
+
+@pytest.mark.parametrize("arrivals, message", [([0], "one tick per row"), ([0, -1], "integers >= 0"),
+                                                ([0, 1.5], "integers >= 0")])
+def test_bad_arrivals_are_refused(arrivals, message):
+    with pytest.raises(ValueError, match=message):
+        generate(tiny_model(), [PROBE, PARTNERS[0]], 4, PER_SEQUENCE, arrivals=arrivals)

@@ -41,6 +41,7 @@ class RunSettings:
     max_new_tokens: int
     policy: RoutingPolicy | None      # None for a dense model
     kernel_mode: str
+    arrivals: list[int] | None = None  # [B] step each row was prefilled in (continuous batching)
 
     @property
     def coupled(self) -> bool:
@@ -122,7 +123,11 @@ class Reruns:
         if config.is_moe and policy.candidates_per_token(config.n_experts) != run.dims.get("K"):
             raise RerunError(f"run {name}: its routing has K = {run.dims.get('K')} candidates per token, "
                              f"the policy gives {policy.candidates_per_token(config.n_experts)}")
-        return RunSettings(name, prompts, max_new, policy, mode)
+        # A row joined the batch at the step that prefilled it; idle ticks were never run, so these
+        # steps reproduce the recorded schedule step for step.
+        first = np.asarray(run.step[:, 0]).astype(int).tolist()
+        arrivals = first if any(first) else None
+        return RunSettings(name, prompts, max_new, policy, mode, arrivals)
 
     def variant_settings(self, name: str, variant: str) -> tuple[RoutingPolicy | None, str] | None:
         """(policy, kernel mode) of a variant of run `name`, or None when the variant does not apply
@@ -217,6 +222,6 @@ class Reruns:
         log.debug("rerun %s (%s, %s)", s.name, kernel_mode, "replay" if replay else "no replay")
         try:
             return generate(self.model, s.prompts, s.max_new_tokens, policy, kernel_mode, recorder=recorder,
-                            replay=replay, intervention=intervention)
+                            replay=replay, intervention=intervention, arrivals=s.arrivals)
         except ValueError as exc:
             raise RerunError(f"run {s.name}: cannot be rerun with this model ({exc})") from None

@@ -24,6 +24,7 @@ RUNNERS = {
     "e4": ("model.experiments.e4_near_tie", "run_e4"),
     "e7": ("model.experiments.e7_cost", "run_e7"),
     "quality": ("model.experiments.quality", "run_quality"),
+    "continuous": ("model.experiments.continuous", "run_continuous"),
     "example": ("model.experiments.example", "run_example"),
 }
 
@@ -34,6 +35,7 @@ EPILOG = """examples:
   moe-inspector record -e example -o traces/examples/example.h5  the shipped example trace
   moe-inspector record -e e1 --probes assets/probes.txt          five probes, U with 95% intervals
   moe-inspector record -e quality                                what capacity costs in bits per byte
+  moe-inspector record -e continuous                             continuous batching, batch sizes 1-64
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
 
 Ctrl-C stops a recording; every run written so far stays in the trace."""
@@ -46,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", "--experiment", default="e1", choices=options.EXPERIMENTS,
                         help="experiment (docs/experiments.md): e0 kernel probe, e1 the 30-call table, "
                              "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, quality held-out "
-                             "bits per byte under each routing condition, example the "
+                             "bits per byte under each routing condition, continuous rows arriving and "
+                             "leaving (batch sizes 1-64), example the "
                              "shipped example trace (default e1)")
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="model checkpoint stem or .safetensors/.json file (default assets/moe-default)")

@@ -25,12 +25,15 @@ class Composition:
 
     requests: tuple[int, ...]  # [B] request id of each row
     probe_row: int
+    arrivals: tuple[int, ...] = ()  # [B] tick each row joins the batch (continuous batching); () all at 0
 
     def __post_init__(self) -> None:
         if not self.requests:
             raise ValueError("a composition needs at least one row")
         if not 0 <= self.probe_row < len(self.requests) or self.requests[self.probe_row] != PROBE:
             raise ValueError(f"probe_row {self.probe_row} does not hold the probe in {self.requests}")
+        if self.arrivals and (len(self.arrivals) != len(self.requests) or min(self.arrivals) < 0):
+            raise ValueError(f"arrivals {self.arrivals} must give one tick >= 0 per row")
 
     @property
     def batch_size(self) -> int:
@@ -41,6 +44,8 @@ class Composition:
         """`B=4, probe in row 2, partners 7 3 12`."""
         partners = [r for b, r in enumerate(self.requests) if b != self.probe_row]
         tail = f", partners {' '.join(map(str, partners))}" if partners else ", alone"
+        if self.arrivals:
+            tail += f", arriving at ticks {' '.join(map(str, self.arrivals))}"
         return f"B={self.batch_size}, probe in row {self.probe_row}{tail}"
 
 

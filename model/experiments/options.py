@@ -14,7 +14,7 @@ from pathlib import Path
 
 from model.experiments import ExperimentError
 
-EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "example")
+EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "continuous", "example")
 KERNEL_CHOICES = ("native", "batch_invariant", "both")
 
 #: The repository's assets folder: the shipped checkpoints and the partner pool.
@@ -44,6 +44,9 @@ DEFAULTS: dict[str, dict[str, object]] = {
                new_tokens=(128,), repeats=5),
     "quality": dict(compositions=4, batch_sizes=(8,), capacity_factors=(1.0, 1.25, 2.0), presets=("gshard",),
                     kernel_modes=("native",), new_tokens=(192,), min_capacities=(0, 1, 4)),
+    "continuous": dict(compositions=10, batch_sizes=(1, 2, 4, 8, 16, 32, 64), capacity_factors=(1.0,),
+                       presets=("gshard",), kernel_modes=("native",), new_tokens=(64,),
+                       min_capacities=(0, 4)),
     "example": dict(compositions=30, batch_sizes=(2, 3, 4), capacity_factors=(1.0, 1.25),
                     presets=("gshard",), new_tokens=(64,)),
 }

@@ -136,7 +136,7 @@ def generate_batch(model, pool: RequestPool, comp: Composition, cond: Condition,
                    recorder: Recorder | None = None) -> GenerationResult:
     """Greedy generation of one composition under one condition (the model is chosen by the caller)."""
     return generate(model, pool.prompts(comp), max_new_tokens, cond.policy, cond.kernel_mode,
-                    recorder=recorder)
+                    recorder=recorder, arrivals=list(comp.arrivals) if comp.arrivals else None)
 
 
 class Recording:
