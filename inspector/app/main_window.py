@@ -19,7 +19,7 @@ from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
 from inspector.app.state import InspectorState
 from inspector.app.welcome import WelcomePage
-from inspector.figure_data.runs import RunInfo
+from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.views import VIEWS, View
 from traces import TraceError
@@ -64,6 +64,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.left.setSizes([640, 220])
 
         self.views: list[View] = [cls(self.state) for cls in views]
+        for view in self.views:
+            view.export_requested.connect(self._export_view)
         self.tabs = QtWidgets.QTabWidget()
         self.tabs.setDocumentMode(True)
         self.right = QtWidgets.QSplitter(Qt.Orientation.Vertical)
@@ -339,6 +341,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.state.set_reference(name)
         self.browser.model.set_reference(name)
         self._show_details()
+
+    def _export_view(self, view: View) -> None:
+        from inspector.app.export_dialog import export_dialog  # on first use, like the menus
+
+        export_dialog(self, view)
 
     # -- drag and drop --------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ read for views is memoised per trace in a small LRU, so switching back and forth
 
 from __future__ import annotations
 
+from inspector.figure_data.browser import RunInfo, run_info
+from inspector.figure_data.layers import LayersData, read_layers
 from inspector.figure_data.memo import Memo
-from inspector.figure_data.overview import OverviewData, read_overview
 from inspector.figure_data.routing import RoutingData, read_routing
-from inspector.figure_data.runs import RunInfo, run_info
 from inspector.figure_data.text import TextData, read_text
 from inspector.qt import QtCore, Signal
 from traces.analysis.rows import LayerRouting, layer_routing
@@ -141,9 +141,9 @@ class InspectorState(QtCore.QObject):
         key = ("routing", self.run.name, self.layer, self.row)
         return self._cache.get(key, lambda: read_routing(self.trace, self.run, self.layer, self.row))
 
-    def overview_data(self) -> OverviewData:
-        key = ("overview", self.run.name, self.row)
-        return self._cache.get(key, lambda: read_overview(self.trace, self.run, self.row))
+    def layers_data(self) -> LayersData:
+        key = ("layers", self.run.name, self.row)
+        return self._cache.get(key, lambda: read_layers(self.trace, self.run, self.row))
 
     def text_data(self) -> TextData:
         key = ("text", self.run.name, self.row)

@@ -3,7 +3,7 @@ demand and memoised, and the explanation tables the `explain` command stored.
 
 No Qt here. One `DivergenceSource` belongs to one open trace; the views make a new one when the
 trace changes. Rows are `traces.analysis.RowTrace`s (with their next-token logits), so every pair
-and every overview of a request shares the same rows and their cached log-probabilities.
+and every runs view of a request shares the same rows and their cached log-probabilities.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.browser import RunInfo, run_info
 from inspector.figure_data.memo import Memo
-from inspector.figure_data.runs import RunInfo, run_info
 from traces import TraceError
 from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
 from traces.analysis.alignment import probe_request, requests_with_several_runs, runs_of_request
