@@ -283,3 +283,13 @@ def test_a_trace_with_nothing_to_compare_says_so(qtbot, tmp_path):
     finally:
         w.close()
         w.wait_for_jobs()
+
+
+def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, window, trace_path):
+    pair, runs = show(qtbot, window, PairView), show(qtbot, window, RunsView)
+    source = window.state.divergence()
+    assert pair.source is source and runs.source is source
+    with qtbot.waitSignal(window.open_finished, timeout=10000):
+        window.reload()
+    assert window.state.divergence() is not source
+    assert show(qtbot, window, RunsView).source is window.state.divergence()

@@ -190,7 +190,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if name not in self.state.names:
                 name, row = first.name, None
             if layer is not None:
-                self.state.layer = layer
+                self.state.document.layer = layer
             self.state.set_run(name, row)
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
@@ -381,7 +381,7 @@ class MainWindow(QtWidgets.QMainWindow):
             value = s.bytes(f"window/splitter_{splitter.objectName()}")
             if value is not None:
                 splitter.restoreState(value)
-        self.state.layer = max(s.value("view/layer", 0, int), 0)
+        self.state.document.layer = max(s.value("view/layer", 0, int), 0)
         self.tabs.setCurrentIndex(min(max(s.value("view/tab", 0, int), 0), self.tabs.count() - 1))
         for view in self.views:
             view.restore_settings(s)

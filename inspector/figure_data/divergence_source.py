@@ -1,9 +1,10 @@
 """Where the divergence views get their rows: the runs of each request in an open trace, read on
 demand and memoised, and the explanation tables the `explain` command stored.
 
-No Qt here. One `DivergenceSource` belongs to one open trace; the views make a new one when the
-trace changes. Rows are `traces.analysis.RowTrace`s (with their next-token logits), so every pair
-and every runs view of a request shares the same rows and their cached log-probabilities.
+No Qt here. One `DivergenceSource` belongs to one open trace: the app's `Document` makes it on
+first use and drops it when the trace changes, and both divergence views read it. Rows are
+`traces.analysis.RowTrace`s (with their next-token logits), so every pair and the runs view of a
+request share the same rows and their cached log-probabilities.
 """
 
 from __future__ import annotations

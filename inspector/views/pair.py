@@ -104,7 +104,7 @@ class PairView(View):
 
     def _ensure_source(self) -> DivergenceSource | None:
         if self.source is None and self.state.trace is not None:
-            self.source = DivergenceSource(self.state.trace)
+            self.source = self.state.divergence()  # shared with the runs view
             self.picker.set_source(self.source)
             self._follow_run(invalidate=False)
         return self.source

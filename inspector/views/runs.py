@@ -117,7 +117,7 @@ class RunsView(View):
 
     def _ensure_source(self) -> DivergenceSource | None:
         if self.source is None and self.state.trace is not None:
-            self.source = DivergenceSource(self.state.trace)
+            self.source = self.state.divergence()  # shared with the pair view
             self.request.clear()
             for r in self.source.requests():
                 self.request.addItem(f"{r}: {self.source.request_text(r)}", r)
