@@ -26,6 +26,7 @@ DROPLESS_CAPACITY = -2
 #: Capacity value stored for a group that does not exist in that step (fewer groups than G).
 ABSENT_GROUP = -1
 
+#: Kernel modes of the model (`model.kernels`), stored in a trace's meta.
 KERNEL_MODES = ("native", "batch_invariant")
 
 DIM_LETTERS = ("L", "B", "T", "K", "E", "V", "S", "G", "R")

@@ -123,9 +123,6 @@ class DivergenceSource:
     def rows(self, choices: Sequence[RunChoice]) -> list[RowTrace]:
         return [self.row(c.run, c.row) for c in choices]
 
-    def has_row(self, run: str, row: int) -> bool:
-        return (run, row) in self._rows
-
     def capacity(self, run: str, layer: int) -> np.ndarray:
         """[S, G] capacity of each group of each step of `run` at MoE layer `layer`."""
         return self._small.get(("capacity", run, layer),

@@ -180,10 +180,3 @@ class RunsFigure:
     def hover_text(self, x: float, y: float) -> str | None:
         cell = self.cell_at(x, y)
         return None if cell is None or self.data is None else self.data.describe_cell(*cell)
-
-    def run_at(self, y: float) -> int | None:
-        """Index into `data.choices` of the displayed run at y."""
-        if self.data is None:
-            return None
-        r = int(np.floor(y + 0.5))
-        return int(self.data.order[r]) if 0 <= r < self.data.n_runs else None

@@ -99,12 +99,6 @@ class LoadView(View):
             self._group_choice = int(layer.group[self.state.row, t])
             self.invalidate()
 
-    def set_step(self, step: int, group: int | None = None) -> None:
-        """Show forward step `step` (and `group`, else the probe's group)."""
-        self._set_step(step)
-        self._group_choice = group
-        self.invalidate()
-
     def redraw(self) -> None:
         layer = self.state.layer_routing()
         S = layer.capacity.shape[0]
