@@ -10,8 +10,6 @@ import pytest
 from test_inspector_divergence_data import T, write_known_trace
 
 from inspector.app.browser import COL, NAME_ROLE
-from inspector.app.main_window import MainWindow
-from inspector.app.settings import Settings
 from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.pair import PairFigure
 from inspector.figures.runs import RunsFigure
@@ -30,30 +28,7 @@ def trace_path(tmp_path_factory):
     return write_known_trace(tmp_path_factory.mktemp("divergence") / "known.h5")
 
 
-@pytest.fixture(autouse=True)
-def isolated_settings(tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
-
-
-def open_window(qtbot, tmp_path, path):
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
-        w.open_path(str(path))
-    assert blocker.args == [True]
-    return w
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, trace_path):
-    w = open_window(qtbot, tmp_path, trace_path)
-    yield w
-    w.close()
-    w.wait_for_jobs()
+pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 def view(w, cls):
@@ -270,19 +245,15 @@ def test_figures_render_headless_with_both_panels(qtbot, trace_path):
         np.testing.assert_array_equal(fig.cause_bars.opts["height"], [1, 1])
 
 
-def test_a_trace_with_nothing_to_compare_says_so(qtbot, tmp_path):
+def test_a_trace_with_nothing_to_compare_says_so(qtbot, tmp_path, make_window):
     path = write_synthetic_trace(tmp_path / "one.h5", 1, L=2, E=4, K=2, V=64, B=2, T=16, R=1)
-    w = open_window(qtbot, tmp_path, path)
-    try:
-        for cls in (PairView, RunsView):
-            v = view(w, cls)
-            w.tabs.setCurrentWidget(v)
-            qtbot.waitUntil(lambda v=v: not v._dirty, timeout=5000)
-            assert v.notice.isVisible() and "nothing to compare" in v.notice.text()
-            assert not v.splitter.isVisible()
-    finally:
-        w.close()
-        w.wait_for_jobs()
+    w = make_window(path)
+    for cls in (PairView, RunsView):
+        v = view(w, cls)
+        w.tabs.setCurrentWidget(v)
+        qtbot.waitUntil(lambda v=v: not v._dirty, timeout=5000)
+        assert v.notice.isVisible() and "nothing to compare" in v.notice.text()
+        assert not v.splitter.isVisible()
 
 
 def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, window, trace_path):

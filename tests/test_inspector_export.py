@@ -145,13 +145,6 @@ def softmax_t(logits):
 # -- fixtures ----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("export") / "export.h5"
-    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
-    return path
-
-
-@pytest.fixture(scope="module")
 def realistic_path(tmp_path_factory):
     """The shipped example trace, or (before one is recorded) a synthetic one of the model's shape."""
     if EXAMPLE.exists():

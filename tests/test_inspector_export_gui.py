@@ -8,8 +8,6 @@ import pytest
 from test_inspector_export import png_info, png_pixels, svg_texts
 
 from inspector.app import export_dialog
-from inspector.app.main_window import MainWindow
-from inspector.app.settings import Settings
 from inspector.cli import main
 from inspector.export import SPECS, Page
 from inspector.qt import QtCore, QtGui, QtWidgets
@@ -18,20 +16,8 @@ from inspector.views.layers import LayersView
 from inspector.views.load import LoadView
 from inspector.views.routing import RoutingView
 from inspector.views.text import TextView
-from traces.synthetic import write_synthetic_trace
 
-
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("export_gui") / "gui.h5"
-    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 @pytest.fixture
@@ -42,26 +28,12 @@ def errors(monkeypatch):
     return shown
 
 
-def new_window(qtbot, tmp_path) -> MainWindow:
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
-
-
 @pytest.fixture
-def window(qtbot, tmp_path, trace_path):
-    w = new_window(qtbot, tmp_path)
-    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
-        w.open_path(str(trace_path))
-    assert blocker.args == [True]
-    w.state.set_run("r001", 2)
-    w.state.set_layer(1)
-    yield w
-    w.close()
-    w.wait_for_jobs()
+def window(window):
+    """The shared window on run r001, row 2, layer 1."""
+    window.state.set_run("r001", 2)
+    window.state.set_layer(1)
+    return window
 
 
 def view(w, cls):
@@ -215,8 +187,8 @@ def test_copy_figure_puts_image_and_svg_on_the_clipboard(qtbot, window):
         QtGui.QGuiApplication.clipboard().clear()
 
 
-def test_nothing_to_export_without_a_trace(qtbot, tmp_path, errors):
-    w = new_window(qtbot, tmp_path)
+def test_nothing_to_export_without_a_trace(make_window, errors):
+    w = make_window()
     assert export_dialog.copy_figure(w, export_dialog.current_view(w)) is False
     assert export_dialog.export_dialog(w, export_dialog.current_view(w)) is None
     assert errors and "no figure to export" in errors[0]

@@ -24,33 +24,14 @@ def cells(x, y) -> list[tuple[int, int]]:
     return sorted(zip(np.asarray(x, dtype=int).tolist(), np.asarray(y, dtype=int).tolist(), strict=True))
 
 
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("views") / "views.h5"
-    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, trace_path):
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
-        w.open_path(str(trace_path))
-    assert blocker.args == [True]
-    qtbot.waitUntil(lambda: view(w, RoutingView).data is not None, timeout=5000)
-    yield w
-    w.close()
-    w.wait_for_jobs()
+def window(window, qtbot):
+    """The shared window on the shared trace, its routing drawn."""
+    qtbot.waitUntil(lambda: view(window, RoutingView).data is not None, timeout=5000)
+    return window
 
 
 def view(w, cls):
