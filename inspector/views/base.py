@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
-from inspector.app.settings import Settings
-from inspector.app.state import InspectorState
 from inspector.export.registry import SPECS, Export, ViewSpec
 from inspector.qt import QtCore, QtWidgets, Signal
 from traces import TraceError
+
+if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
+    from inspector.app.settings import Settings
+    from inspector.app.state import InspectorState
 
 log = logging.getLogger(__name__)
 

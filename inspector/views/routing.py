@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from inspector.app.settings import Settings
 from inspector.export.registry import Export
 from inspector.export.selection import Selection
 from inspector.figures.routing import RoutingFigure
@@ -14,6 +15,9 @@ from inspector.views.base import View
 from inspector.views.hover import HoverLine, connect_hover
 from traces import TraceError
 from traces.analysis.displacement import displacement
+
+if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
+    from inspector.app.settings import Settings
 
 LEGEND = ("white frame = chosen and kept · red ✕ = chosen but dropped (over capacity) · "
           "dashed line = prompt | generation · click a cell to focus its token")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from inspector.app.settings import Settings
+from typing import TYPE_CHECKING
+
 from inspector.export.registry import Export
 from inspector.export.selection import Selection
 from inspector.figure_data.text import SHADE_MODES
@@ -11,6 +12,9 @@ from inspector.figures.text import TextFigure
 from inspector.qt import Qt, QtCore, QtWidgets, pg
 from inspector.views.base import View
 from inspector.views.hover import HoverLine
+
+if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
+    from inspector.app.settings import Settings
 
 
 class TextView(View):
