@@ -24,12 +24,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from inspector.app.main_window import MainWindow  # noqa: E402
 from inspector.app.settings import Settings  # noqa: E402
-from inspector.figure_data.divergence import pair_figure_data  # noqa: E402
 from inspector.figure_data.divergence_source import DivergenceSource  # noqa: E402
+from inspector.figure_data.pair import pair_figure_data  # noqa: E402
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, completion_html  # noqa: E402
 from inspector.figures.style import FigureStyle  # noqa: E402
 from inspector.qt import QtCore, QtWidgets  # noqa: E402
-from inspector.views.divergence import DivergenceView  # noqa: E402
+from inspector.views.pair import PairView  # noqa: E402
 from traces import open_trace  # noqa: E402
 from traces.synthetic import write_synthetic_trace  # noqa: E402
 
@@ -37,7 +37,7 @@ TARGET_MS = 100.0
 N, T, L, E, K, V, B = 30, 512, 8, 8, 2, 256, 4
 
 
-def wait_drawn(app: QtWidgets.QApplication, view: DivergenceView, start) -> float:
+def wait_drawn(app: QtWidgets.QApplication, view: PairView, start) -> float:
     """Run `start()`, process events until the view redrew, paint it; milliseconds taken."""
     done = []
     view.drawn.connect(lambda: done.append(True))
@@ -51,7 +51,7 @@ def wait_drawn(app: QtWidgets.QApplication, view: DivergenceView, start) -> floa
     return ms
 
 
-def open_window(app: QtWidgets.QApplication, path: str, folder: str) -> tuple[MainWindow, DivergenceView]:
+def open_window(app: QtWidgets.QApplication, path: str, folder: str) -> tuple[MainWindow, PairView]:
     ini = QtCore.QSettings.Format.IniFormat
     settings = Settings(QtCore.QSettings(os.path.join(folder, "settings.ini"), ini))
     window = MainWindow(settings)
@@ -64,7 +64,7 @@ def open_window(app: QtWidgets.QApplication, path: str, folder: str) -> tuple[Ma
         app.processEvents()
     if opened != [True]:
         raise SystemExit(f"could not open {path}")
-    view = next(v for v in window.views if isinstance(v, DivergenceView))
+    view = next(v for v in window.views if isinstance(v, PairView))
     wait_drawn(app, view, lambda: window.tabs.setCurrentWidget(view))
     # The run browser summarises every run in the background after opening; let it finish first.
     window.wait_for_jobs()

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import torch
 
-from model.config import ModelConfig
+from model.config import WEIGHT_DTYPES, ModelConfig
 from model.transformer import MoETransformer
 
 log = logging.getLogger(__name__)
 
 CARD_FORMAT = "moe-inspector-checkpoint"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {name: getattr(torch, name) for name in WEIGHT_DTYPES}
 
 
 def checkpoint_paths(path: str | Path) -> tuple[Path, Path]:

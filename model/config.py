@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from model.tokenizer import VOCAB_SIZE
 
-KERNEL_MODES = ("native", "batch_invariant")
-DTYPES = ("float32", "bfloat16")
+#: Dtypes a checkpoint's weights are stored in (they load as float32 whatever they were stored in).
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass

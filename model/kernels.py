@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-KERNEL_MODES = ("native", "batch_invariant")
+from traces.schema import KERNEL_MODES
+
 #: Keys per block of batch-invariant attention (a fixed split size, not a fixed number of splits).
 KEY_BLOCK = 64
 

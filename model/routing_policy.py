@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from traces.schema import DROPLESS_CAPACITY
+
 GROUP_BY = ("sequence", "batch", "fixed")
 FLATTEN = ("batch_major", "seq_major")
 CAPACITY_MODES = ("factor", "fixed", "dropless")
@@ -25,8 +27,6 @@ PRIORITIES = (
 SCORE_FNS = ("softmax", "sigmoid")
 NORMS = ("none", "before_drop", "after_drop")
 
-#: Capacity reported for dropless routing (same value as `traces.schema.DROPLESS_CAPACITY`).
-DROPLESS_CAPACITY = -2
 
 
 def _bad(field: str, allowed: str, value: Any) -> ValueError:

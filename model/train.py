@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from model.checkpoint import load_checkpoint, save_checkpoint
-from model.config import ModelConfig
+from model.config import WEIGHT_DTYPES, ModelConfig
 from model.corpus import build_corpus
 from model.transformer import MoETransformer
 
@@ -133,7 +133,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="checkpoint stem (default assets/moe-default "
                    "or assets/dense-control)")
-    p.add_argument("--weights-dtype", default="bfloat16", choices=("float32", "bfloat16"))
+    p.add_argument("--weights-dtype", default="bfloat16", choices=WEIGHT_DTYPES)
     args = p.parse_args(argv)
     for name in ("steps", "batch", "seq", "threads", "warmup"):
         if getattr(args, name) <= 0:

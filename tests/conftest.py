@@ -1,5 +1,87 @@
+"""Fixtures shared by the test files: a small model, a synthetic trace and a main window on it.
+
+Qt and torch are imported inside the fixtures, so a test file that uses neither loads neither.
+"""
+
 import os
+
+import pytest
 
 # Qt aborts the whole process without a platform; tests draw offscreen.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+#: The small model of the model tests: 2 layers of 4 experts, top-2, a context of 64 positions.
+TINY_MODEL = dict(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=64,
+                  init_std=0.2)
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """`tiny_model(seed=0, **config)`: a fresh small MoE model in eval mode (config overrides
+    `TINY_MODEL`), its weights drawn from `seed`."""
+    import torch
+
+    from model.config import ModelConfig
+    from model.transformer import MoETransformer
+
+    def make(seed: int = 0, **overrides):
+        torch.manual_seed(seed)
+        return MoETransformer(ModelConfig(**{**TINY_MODEL, **overrides})).eval()
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def trace_path(tmp_path_factory):
+    """A synthetic trace of 4 runs (L=3, E=6, K=2, V=128, B=5, T=40, R=3) at capacity factor 0.5,
+    written once for the session; tests only read it."""
+    from traces.synthetic import write_synthetic_trace
+
+    path = tmp_path_factory.mktemp("shared") / "synthetic.h5"
+    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
+    return path
+
+
+@pytest.fixture
+def isolated_settings(tmp_path):
+    """Qt's user settings in the test's own folder, not the user's."""
+    from inspector.qt import QtCore
+
+    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
+    QtCore.QSettings.setPath(ini, user, str(tmp_path))
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, isolated_settings):
+    """`make_window(path=None)`: a shown main window with its own settings file, having opened
+    `path` when given; closed after the test."""
+    from inspector.app.main_window import MainWindow
+    from inspector.app.settings import Settings
+    from inspector.qt import QtCore
+
+    made = []
+
+    def make(path=None):
+        ini = QtCore.QSettings.Format.IniFormat
+        w = MainWindow(Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), ini)))
+        qtbot.addWidget(w)
+        w.show()
+        qtbot.waitExposed(w)
+        made.append(w)
+        if path is not None:
+            with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
+                w.open_path(str(path))
+            assert blocker.args == [True]
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+        w.wait_for_jobs()
+
+
+@pytest.fixture
+def window(make_window, trace_path):
+    """A main window showing `trace_path`."""
+    return make_window(trace_path)

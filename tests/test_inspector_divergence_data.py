@@ -20,7 +20,8 @@ import sys
 import numpy as np
 import pytest
 
-from inspector.figure_data.divergence import (
+from inspector.figure_data.divergence_source import DivergenceSource, find_record, table_reference
+from inspector.figure_data.pair import (
     EXPERTS,
     IDENTICAL,
     KEPT_SET,
@@ -28,8 +29,7 @@ from inspector.figure_data.divergence import (
     drop_differences,
     pair_figure_data,
 )
-from inspector.figure_data.divergence_overview import completion_clusters, overview_figure_data
-from inspector.figure_data.divergence_source import DivergenceSource, find_record, table_reference
+from inspector.figure_data.runs import completion_clusters, runs_figure_data
 from traces import TraceWriter, open_trace
 from traces.analysis import ExplainRecord, RunArrays, explain_pair, prefix_tree, row_trace, to_columns
 from traces.analysis.explain_table import table_attrs, table_name, with_counterfactuals
@@ -254,7 +254,7 @@ def test_drop_differences_match_experts_as_sets():
 
 def test_overview_counts_completions_tree_and_causes(known):
     choices = known.choices(0)
-    data = overview_figure_data(known.rows(choices), choices, 0, vocab=known.vocab, records=known.records())
+    data = runs_figure_data(known.rows(choices), choices, 0, vocab=known.vocab, records=known.records())
     assert (data.n_runs, data.n_unique, data.mode_count, data.n_new) == (4, 3, 2, 4)
     assert data.headline == "U(4) = 3 distinct completions of 4 new tokens; the most common one 2/4 (50%)"
     assert data.first_split == "the 4 runs split 3/1 at the first new token (position 2)"
@@ -287,7 +287,7 @@ def test_completion_clusters_follow_the_majority_path():
 
 
 def test_figure_data_needs_no_qt():
-    code = ("import sys; import inspector.figure_data.divergence, inspector.figure_data.divergence_overview, "
+    code = ("import sys; import inspector.figure_data.pair, inspector.figure_data.runs, "
             "inspector.figure_data.divergence_source, inspector.figure_data.divergence_cause; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -10,16 +10,14 @@ import pytest
 from test_inspector_divergence_data import T, write_known_trace
 
 from inspector.app.browser import COL, NAME_ROLE
-from inspector.app.main_window import MainWindow
-from inspector.app.settings import Settings
 from inspector.figure_data.divergence_source import DivergenceSource
-from inspector.figures.divergence import DivergencePairFigure
-from inspector.figures.divergence_overview import DivergenceOverviewFigure
+from inspector.figures.pair import PairFigure
+from inspector.figures.runs import RunsFigure
 from inspector.qt import Qt, QtCore, QtGui, pg
 from inspector.views import VIEWS
-from inspector.views.divergence import DivergenceView
-from inspector.views.divergence_overview import RUNS_ROLE, DivergenceOverviewView
+from inspector.views.pair import PairView
 from inspector.views.routing import RoutingView
+from inspector.views.runs import RUNS_ROLE, RunsView
 from traces import open_trace
 from traces.analysis import aligned_rows, analyse_request, explain_pair
 from traces.synthetic import write_synthetic_trace
@@ -30,30 +28,7 @@ def trace_path(tmp_path_factory):
     return write_known_trace(tmp_path_factory.mktemp("divergence") / "known.h5")
 
 
-@pytest.fixture(autouse=True)
-def isolated_settings(tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
-
-
-def open_window(qtbot, tmp_path, path):
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
-        w.open_path(str(path))
-    assert blocker.args == [True]
-    return w
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, trace_path):
-    w = open_window(qtbot, tmp_path, trace_path)
-    yield w
-    w.close()
-    w.wait_for_jobs()
+pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 def view(w, cls):
@@ -90,12 +65,12 @@ def click_plot(qtbot, v, plot, x: float, y: float | None = None) -> None:
 
 
 def test_both_views_are_registered():
-    assert DivergenceView in VIEWS and DivergenceOverviewView in VIEWS
-    assert DivergenceView.area == DivergenceOverviewView.area == "tab"
+    assert PairView in VIEWS and RunsView in VIEWS
+    assert PairView.area == RunsView.area == "tab"
 
 
 def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, window, trace_path):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     assert v.picker.current_request() == 0  # the probe's request of the first run
     pick_pair(qtbot, v, "alone", "crowded")
     verdict = analysis_verdict(trace_path, "alone", "crowded")
@@ -122,7 +97,7 @@ def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, w
 
 
 def test_router_flip_pair_is_stated_as_a_guess(qtbot, window, trace_path):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     pick_pair(qtbot, v, "alone", "flip")
     verdict = analysis_verdict(trace_path, "alone", "flip")
     assert verdict.cause == "router_flip" and v.data.t_star == verdict.t_star == 4
@@ -136,7 +111,7 @@ def test_router_flip_pair_is_stated_as_a_guess(qtbot, window, trace_path):
 
 
 def test_heatmaps_and_panels_share_the_x_axis(qtbot, window):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     v.figure.heat_a.plot.vb.setXRange(1.0, 5.0, padding=0)  # the heatmaps keep at least 4 positions
     for plot in v.figure.plots:
@@ -147,7 +122,7 @@ def test_heatmaps_and_panels_share_the_x_axis(qtbot, window):
 
 
 def test_clicking_a_position_selects_it_in_every_plot_and_view(qtbot, window):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     click_plot(qtbot, v, v.figure.heat_b.plot, 3, 1)
     qtbot.waitUntil(lambda: window.state.position == 3, timeout=3000)
@@ -165,7 +140,7 @@ def test_clicking_a_position_selects_it_in_every_plot_and_view(qtbot, window):
 
 
 def test_hover_names_what_differs_at_the_cause(qtbot, window):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     scene = v.figure.map.vb.mapViewToScene(QtCore.QPointF(1, 1))
     qtbot.mouseMove(v.graphics.viewport(), v.graphics.mapFromScene(scene))
@@ -175,7 +150,7 @@ def test_hover_names_what_differs_at_the_cause(qtbot, window):
 
 
 def test_layer_follows_the_navigation_bar(qtbot, window):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     assert window.state.layer == 0
     assert not (v.data.strip() == 1).any()  # nothing differs at layer 0 before t*
@@ -186,7 +161,7 @@ def test_layer_follows_the_navigation_bar(qtbot, window):
 
 
 def test_run_b_follows_the_run_browser(qtbot, window):
-    v = show(qtbot, window, DivergenceView)
+    v = show(qtbot, window, PairView)
     proxy = window.browser.proxy
     row = next(r for r in range(proxy.rowCount()) if proxy.index(r, COL["run"]).data(NAME_ROLE) == "flip")
     with qtbot.waitSignal(v.drawn, timeout=5000):
@@ -195,7 +170,7 @@ def test_run_b_follows_the_run_browser(qtbot, window):
 
 
 def test_overview_headline_tree_and_causes_match_the_analysis(qtbot, window, trace_path):
-    v = show(qtbot, window, DivergenceOverviewView)
+    v = show(qtbot, window, RunsView)
     with open_trace(trace_path) as trace:
         analysis = analyse_request(aligned_rows(trace, 0), reference=0)
     comp = analysis.completions
@@ -227,7 +202,7 @@ def node_counts(node) -> list:
 
 
 def test_overview_branch_selects_its_run_and_positions_are_shared(qtbot, window):
-    v = show(qtbot, window, DivergenceOverviewView)
+    v = show(qtbot, window, RunsView)
     leaf = v.tree.topLevelItem(0).child(1)  # the crowded branch
     assert leaf.data(0, RUNS_ROLE) == ("crowded",)
     v.tree.itemDoubleClicked.emit(leaf, 0)
@@ -246,7 +221,7 @@ def test_figures_render_headless_with_both_panels(qtbot, trace_path):
         widget = pg.GraphicsLayoutWidget()
         qtbot.addWidget(widget)
         widget.resize(1400, 1000)
-        figure = DivergencePairFigure(widget.ci, with_text=True)
+        figure = PairFigure(widget.ci, with_text=True)
         figure.set_data(data, selected=3)
         image = widget.grab().toImage()
         assert not image.isNull() and image.width() == 1400
@@ -262,24 +237,30 @@ def test_figures_render_headless_with_both_panels(qtbot, trace_path):
         overview = pg.GraphicsLayoutWidget()
         qtbot.addWidget(overview)
         overview.resize(1000, 700)
-        fig = DivergenceOverviewFigure(overview.ci)
-        from inspector.figure_data.divergence_overview import overview_figure_data
+        fig = RunsFigure(overview.ci)
+        from inspector.figure_data.runs import runs_figure_data
         choices = source.choices(0)
-        fig.set_data(overview_figure_data(source.rows(choices), choices, 0, vocab=source.vocab))
+        fig.set_data(runs_figure_data(source.rows(choices), choices, 0, vocab=source.vocab))
         assert not overview.grab().toImage().isNull()
         np.testing.assert_array_equal(fig.cause_bars.opts["height"], [1, 1])
 
 
-def test_a_trace_with_nothing_to_compare_says_so(qtbot, tmp_path):
+def test_a_trace_with_nothing_to_compare_says_so(qtbot, tmp_path, make_window):
     path = write_synthetic_trace(tmp_path / "one.h5", 1, L=2, E=4, K=2, V=64, B=2, T=16, R=1)
-    w = open_window(qtbot, tmp_path, path)
-    try:
-        for cls in (DivergenceView, DivergenceOverviewView):
-            v = view(w, cls)
-            w.tabs.setCurrentWidget(v)
-            qtbot.waitUntil(lambda v=v: not v._dirty, timeout=5000)
-            assert v.notice.isVisible() and "nothing to compare" in v.notice.text()
-            assert not v.splitter.isVisible()
-    finally:
-        w.close()
-        w.wait_for_jobs()
+    w = make_window(path)
+    for cls in (PairView, RunsView):
+        v = view(w, cls)
+        w.tabs.setCurrentWidget(v)
+        qtbot.waitUntil(lambda v=v: not v._dirty, timeout=5000)
+        assert v.notice.isVisible() and "nothing to compare" in v.notice.text()
+        assert not v.splitter.isVisible()
+
+
+def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, window, trace_path):
+    pair, runs = show(qtbot, window, PairView), show(qtbot, window, RunsView)
+    source = window.state.divergence()
+    assert pair.source is source and runs.source is source
+    with qtbot.waitSignal(window.open_finished, timeout=10000):
+        window.reload()
+    assert window.state.divergence() is not source
+    assert show(qtbot, window, RunsView).source is window.state.divergence()

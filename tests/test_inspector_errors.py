@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from inspector.app.errors import ExceptHook
-from inspector.app.main_window import MainWindow
-from inspector.app.settings import Settings
 from inspector.qt import QtCore, QtWidgets
 from inspector.views.routing import RoutingView
 from traces.synthetic import write_synthetic_trace
@@ -36,15 +34,9 @@ def dialogs(monkeypatch):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
-    w = MainWindow(Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)))
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    w.close()
-    w.wait_for_jobs()
+def window(make_window):
+    """A main window with no trace open."""
+    return make_window()
 
 
 def open_and_wait(qtbot, w, path) -> bool:

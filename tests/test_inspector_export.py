@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from inspector.cli import main
-from inspector.export import Page, Selection, read_export, save
+from inspector.export import SPECS, Page, Selection, read_export, save
 from inspector.export.finish import overflow
 from inspector.export.output import drawn
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace
 
-VIEWS = ("routing", "overview", "load", "text", "divergence", "runs")
+VIEWS = tuple(SPECS)
 EXAMPLE = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
 
 
@@ -145,13 +145,6 @@ def softmax_t(logits):
 # -- fixtures ----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("export") / "export.h5"
-    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
-    return path
-
-
-@pytest.fixture(scope="module")
 def realistic_path(tmp_path_factory):
     """The shipped example trace, or (before one is recorded) a synthetic one of the model's shape."""
     if EXAMPLE.exists():
@@ -201,7 +194,7 @@ def test_svg_heatmap_is_embedded_sharp(qapp, trace_path, tmp_path):
     from inspector.qt import QtCore, QtGui
 
     out = tmp_path / "overview.svg"
-    assert export(trace_path, "overview", out, "--width", "1600", "--height", "800", "--dpi", "160") == 0
+    assert export(trace_path, "layers", out, "--width", "1600", "--height", "800", "--dpi", "160") == 0
     root = ET.parse(out).getroot()
     image = next(e for e in root.iter() if e.tag.endswith("image"))
     href = image.get("{http://www.w3.org/1999/xlink}href")
@@ -373,7 +366,8 @@ def test_range_limits_the_figure_and_the_table(qapp, trace_path, tmp_path):
 
 @pytest.mark.parametrize("options, message", [
     (["--layer", "7"], "layer 7 outside"),
-    (["--view", "overview", "--layer", "1"], "--layer does not apply to the overview view"),
+    (["--view", "layers", "--layer", "1"], "--layer does not apply to the layers view"),
+    (["--view", "overview", "--layer", "1"], "--layer does not apply to the layers view"),
     (["--range", "9:3"], "--range needs"),
     (["--range", "abc"], "--range expects"),
     (["--range", "500:600"], "starts outside"),
@@ -382,7 +376,7 @@ def test_range_limits_the_figure_and_the_table(qapp, trace_path, tmp_path):
     (["--width", "5"], "width must be"),
     (["--dpi", "5000"], "dpi must be"),
     (["--view", "load", "--step", "999"], "step 999 outside"),
-    (["--view", "divergence", "--pair", "r000"], "--pair expects"),
+    (["--view", "pair", "--pair", "r000"], "--pair expects"),
     (["--view", "divergence", "--pair", "r000,zz"], "no run 'zz'"),
     (["--view", "runs", "--condition", "nonesuch"], "condition 'nonesuch'"),
     (["--colormap", "rainbowish"], "--colormap must be"),
@@ -447,7 +441,7 @@ def test_realistic_trace_exports_readable_figures(qapp, realistic_path, tmp_path
     rgb = pixels.astype(np.uint32) @ np.array([1 << 16, 1 << 8, 1], dtype=np.uint32)
     assert len(np.unique(rgb)) > 50  # the colour map, not a blank page
     with open_trace(realistic_path) as trace:
-        ex = read_export(trace, "overview", Selection())
+        ex = read_export(trace, "layers", Selection())
     with drawn(ex, Page(2100, 1050, 300)) as canvas:
         assert overflow(canvas) == []
 

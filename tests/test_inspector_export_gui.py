@@ -7,33 +7,17 @@ import numpy as np
 import pytest
 from test_inspector_export import png_info, png_pixels, svg_texts
 
-from inspector.app.main_window import MainWindow
-from inspector.app.settings import Settings
+from inspector.app import export_dialog
 from inspector.cli import main
-from inspector.export import Page
-from inspector.export import dialog as export_dialog
-from inspector.export.from_view import export_of, exportable
+from inspector.export import SPECS, Page
 from inspector.qt import QtCore, QtGui, QtWidgets
-from inspector.views.divergence import DivergenceView
-from inspector.views.divergence_overview import DivergenceOverviewView
+from inspector.views import VIEWS
+from inspector.views.layers import LayersView
 from inspector.views.load import LoadView
-from inspector.views.overview import OverviewView
 from inspector.views.routing import RoutingView
 from inspector.views.text import TextView
-from traces.synthetic import write_synthetic_trace
 
-
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("export_gui") / "gui.h5"
-    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 @pytest.fixture
@@ -44,26 +28,12 @@ def errors(monkeypatch):
     return shown
 
 
-def new_window(qtbot, tmp_path) -> MainWindow:
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
-
-
 @pytest.fixture
-def window(qtbot, tmp_path, trace_path):
-    w = new_window(qtbot, tmp_path)
-    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
-        w.open_path(str(trace_path))
-    assert blocker.args == [True]
-    w.state.set_run("r001", 2)
-    w.state.set_layer(1)
-    yield w
-    w.close()
-    w.wait_for_jobs()
+def window(window):
+    """The shared window on run r001, row 2, layer 1."""
+    window.state.set_run("r001", 2)
+    window.state.set_layer(1)
+    return window
 
 
 def view(w, cls):
@@ -75,30 +45,29 @@ def shown(qtbot, w, cls):
     v = view(w, cls)
     if v.area == "tab":
         w.tabs.setCurrentWidget(v)
-    qtbot.waitUntil(lambda: not v._dirty and export_of(v) is not None, timeout=10000)
+    qtbot.waitUntil(lambda: not v._dirty and v.export_state() is not None, timeout=10000)
     return v
 
 
 def command_options(v) -> list[str]:
     """The `export` command's options naming what view `v` shows."""
-    ex = export_of(v)
+    ex = v.export_state()
     s = ex.selection
     if ex.view == "routing":
         return ["--run", s.run, "--row", str(s.row), "--layer", str(s.layer)]
-    if ex.view in ("overview", "text"):
+    if ex.view in ("layers", "text"):
         return ["--run", s.run, "--row", str(s.row)]
     if ex.view == "load":
         return ["--run", s.run, "--layer", str(s.layer), "--step", str(s.step), "--group", str(s.group)]
-    if ex.view == "divergence":
+    if ex.view == "pair":
         return ["--request", str(s.request), "--pair", ",".join(s.pair), "--layer", str(s.layer)]
     return ["--request", str(s.request), "--run", s.run, "--condition", s.condition]
 
 
-@pytest.mark.parametrize("cls", [RoutingView, OverviewView, LoadView, TextView, DivergenceView,
-                                 DivergenceOverviewView])
+@pytest.mark.parametrize("cls", VIEWS, ids=[cls.name for cls in VIEWS])
 def test_app_and_command_write_the_same_files(qtbot, window, tmp_path, cls):
     v = shown(qtbot, window, cls)
-    name = export_of(v).view
+    name = v.export_state().view
     export_dialog.save_view(v, str(tmp_path / "app.csv"))
     page = Page(1000, 600, 100)
     export_dialog.save_view(v, str(tmp_path / "app.png"), page=page)
@@ -123,13 +92,13 @@ def test_menus_shortcuts_and_buttons(window):
     assert actions["&Export…"] in menus["&File"].actions()
     assert actions["&Copy Figure"] in menus["&Edit"].actions()
     for v in window.views:
-        assert exportable(v)
+        assert v.spec is SPECS[v.name] and v.title == v.spec.title
         buttons = [b for b in v.findChildren(QtWidgets.QToolButton) if b.text() == "Export…"]
         assert len(buttons) == 1, v.title
 
 
 def test_shortcut_opens_the_dialog_on_the_current_view_and_writes(qtbot, window, tmp_path, monkeypatch):
-    shown(qtbot, window, OverviewView)
+    shown(qtbot, window, LayersView)
     seen = {}
 
     def run_dialog(self):
@@ -146,7 +115,7 @@ def test_shortcut_opens_the_dialog_on_the_current_view_and_writes(qtbot, window,
     window.tabs.setFocus()
     qtbot.keyClick(window, QtCore.Qt.Key.Key_E,
                    QtCore.Qt.KeyboardModifier.ControlModifier | QtCore.Qt.KeyboardModifier.ShiftModifier)
-    assert isinstance(seen["view"], OverviewView)
+    assert isinstance(seen["view"], LayersView)
     out = tmp_path / "from-dialog.svg"  # the format's extension is added
     root = ET.parse(out).getroot()
     assert root.get("viewBox") == "0 0 960 480"  # 10 x 5 inches
@@ -218,8 +187,8 @@ def test_copy_figure_puts_image_and_svg_on_the_clipboard(qtbot, window):
         QtGui.QGuiApplication.clipboard().clear()
 
 
-def test_nothing_to_export_without_a_trace(qtbot, tmp_path, errors):
-    w = new_window(qtbot, tmp_path)
+def test_nothing_to_export_without_a_trace(make_window, errors):
+    w = make_window()
     assert export_dialog.copy_figure(w, export_dialog.current_view(w)) is False
     assert export_dialog.export_dialog(w, export_dialog.current_view(w)) is None
     assert errors and "no figure to export" in errors[0]

@@ -6,19 +6,19 @@ import sys
 import numpy as np
 import pytest
 
-from inspector.figure_data.load import load_data
-from inspector.figure_data.overview import describe_overview_cell, read_overview
-from inspector.figure_data.routing import describe_cell, read_routing, softmax
-from inspector.figure_data.runs import (
+from inspector.figure_data.browser import (
     RunStats,
     default_references,
     divergence_mark,
-    first_divergence,
+    first_difference,
     references,
     routing_summary,
     run_info,
     run_stats,
 )
+from inspector.figure_data.layers import describe_layers_cell, read_layers
+from inspector.figure_data.load import load_data
+from inspector.figure_data.routing import describe_cell, read_routing, softmax
 from inspector.figure_data.text import SHADE_MODES, margin_shade, read_text
 from inspector.figure_data.tokens import display_token, preview
 from traces import open_trace
@@ -82,12 +82,12 @@ def test_overview_top1_and_drops(trace):
     run = trace.run(trace.run_names[2])
     row = 0
     T = run.row_length(row)
-    data = read_overview(trace, run, row)
+    data = read_layers(trace, run, row)
     np.testing.assert_array_equal(data.top1, run.expert[:, row, :T, 0])
     np.testing.assert_array_equal(data.n_dropped, (~run.kept[:, row, :T]).sum(-1))
     t, l, n = data.drop_points()
     assert np.all(n > 0) and len(t) == int((data.n_dropped > 0).sum())
-    assert "top-1 expert" in describe_overview_cell(data, int(t[0]), int(l[0]))
+    assert "top-1 expert" in describe_layers_cell(data, int(t[0]), int(l[0]))
 
 
 def test_load_data_adds_up_to_the_stored_loads(trace):
@@ -140,7 +140,7 @@ def test_divergence_marks():
     assert divergence_mark("c", "a", s) == "≠ @6"
     assert divergence_mark("d", "a", s) == "≠ @7"
     assert divergence_mark("e", "a", s) == ""
-    assert first_divergence(np.array([1, 2]), np.array([1, 2])) is None
+    assert first_difference(np.array([1, 2]), np.array([1, 2])) is None
 
 
 def test_routing_summary_and_tokens():
@@ -160,8 +160,8 @@ def test_routing_summary_and_tokens():
 
 
 def test_figure_data_imports_no_qt():
-    code = ("import sys, inspector.figure_data.routing, inspector.figure_data.overview, "
-            "inspector.figure_data.load, inspector.figure_data.text, inspector.figure_data.runs; "
+    code = ("import sys, inspector.figure_data.routing, inspector.figure_data.layers, "
+            "inspector.figure_data.load, inspector.figure_data.text, inspector.figure_data.browser; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

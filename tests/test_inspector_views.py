@@ -7,12 +7,12 @@ import pytest
 from inspector.app.browser import COL, NAME_ROLE
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
-from inspector.figures.overview import top1_rgb
+from inspector.figures.layers import top1_rgb
 from inspector.figures.style import categorical_colors
 from inspector.qt import Qt, QtCore
 from inspector.views import VIEWS, View
+from inspector.views.layers import LayersView
 from inspector.views.load import LoadView
-from inspector.views.overview import OverviewView
 from inspector.views.routing import RoutingView
 from inspector.views.text import TextView
 from traces import open_trace
@@ -24,33 +24,14 @@ def cells(x, y) -> list[tuple[int, int]]:
     return sorted(zip(np.asarray(x, dtype=int).tolist(), np.asarray(y, dtype=int).tolist(), strict=True))
 
 
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("views") / "views.h5"
-    write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(tmp_path):
-    ini, user = QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope
-    QtCore.QSettings.setPath(ini, user, str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, trace_path):
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
-        w.open_path(str(trace_path))
-    assert blocker.args == [True]
-    qtbot.waitUntil(lambda: view(w, RoutingView).data is not None, timeout=5000)
-    yield w
-    w.close()
-    w.wait_for_jobs()
+def window(window, qtbot):
+    """The shared window on the shared trace, its routing drawn."""
+    qtbot.waitUntil(lambda: view(window, RoutingView).data is not None, timeout=5000)
+    return window
 
 
 def view(w, cls):
@@ -89,7 +70,7 @@ def assert_routing_drawn(v, trace_path, run_name, row, layer):
 
 def test_views_are_registered_in_one_list(qtbot, tmp_path):
     assert VIEWS[0] is RoutingView  # the first tab, shown when a trace opens
-    assert {RoutingView, OverviewView, LoadView, TextView} <= set(VIEWS)
+    assert {RoutingView, LayersView, LoadView, TextView} <= set(VIEWS)
     assert all(issubclass(v, View) and v.title and v.area in ("tab", "bottom") for v in VIEWS)
     # The window makes one tab per "tab" view and puts the others under the tabs.
     w = MainWindow(Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)))
@@ -169,7 +150,7 @@ def test_hover_describes_the_cell_under_the_mouse(qtbot, window):
 
 
 def test_overview_draws_top1_colours_and_drops(qtbot, window, trace_path):
-    v = show(qtbot, window, OverviewView)
+    v = show(qtbot, window, LayersView)
     row = window.state.row
     with open_trace(trace_path) as trace:
         run = trace.run("r000")
@@ -251,13 +232,13 @@ def test_browser_fills_drops_completions_and_reference_marks(qtbot, window):
 
 
 def test_hidden_views_wait_until_shown(qtbot, window):
-    overview = view(window, OverviewView)
+    overview = view(window, LayersView)
     routing = view(window, RoutingView)
     assert window.tabs.currentWidget() is routing and not overview.isVisible()
     with qtbot.waitSignal(routing.drawn, timeout=5000):
         window.state.set_row((window.state.row + 1) % 5)
     assert overview._dirty  # out of date, but nothing read or drawn for it yet
-    v = show(qtbot, window, OverviewView)
+    v = show(qtbot, window, LayersView)
     assert v.data.row == window.state.row
 
 

@@ -35,13 +35,6 @@ CONDITIONS = [("batch cf=0.5, batch_invariant", LOW_CAPACITY, "batch_invariant")
 NEW_TOKENS = 12
 
 
-def tiny_model(seed: int) -> MoETransformer:
-    torch.manual_seed(seed)
-    config = ModelConfig(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=64,
-                         init_std=0.2)
-    return MoETransformer(config).eval()
-
-
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     threads = torch.get_num_threads()
@@ -51,7 +44,7 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory, one_thread):
+def recorded(tmp_path_factory, one_thread, tiny_model):
     """A checkpoint and a trace of the probe in five compositions under three conditions."""
     folder = tmp_path_factory.mktemp("explain")
     stem = folder / "tiny"
@@ -130,7 +123,7 @@ def assert_single_event_proof(r):
         assert r.keep_same or r.withdraw_same or (r.proof_step, r.proof_position) != (-1, -1), r
 
 
-def test_an_output_near_tie_is_confirmed_numeric(tmp_path):
+def test_an_output_near_tie_is_confirmed_numeric(tmp_path, tiny_model):
     # Two output tokens whose embeddings (tied with the head) differ by one part in 1e7 tie to the last
     # ulp, so the batch-shaped rounding of native kernels (where fp32 F.linear gives a row other bits at
     # batch size 1 than at 2 or more) picks either one. Dropless routing: no capacity at all.
@@ -185,7 +178,7 @@ def test_replaying_the_reference_routing_gives_its_tokens(recorded):
         assert reruns.replayed_tokens(other.name, row, ref.name, 0) == reference
 
 
-def test_weights_other_than_the_recorded_ones_are_reported_not_reproduced(trace_copy):
+def test_weights_other_than_the_recorded_ones_are_reported_not_reproduced(trace_copy, tiny_model):
     _, path, model = trace_copy
     result = explain_trace(path, tiny_model(1), checkpoint="same name", requests=[0])
     divergent = [r for r in result.records if r.diverged]
@@ -376,7 +369,7 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
     assert summary.unexplained_share == pytest.approx(unconfirmed / len(divergent))
 
 
-def test_a_rerun_with_another_thread_count_confirms_at_the_decisions_level(tmp_path):
+def test_a_rerun_with_another_thread_count_confirms_at_the_decisions_level(tmp_path, tiny_model):
     """Recorded with one thread, explained with two: the verdicts hold (bitwise or at the decisions
     level), and `redo` on the second machine never loses the first call's confirmed verdicts."""
     stem = tmp_path / "tiny"

@@ -1,17 +1,17 @@
 """Batched greedy generation: KV cache, batch invariance, the native positive control, replay."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 from kernel_probe import skip_unless_native_varies
 
-from model.config import ModelConfig
 from model.generate import generate
 from model.recorder import Recorder
 from model.replay import ReplayRouting
 from model.routing import RoutingPolicy
 from model.tokenizer import PAD, encode
-from model.transformer import MoETransformer
 
 PROBE = encode("The probe: def f(x):")
 PARTNERS = [encode(t) for t in ("a", "import os, sys  # partner two", "x = [1, 2, 3]\nprint(x)",
@@ -21,11 +21,10 @@ PER_SEQUENCE = RoutingPolicy.preset("gshard", group_by="sequence", capacity_form
                                     capacity_factor=1.0, pads_count_toward_capacity=False)
 
 
-def tiny_model(seed=0, **overrides):
-    torch.manual_seed(seed)
-    config = dict(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=128,
-                  init_std=0.2)
-    return MoETransformer(ModelConfig(**{**config, **overrides})).eval()
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model):
+    """The shared small model with context = 128."""
+    return functools.partial(tiny_model, context=128)
 
 
 def run(model, prompts, policy, mode, new=12, **kw):
@@ -45,7 +44,7 @@ def row(arrays, b):
 
 
 @pytest.mark.parametrize("mode", ["native", "batch_invariant"])
-def test_kv_cache_decoding_equals_full_recomputation(mode):
+def test_kv_cache_decoding_equals_full_recomputation(mode, tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("dropless")
     prompts = [PROBE, PARTNERS[0], PARTNERS[2]]
@@ -68,7 +67,7 @@ def test_kv_cache_decoding_equals_full_recomputation(mode):
         np.testing.assert_allclose(recomputed, decoded, rtol=1e-4, atol=1e-5)
 
 
-def test_same_batch_twice_gives_bitwise_identical_recorded_arrays():
+def test_same_batch_twice_gives_bitwise_identical_recorded_arrays(tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("deepspeed_top2", capacity_factor=1.0, priority="random", seed=7)
     prompts = [PARTNERS[1], PROBE, PARTNERS[3]]
@@ -79,7 +78,8 @@ def test_same_batch_twice_gives_bitwise_identical_recorded_arrays():
         assert a1[path].dtype == a2[path].dtype and np.array_equal(a1[path], a2[path]), path
 
 
-def test_per_sequence_groups_with_batch_invariant_kernels_give_the_probe_identical_routing_and_logits():
+def test_per_sequence_groups_with_batch_invariant_kernels_give_the_probe_identical_routing_and_logits(
+        tiny_model):
     model = tiny_model()
     reference = row(run(model, [PROBE], PER_SEQUENCE, "batch_invariant")[1], 0)
     compositions = [([PARTNERS[0]], 1), ([PARTNERS[1], PARTNERS[2]], 0), (PARTNERS[:4], 2),
@@ -98,7 +98,7 @@ def test_per_sequence_groups_with_batch_invariant_kernels_give_the_probe_identic
             assert np.array_equal(have, want), f"{path}: {len(prompts)} rows, probe row {probe_row}"
 
 
-def test_native_kernels_show_a_bit_difference_across_batch_sizes():
+def test_native_kernels_show_a_bit_difference_across_batch_sizes(tiny_model):
     """The positive control: without batch-invariant kernels the probe's logits change with B."""
     model = tiny_model()
     skip_unless_native_varies(model, sizes=(3,))
@@ -110,7 +110,7 @@ def test_native_kernels_show_a_bit_difference_across_batch_sizes():
     np.testing.assert_allclose(alone[:n], batched[:n], rtol=1e-4, atol=1e-4)  # a few ulps, not a bug
 
 
-def test_routing_replay_reproduces_the_reference_runs_tokens():
+def test_routing_replay_reproduces_the_reference_runs_tokens(tiny_model):
     model = tiny_model(seed=3)
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
     mode = "batch_invariant"
@@ -127,7 +127,7 @@ def test_routing_replay_reproduces_the_reference_runs_tokens():
     assert np.array_equal(row(replayed, 3)["logits"][:T], row(ref, 0)["logits"])
 
 
-def test_rows_stop_at_eos_and_positions_are_per_row():
+def test_rows_stop_at_eos_and_positions_are_per_row(tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("dropless")
     result, arrays = run(model, [PROBE, PARTNERS[0]], policy, "native", new=6)
@@ -143,12 +143,12 @@ def test_rows_stop_at_eos_and_positions_are_per_row():
     ([], 4, "non-empty"), ([[]], 4, "prompt 0"), ([[1, 2], [300]], 4, "prompt 1"), ([[1, PAD]], 4, "PAD"),
     ([[1] * 120], 9, "context"), ([[1]], -1, "max_new_tokens"),
 ])
-def test_bad_generation_input_raises_a_clear_error(prompts, new, message):
+def test_bad_generation_input_raises_a_clear_error(prompts, new, message, tiny_model):
     with pytest.raises(ValueError, match=message):
         generate(tiny_model(), prompts, new, RoutingPolicy.preset("dropless"))
 
 
-def test_bad_kernel_mode_and_replay_raise_clear_errors():
+def test_bad_kernel_mode_and_replay_raise_clear_errors(tiny_model):
     model = tiny_model()
     with pytest.raises(ValueError, match="kernel_mode"):
         generate(model, [PROBE], 2, RoutingPolicy.preset("dropless"), kernel_mode="fast")

@@ -2,21 +2,12 @@
 
 import torch
 
-from model.config import ModelConfig
 from model.layers import SwiGLU
 from model.moe import MoE
 from model.routing import RoutingPolicy
 from model.tokenizer import encode
-from model.transformer import MoETransformer
 
 MODE = "batch_invariant"  # numerics equal in every batch: differences come from capacity alone
-
-
-def tiny_model(seed=0, **overrides):
-    torch.manual_seed(seed)
-    config = dict(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=64,
-                  init_std=0.2)
-    return MoETransformer(ModelConfig(**{**config, **overrides})).eval()
 
 
 def test_one_expert_top1_dropless_equals_the_dense_ffn():
@@ -37,7 +28,7 @@ def test_one_expert_top1_dropless_equals_the_dense_ffn():
             assert torch.equal(y, dense(x, mode))
 
 
-def test_dropped_candidates_contribute_zero_and_pads_are_not_routed():
+def test_dropped_candidates_contribute_zero_and_pads_are_not_routed(tiny_model):
     model = tiny_model()
     moe = model.blocks[0].ffn
     x = torch.randn(2, 5, 32)
@@ -61,7 +52,7 @@ def test_dropped_candidates_contribute_zero_and_pads_are_not_routed():
             torch.testing.assert_close(y[b, t], expect, rtol=1e-5, atol=1e-6)
 
 
-def test_batch_grouping_partners_crowding_the_probes_experts_drop_what_it_keeps_alone():
+def test_batch_grouping_partners_crowding_the_probes_experts_drop_what_it_keeps_alone(tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
     probe = encode("def probe(x): return x")

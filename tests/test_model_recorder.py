@@ -1,27 +1,25 @@
 """The recorder: schema-valid arrays that round-trip through the trace writer and reader."""
 
+import functools
+
 import numpy as np
 import pytest
-import torch
 
-from model.config import ModelConfig
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
 from model.replay import ReplayRouting
 from model.routing import RoutingPolicy
 from model.tokenizer import decode, encode, vocab_strings
-from model.transformer import MoETransformer
 from traces import TraceWriter, open_trace, validate
 from traces.schema import DATASETS_BY_PATH, RUN_DATASETS
 
 REQUESTS = ["The probe: def f(x):", "import os", "x = [1, 2, 3]"]
 
 
-def tiny_model(seed=0, **overrides):
-    torch.manual_seed(seed)
-    config = dict(d_model=32, n_layers=3, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=64,
-                  init_std=0.2, moe_layers=[0, 2])
-    return MoETransformer(ModelConfig(**{**config, **overrides})).eval()
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model):
+    """The shared small model with n_layers = 3, moe_layers = [0, 2]."""
+    return functools.partial(tiny_model, n_layers=3, moe_layers=[0, 2])
 
 
 def record(model, policy, request_ids, new=10, mode="native"):
@@ -31,7 +29,7 @@ def record(model, policy, request_ids, new=10, mode="native"):
     return rec, result
 
 
-def test_recorded_arrays_follow_the_schema():
+def test_recorded_arrays_follow_the_schema(tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
     rec, result = record(model, policy, [0, 1, 2])
@@ -62,13 +60,13 @@ def test_recorded_arrays_follow_the_schema():
         assert list(arrays["tokens"][b, :len(row)]) == row and (arrays["tokens"][b, len(row):] == -1).all()
 
 
-def test_dropless_capacity_is_recorded_as_minus_two():
+def test_dropless_capacity_is_recorded_as_minus_two(tiny_model):
     rec, result = record(tiny_model(), RoutingPolicy.preset("dropless"), [0, 1])
     capacity = rec.arrays(result)["load/capacity"]
     assert (capacity == -2).all()
 
 
-def test_recorded_run_validates_and_round_trips_through_the_trace(tmp_path):
+def test_recorded_run_validates_and_round_trips_through_the_trace(tmp_path, tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.25)
     path = tmp_path / "trace.h5"
@@ -107,7 +105,7 @@ def test_recorded_run_validates_and_round_trips_through_the_trace(tmp_path):
         assert decode(trace.requests.prompt_tokens(0).tolist()) == REQUESTS[0]
 
 
-def test_dense_model_records_no_routing_but_the_logits():
+def test_dense_model_records_no_routing_but_the_logits(tiny_model):
     dense = tiny_model(moe_layers=[])
     rec = Recorder()
     result = generate(dense, [encode("abc")], 4, None, recorder=rec)

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def read_everything(path) -> None:
     """Everything a viewer does with a file: open, list, read every dataset of every run, tables."""
     with open_trace(path) as trace:
-        assert len(trace.vocab) >= 0 and len(trace.requests.text) == len(trace.requests)
+        assert all(isinstance(s, str) for s in trace.vocab)  # decoded, not bytes
+        assert len(trace.requests.text) == len(trace.requests)
         for r in range(len(trace.requests)):
             trace.requests.prompt_tokens(r)
         for name in trace.run_names + trace.incomplete_runs:

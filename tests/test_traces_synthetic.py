@@ -2,8 +2,11 @@
 
 import itertools
 
+import h5py
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traces import open_trace, schema, validate
 from traces.summary import describe
@@ -116,3 +119,32 @@ def test_chunk_shapes():
     assert schema.chunk_shape(spec["prompt_len"], (32,), 4) == (32,)
     assert schema.chunk_shape(spec["load/requested"], (400, 8, 1, 8), 4) == (256, 8, 1, 8)
     assert schema.chunk_shape(spec["routing/expert"], (0, 32, 100, 2), 2) is None
+    # A large vocabulary: fewer positions per chunk, the whole vocabulary still in one chunk.
+    assert schema.chunk_shape(spec["logits"], (32, 512, 32_000), 4) == (1, 8, 32_000)
+    assert schema.chunk_shape(spec["logits"], (32, 512, 152_064), 4) == (1, 1, 152_064)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.dictionaries(st.sampled_from(schema.DIM_LETTERS), st.integers(1, 1 << 19)),
+       itemsize=st.sampled_from([1, 2, 4]))
+def test_no_chunk_exceeds_the_cap_whatever_the_sizes(sizes, itemsize):
+    for spec in schema.RUN_DATASETS:
+        shape = tuple(sizes.get(letter, 3) for letter in spec.dims)
+        chunk = schema.chunk_shape(spec, shape, itemsize)
+        assert len(chunk) == len(shape) and all(1 <= c <= n for c, n in zip(chunk, shape, strict=True))
+        assert int(np.prod(chunk)) * itemsize <= schema.MAX_CHUNK_BYTES, (spec.path, shape, chunk)
+
+
+def test_a_large_vocabulary_trace_round_trips_in_capped_chunks(tmp_path):
+    path = write_synthetic_trace(tmp_path / "big_v.h5", 1, L=1, E=4, K=2, V=40_000, B=2, T=12, R=1)
+    chunks = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: chunks.update({name: (obj.chunks, obj.dtype.itemsize)})
+                     if isinstance(obj, h5py.Dataset) and obj.chunks else None)
+    assert any(name.endswith("/logits") for name in chunks)
+    for name, (chunk, itemsize) in chunks.items():
+        assert int(np.prod(chunk)) * itemsize <= schema.MAX_CHUNK_BYTES, name
+    with open_trace(path) as trace:
+        logits = trace.run(trace.run_names[0]).arrays["logits"]
+        assert logits.shape[-1] == 40_000
+        np.testing.assert_array_equal(logits[1, 3:9], logits[...][1, 3:9])

@@ -72,26 +72,34 @@ class LazyArray:
 
 
 def _box_shape(box) -> tuple[int, ...]:
-    return tuple(max(0, b[1] - b[0]) for b in box if isinstance(b, tuple))
+    return tuple(len(range(*b)) for b in box if isinstance(b, tuple))
 
 
-def _expand(key, ndim: int) -> list:
-    """Key as a list with one entry per axis (Ellipsis expanded, missing axes filled with `:`)."""
+def _expand(key, ndim: int) -> tuple[list, tuple[int, int] | None]:
+    """Key as a list with one entry per axis (Ellipsis expanded, missing axes filled with `:`), and
+    where the Ellipsis was: (first axis, number of axes) it stands for, None without one."""
     key = list(key) if isinstance(key, tuple) else [key]
     if any(k is None for k in key):
         raise IndexError("np.newaxis is not supported by lazy arrays; index the result instead")
     n_ellipsis = sum(1 for k in key if k is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
+    span = None
     if n_ellipsis:
         i = next(i for i, k in enumerate(key) if k is Ellipsis)
-        n_real = sum(np.asarray(k).ndim if _is_bool_array(k) else 1 for k in key if k is not Ellipsis)
-        key[i:i + 1] = [slice(None)] * (ndim - n_real)
-    n_real = sum(np.asarray(k).ndim if _is_bool_array(k) else 1 for k in key)
+        n_real = sum(_n_axes(k) for k in key if k is not Ellipsis)
+        span = (sum(_n_axes(k) for k in key[:i]), max(ndim - n_real, 0))
+        key[i:i + 1] = [slice(None)] * span[1]
+    n_real = sum(_n_axes(k) for k in key)
     if n_real > ndim:
         raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
                          f"but {n_real} were indexed")
-    return key + [slice(None)] * (ndim - n_real)
+    return key + [slice(None)] * (ndim - n_real), span
+
+
+def _n_axes(k) -> int:
+    """Axes an index entry covers: a boolean mask covers as many as it has dimensions."""
+    return np.asarray(k).ndim if _is_bool_array(k) else 1
 
 
 def _is_bool_array(k) -> bool:
@@ -101,12 +109,16 @@ def _is_bool_array(k) -> bool:
 def _plan(key, shape: tuple[int, ...]):
     """Split a numpy index into a bounding box to read (per axis: int or (start, stop, step)) and
     the index to apply to what was read (empty when the box alone is the answer)."""
-    key = _expand(key, len(shape))
+    key, span = _expand(key, len(shape))
     # Boolean arrays become integer arrays (one per axis they cover), as numpy does.
     flat: list = []
     for k in key:
         if _is_bool_array(k):
-            flat.extend(np.nonzero(np.asarray(k)))
+            mask, axis = np.asarray(k), len(flat)
+            if mask.shape != shape[axis:axis + mask.ndim]:
+                raise IndexError(f"boolean index of shape {mask.shape} does not match the array's axes "
+                                 f"{axis}.. of shape {shape[axis:axis + mask.ndim]}")
+            flat.extend(np.nonzero(mask))
         else:
             flat.append(k)
     has_array = any(not isinstance(k, slice | numbers.Integral) for k in flat)
@@ -144,4 +156,9 @@ def _plan(key, shape: tuple[int, ...]):
             hi = int(idx.max()) + 1 if idx.size else 0
             box.append((lo, hi, 1))
             local.append(idx - lo)
+    if has_array and span is not None:
+        # numpy places advanced-index axes first when anything, even an empty Ellipsis, separates
+        # two advanced indices: keep the Ellipsis in the local index so numpy decides the same way.
+        start, count = span
+        local[start:start + count] = [Ellipsis]
     return box, (local if needs_local else [])

@@ -10,6 +10,7 @@ V vocabulary, S forward steps, G groups within a step, R requests.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ DROPLESS_CAPACITY = -2
 #: Capacity value stored for a group that does not exist in that step (fewer groups than G).
 ABSENT_GROUP = -1
 
+#: Kernel modes of the model (`model.kernels`), stored in a trace's meta.
 KERNEL_MODES = ("native", "batch_invariant")
 
 DIM_LETTERS = ("L", "B", "T", "K", "E", "V", "S", "G", "R")
@@ -43,6 +45,9 @@ TABLES = "tables"
 CHUNK_T = 512
 #: Target bytes of one chunk of the small per-step load arrays (they are chunked along S only).
 LOAD_CHUNK_BYTES = 1 << 16
+#: Most bytes of any chunk, whatever the vocabulary or expert count: h5py's default chunk cache
+#: holds 1 MiB, and a chunk larger than the cache is read (and decompressed) again on every access.
+MAX_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -152,22 +157,38 @@ def chunk_shape(spec: DatasetSpec, shape: tuple[int, ...], itemsize: int) -> tup
 
     Per-token arrays take one (layer, row) and up to `CHUNK_T` positions per chunk with the whole
     K, E or V axis; per-step load arrays take whole (L, G, E) blocks and as many steps as fit in
-    `LOAD_CHUNK_BYTES`. None (contiguous) for empty datasets, which HDF5 cannot chunk.
+    `LOAD_CHUNK_BYTES`. No chunk exceeds `MAX_CHUNK_BYTES`: fewer positions (or steps) first, then
+    the innermost axes are split. None (contiguous) for empty datasets, which HDF5 cannot chunk.
     """
     if not shape or 0 in shape:
         return None
     if spec.dims[0] == "S":
-        inner = int(np.prod(shape[1:])) * itemsize
-        return (max(1, min(shape[0], LOAD_CHUNK_BYTES // max(inner, 1))), *shape[1:])
-    chunk = []
-    for letter, size in zip(spec.dims, shape, strict=True):
-        if letter in ("L",) or (letter == "B" and len(spec.dims) > 1):
-            chunk.append(1)
-        elif letter == "T":
-            chunk.append(min(size, CHUNK_T))
-        else:
-            chunk.append(size)
-    return tuple(chunk)
+        inner = math.prod(shape[1:]) * itemsize
+        chunk = [max(1, min(shape[0], LOAD_CHUNK_BYTES // max(inner, 1))), *shape[1:]]
+        first = 0
+    else:
+        chunk = []
+        for letter, size in zip(spec.dims, shape, strict=True):
+            if letter in ("L",) or (letter == "B" and len(spec.dims) > 1):
+                chunk.append(1)
+            elif letter == "T":
+                chunk.append(min(size, CHUNK_T))
+            else:
+                chunk.append(size)
+        first = spec.dims.index("T") if "T" in spec.dims else len(chunk) - 1
+    return _capped(chunk, itemsize, first)
+
+
+def _capped(chunk: list[int], itemsize: int, first: int) -> tuple[int, ...]:
+    """`chunk` shrunk to at most `MAX_CHUNK_BYTES`: axis `first` (T, or S) first, then the others
+    from the innermost out, each only as far as needed."""
+    order = [first, *(a for a in reversed(range(len(chunk))) if a != first)]
+    for axis in order:
+        others = math.prod(n for a, n in enumerate(chunk) if a != axis) * itemsize
+        if others * chunk[axis] <= MAX_CHUNK_BYTES:
+            break
+        chunk[axis] = max(1, MAX_CHUNK_BYTES // max(others, 1))
+    return tuple(int(n) for n in chunk)
 
 
 def collect_dims(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inspector.figure_data.runs import RunInfo, RunStats, divergence_mark, references
+from inspector.figure_data.browser import RunInfo, RunStats, divergence_mark, references
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 
 

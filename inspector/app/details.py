@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import os
 
-from inspector.figure_data.runs import RunInfo
+from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtWidgets
 
 

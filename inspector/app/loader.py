@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from inspector.figure_data.runs import run_info, run_stats
+from inspector.figure_data.browser import run_info, run_stats
 from inspector.qt import QtCore, Signal
 from traces import TraceError, open_trace
 

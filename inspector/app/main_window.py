@@ -19,7 +19,7 @@ from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
 from inspector.app.state import InspectorState
 from inspector.app.welcome import WelcomePage
-from inspector.figure_data.runs import RunInfo
+from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.views import VIEWS, View
 from traces import TraceError
@@ -64,6 +64,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.left.setSizes([640, 220])
 
         self.views: list[View] = [cls(self.state) for cls in views]
+        for view in self.views:
+            view.export_requested.connect(self._export_view)
         self.tabs = QtWidgets.QTabWidget()
         self.tabs.setDocumentMode(True)
         self.right = QtWidgets.QSplitter(Qt.Orientation.Vertical)
@@ -188,7 +190,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if name not in self.state.names:
                 name, row = first.name, None
             if layer is not None:
-                self.state.layer = layer
+                self.state.document.layer = layer
             self.state.set_run(name, row)
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
@@ -340,6 +342,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.browser.model.set_reference(name)
         self._show_details()
 
+    def _export_view(self, view: View) -> None:
+        from inspector.app.export_dialog import export_dialog  # on first use, like the menus
+
+        export_dialog(self, view)
+
     # -- drag and drop --------------------------------------------------------------------------
 
     @staticmethod
@@ -374,7 +381,7 @@ class MainWindow(QtWidgets.QMainWindow):
             value = s.bytes(f"window/splitter_{splitter.objectName()}")
             if value is not None:
                 splitter.restoreState(value)
-        self.state.layer = max(s.value("view/layer", 0, int), 0)
+        self.state.document.layer = max(s.value("view/layer", 0, int), 0)
         self.tabs.setCurrentIndex(min(max(s.value("view/tab", 0, int), 0), self.tabs.count() - 1))
         for view in self.views:
             view.restore_settings(s)

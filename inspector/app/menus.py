@@ -72,8 +72,8 @@ def build_menus(window) -> Menus:
 
 
 def _export(name: str, window) -> None:
-    """Run `inspector.export.dialog.<name>(window, current view)` (imported on first use)."""
-    from inspector.export import dialog
+    """Run `inspector.app.export_dialog.<name>(window, current view)` (imported on first use)."""
+    from inspector.app import export_dialog as dialog
 
     getattr(dialog, name)(window, dialog.current_view(window))
 

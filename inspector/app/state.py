@@ -1,22 +1,18 @@
-"""What the user is looking at: the open trace, run, row, MoE layer and focused position.
+"""The Qt side of the shared `Document`: one signal per kind of change, for the views to redraw.
 
-Views subscribe to the signals and redraw; they never talk to each other (napari style). Data
-read for views is memoised per trace in a small LRU, so switching back and forth costs nothing.
+Views subscribe to the signals; they never talk to each other (napari style). Everything else (the
+open trace, the selection, the memoised figure data, the shared divergence source) is the
+document's, read through this object: `state.run` is `state.document.run`.
 """
 
 from __future__ import annotations
 
-from inspector.figure_data.memo import Memo
-from inspector.figure_data.overview import OverviewData, read_overview
-from inspector.figure_data.routing import RoutingData, read_routing
-from inspector.figure_data.runs import RunInfo, run_info
-from inspector.figure_data.text import TextData, read_text
+from inspector.app.document import CHANGES, Document
 from inspector.qt import QtCore, Signal
-from traces.analysis.rows import LayerRouting, layer_routing
 
 
 class InspectorState(QtCore.QObject):
-    """The selection shared by every view of one window."""
+    """A `Document` whose changes are Qt signals (`trace_changed`, `run_changed`, ...)."""
 
     trace_changed = Signal()
     run_changed = Signal()
@@ -25,132 +21,14 @@ class InspectorState(QtCore.QObject):
     position_changed = Signal()
     reference_changed = Signal()
 
-    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+    def __init__(self, parent: QtCore.QObject | None = None, document: Document | None = None) -> None:
         super().__init__(parent)
-        self.trace = None
-        self.infos: dict[str, RunInfo] = {}   # attributes of the runs read so far
-        self.unusable: set[str] = set()
-        self.run = None
-        self.row = 0
-        self.layer = 0
-        self.position: int | None = None
-        self.reference: str | None = None   # user-chosen reference run, None = default per request
-        self._cache = Memo(48)
+        self.document = document or Document()
+        self._signals = {change: getattr(self, f"{change}_changed") for change in CHANGES}
+        self.document.subscribe(lambda change: self._signals[change].emit())
 
-    # -- the trace ----------------------------------------------------------------------------
-
-    def set_trace(self, trace, infos: dict[str, RunInfo] | None = None,
-                  unusable: set[str] | None = None) -> None:
-        """Show `trace` (already open) with the run attributes read so far; `None` closes."""
-        self._cache.clear()
-        self.trace = trace
-        self.infos = dict(infos or {})
-        self.unusable = set(unusable or ())
-        self.run = None
-        self.row, self.position, self.reference = 0, None, None
-        self.trace_changed.emit()
-
-    @property
-    def n_layers(self) -> int:
-        return int(self.run.dims["L"]) if self.run is not None else 0
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.run.dims["B"]) if self.run is not None else 0
-
-    @property
-    def names(self) -> list[str]:
-        """The runs that can be shown, in write order."""
-        if self.trace is None:
-            return []
-        return [n for n in self.trace.run_names if n not in self.unusable]
-
-    def info(self, name: str) -> RunInfo | None:
-        """The run's attributes (read now if the background has not reached it yet)."""
-        if name not in self.infos and self.run is not None and self.run.name == name:
-            self.infos[name] = run_info(self.run)
-        return self.infos.get(name)
-
-    def add_info(self, info: RunInfo) -> None:
-        self.infos[info.name] = info
-
-    def mark_unusable(self, name: str) -> None:
-        self.unusable.add(name)
-
-    # -- selection ----------------------------------------------------------------------------
-
-    def set_run(self, name: str, row: int | None = None) -> None:
-        """Select run `name`; the row becomes `row`, else the probe row (row 0 without a probe)."""
-        if self.trace is None:
-            return
-        if self.run is not None and self.run.name == name and row is None:
-            return
-        self.run = self.trace.run(name)
-        self.row = row if row is not None and 0 <= row < self.n_rows else max(int(self.run.probe_row), 0)
-        self.layer = min(self.layer, max(self.n_layers - 1, 0))
-        self.position = None
-        self.run_changed.emit()
-
-    def set_row(self, row: int) -> None:
-        if self.run is None or not 0 <= row < self.n_rows or row == self.row:
-            return
-        self.row = row
-        self.position = None
-        self.row_changed.emit()
-
-    def set_layer(self, layer: int) -> None:
-        layer = min(max(layer, 0), max(self.n_layers - 1, 0))
-        if layer == self.layer:
-            return
-        self.layer = layer
-        self.layer_changed.emit()
-
-    def step_layer(self, delta: int) -> None:
-        self.set_layer(self.layer + delta)
-
-    def step_row(self, delta: int) -> None:
-        self.set_row(min(max(self.row + delta, 0), max(self.n_rows - 1, 0)))
-
-    def select_probe_row(self) -> None:
-        """Select the probe's row (nothing when the run has no probe)."""
-        if self.run is not None and self.run.probe_row >= 0:
-            self.set_row(int(self.run.probe_row))
-
-    def step_run(self, delta: int) -> None:
-        names = self.names
-        if not names:
-            return
-        i = names.index(self.run.name) if self.run is not None and self.run.name in names else -delta
-        self.set_run(names[min(max(i + delta, 0), len(names) - 1)])
-
-    def set_position(self, position: int | None) -> None:
-        if position == self.position:
-            return
-        self.position = position
-        self.position_changed.emit()
-
-    def set_reference(self, name: str | None) -> None:
-        if name == self.reference:
-            return
-        self.reference = name
-        self.reference_changed.emit()
-
-    # -- data for the views (read lazily, memoised) -------------------------------------------
-
-    def routing_data(self) -> RoutingData:
-        key = ("routing", self.run.name, self.layer, self.row)
-        return self._cache.get(key, lambda: read_routing(self.trace, self.run, self.layer, self.row))
-
-    def overview_data(self) -> OverviewData:
-        key = ("overview", self.run.name, self.row)
-        return self._cache.get(key, lambda: read_overview(self.trace, self.run, self.row))
-
-    def text_data(self) -> TextData:
-        key = ("text", self.run.name, self.row)
-        return self._cache.get(key, lambda: read_text(self.trace, self.run, self.row))
-
-    def layer_routing(self, layer: int | None = None) -> LayerRouting:
-        """The whole batch's routing at one layer (load figure, who-displaced-whom)."""
-        layer = self.layer if layer is None else layer
-        key = ("layer", self.run.name, layer)
-        return self._cache.get(key, lambda: layer_routing(self.run, layer))
+    def __getattr__(self, name: str):
+        # Only reached for what the adapter itself lacks: the document's selection, data and setters.
+        if name.startswith("__") or name in ("document", "_signals"):
+            raise AttributeError(name)
+        return getattr(self.document, name)

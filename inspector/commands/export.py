@@ -10,9 +10,8 @@ import argparse
 import os
 
 from inspector.cli import UsageError
+from inspector.export.registry import NAMES, SPECS
 
-#: Views the command exports (the names of `inspector.export.figures.SPECS`).
-VIEW_CHOICES = ("routing", "overview", "load", "text", "divergence", "runs")
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
 
@@ -25,19 +24,21 @@ _OPTION_FLAGS = {"run": "--run", "request": "--request", "row": "--row", "layer"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="TRACE", help="trace file (.h5)")
-    parser.add_argument("--view", default="routing", choices=VIEW_CHOICES,
-                        help="the view whose figure to export (default: routing)")
+    aliases = ", ".join(f"{a} = {n}" for a, n in NAMES.items() if a != n)
+    parser.add_argument("--view", default="routing", choices=list(NAMES), metavar="VIEW",
+                        help=f"the view whose figure to export: {', '.join(SPECS)} (default: routing; "
+                             f"older names: {aliases})")
     what = parser.add_argument_group("what to show (each view reads the ones it needs)")
     what.add_argument("--run", metavar="NAME", help="run (default: the first complete run holding "
                       "--request, else the first); runs view: the reference run")
     what.add_argument("--request", metavar="R", type=int, help="request: picks the run's row holding it "
-                      "(divergence, runs: the request compared)")
+                      "(pair, runs: the request compared)")
     what.add_argument("--row", metavar="B", type=int, help="batch row (default: the probe row)")
     what.add_argument("--layer", metavar="L", type=int, help="MoE layer (default: 0)")
     what.add_argument("--range", metavar="T0:T1", help="positions T0 to T1 - 1 only (figure and CSV)")
     what.add_argument("--step", metavar="S", type=int, help="forward step of the load view (0 = prefill)")
     what.add_argument("--group", metavar="G", type=int, help="group of the load view (default: the probe's)")
-    what.add_argument("--pair", metavar="A,B", help="runs A (reference) and B of the divergence view "
+    what.add_argument("--pair", metavar="A,B", help="runs A (reference) and B of the pair view "
                       "(default: the request's first two runs)")
     what.add_argument("--condition", metavar="TEXT", help="runs view: compare the runs of this condition "
                       "('' = all; default: the reference's, else the first of several)")
@@ -70,17 +71,14 @@ def _ints(text: str, sep: str, flag: str, kind=int) -> tuple:
 
 def selection(args: argparse.Namespace):
     """The `Selection` the options ask for; UsageError for malformed or inapplicable options."""
-    from inspector.export.figures import SPECS
     from inspector.export.selection import SHADE_BY_NAME, Selection
 
-    spec = SPECS.get(args.view)
-    if spec is None:
-        raise UsageError(f"the {args.view} view cannot be exported yet")
+    spec = SPECS[NAMES[args.view]]
     given = {name for name in _OPTION_FLAGS if getattr(args, name) is not None}
     unused = sorted(given - set(spec.options))
     if unused:
         flags = ", ".join(_OPTION_FLAGS[n] for n in unused)
-        raise UsageError(f"{flags} {'does' if len(unused) == 1 else 'do'} not apply to the {args.view} view "
+        raise UsageError(f"{flags} {'does' if len(unused) == 1 else 'do'} not apply to the {spec.name} view "
                          f"(it reads {', '.join(_OPTION_FLAGS[n] for n in spec.options) or 'no options'})")
     kw: dict = {}
     for name in ("run", "request", "row", "layer", "step", "group"):

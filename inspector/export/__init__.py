@@ -1,6 +1,7 @@
-"""Figure export, the same for the GUI and the `export` command: every view's figure as PNG, SVG
-or PDF (`render`), the data behind it as CSV (`csv`), the views' data and builders (`figures`,
-`draw`), and the dialog of the desktop app (`dialog`).
+"""Figure export, the same for the GUI and the `export` command, with no widget in it: the views'
+declarations (`registry`), their data and tables (`figures`, `divergence`), their figure builders
+(`draw`), and every figure as PNG, SVG or PDF (`render`) or the data behind it as CSV (`csv`).
+It imports neither `inspector.app` nor `inspector.views`; the app's dialog lives in `inspector.app`.
 
     from inspector.export import Selection, read_export, save
     with open_trace(path) as trace:
@@ -9,10 +10,10 @@ or PDF (`render`), the data behind it as CSV (`csv`), the views' data and builde
 PNG, SVG and PDF need a QApplication (on the offscreen platform without a display); CSV needs no Qt.
 """
 
-from inspector.export.figures import SPECS, Export, read_export
 from inspector.export.output import FORMATS, default_page, format_of, print_style, save
 from inspector.export.page import Page, RenderError
+from inspector.export.registry import SPECS, Export, ViewSpec, read_export, spec_of
 from inspector.export.selection import Selection, SelectionError
 
 __all__ = ["FORMATS", "SPECS", "Export", "Page", "RenderError", "Selection", "SelectionError",
-           "default_page", "format_of", "print_style", "read_export", "save"]
+           "default_page", "format_of", "print_style", "ViewSpec", "read_export", "save", "spec_of"]

@@ -1,8 +1,8 @@
-"""The divergence figures of an export read from a trace: the side-by-side of two runs of one
-request (`divergence`) and the overview of the N runs of a request (`runs`).
+"""The exports of the views comparing runs, read from a trace: two runs of one request side by
+side (`pair`) and the N runs of a request (`runs`); the table behind each figure and its file stem.
 
 The calls are the divergence views' own (`DivergenceSource`, `pair_figure_data`,
-`overview_figure_data`), so the command and the app draw the same data for the same choice.
+`runs_figure_data`), so the command and the app draw the same data for the same choice.
 No Qt here.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from inspector.export.selection import Selection, SelectionError, in_range, with_context
-from inspector.figure_data.divergence import pair_figure_data
-from inspector.figure_data.divergence_overview import overview_figure_data
 from inspector.figure_data.divergence_source import (
     DivergenceSource,
     RunChoice,
     find_record,
     table_reference,
 )
+from inspector.figure_data.pair import pair_figure_data
+from inspector.figure_data.runs import runs_figure_data
 from traces.analysis.request import mode_reference
 
 
@@ -87,7 +87,7 @@ def read_pair(trace, sel: Selection):
 
 
 def read_runs(trace, sel: Selection):
-    """The N-runs overview (`RunsOverviewData`) of request `sel.request` (default: the probe's),
+    """The runs view's data (`RunsData`) of request `sel.request` (default: the probe's),
     the runs of condition `sel.condition` ('' = all; default: the reference run's, else the first
     of several), against reference run `sel.run` (default: the explanation table's, else the
     first run with the most common completion)."""
@@ -118,7 +118,7 @@ def read_runs(trace, sel: Selection):
         from_table = table_reference(records, choices)
         reference = names.index(from_table) if from_table in names else mode_reference(rows)
     try:
-        data = overview_figure_data(rows, choices, reference, vocab=source.vocab, records=records,
+        data = runs_figure_data(rows, choices, reference, vocab=source.vocab, records=records,
                                     condition=condition)
     except ValueError as exc:
         raise SelectionError(f"these runs cannot be compared: {exc}") from None
@@ -136,3 +136,11 @@ def runs_columns(data, sel: Selection) -> dict[str, np.ndarray]:
     context = {"request": data.request, "reference": data.reference_run, "n_new": data.n_new,
                "n_unique": data.n_unique}
     return with_context(context, data.to_columns())
+
+
+def pair_stem(data) -> list[object]:
+    return [f"request{data.request}", data.run_a, data.run_b, f"layer{data.layer}"]
+
+
+def runs_stem(data) -> list[object]:
+    return [f"request{data.request}", f"ref-{data.reference_run}"]

@@ -1,16 +1,15 @@
 """Drawing an exported figure: the view's own figure builder, given the selection's range and
-colours, plus what a figure on paper needs that the view says around it (a legend of its marks)."""
+colours, plus what a figure on paper needs that the view says around it (a legend of its marks).
+`inspector.export.registry` names one of these builders for each view."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from inspector.export.selection import Selection
-from inspector.figures.divergence import DivergencePairFigure
-from inspector.figures.divergence_overview import DivergenceOverviewFigure
+from inspector.figures.layers import LayersFigure
 from inspector.figures.load import LoadFigure
-from inspector.figures.overview import OverviewFigure
+from inspector.figures.pair import PairFigure
 from inspector.figures.routing import RoutingFigure
+from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle, colormap
 from inspector.figures.text import TextFigure
 from inspector.qt import QtCore, pg
@@ -52,8 +51,8 @@ def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selec
     return figure
 
 
-def draw_overview(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> OverviewFigure:
-    figure = OverviewFigure(layout, style)
+def draw_layers(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> LayersFigure:
+    figure = LayersFigure(layout, style)
     figure.set_data(data)
     show_positions(figure.plot, data.n_positions, data.n_layers, sel)
     legend = marks_legend(style, kept=False, dropped="a candidate dropped", boundary_color=style.foreground,
@@ -74,10 +73,10 @@ def draw_text(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     return figure
 
 
-def draw_divergence(layout: pg.GraphicsLayout, style: FigureStyle, data,
-                    sel: Selection) -> DivergencePairFigure:
+def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data,
+                    sel: Selection) -> PairFigure:
     """Both runs in one picture: their texts, heatmaps, differences, curves and the cause."""
-    figure = DivergencePairFigure(layout, style, with_text=True)
+    figure = PairFigure(layout, style, with_text=True)
     figure.set_data(data)
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
@@ -86,21 +85,11 @@ def draw_divergence(layout: pg.GraphicsLayout, style: FigureStyle, data,
 
 
 def draw_runs(layout: pg.GraphicsLayout, style: FigureStyle, data,
-              sel: Selection) -> DivergenceOverviewFigure:
-    figure = DivergenceOverviewFigure(layout, style)
+              sel: Selection) -> RunsFigure:
+    figure = RunsFigure(layout, style)
     figure.set_data(data)
     if sel.range is not None:
         t0, t1 = sel.positions(data.prompt_len + data.n_new)
         figure.map.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)
     return figure
 
-
-#: The draw function of each view (see `inspector.export.figures.SPECS`).
-DRAW: dict[str, Callable] = {
-    "routing": draw_routing,
-    "overview": draw_overview,
-    "load": draw_load,
-    "text": draw_text,
-    "divergence": draw_divergence,
-    "runs": draw_runs,
-}

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from inspector.export.csv import write_csv
-from inspector.export.figures import Export
 from inspector.export.page import IMAGE_FORMATS, Page, RenderError
+from inspector.export.registry import Export, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,7 @@ def format_of(path: str | os.PathLike) -> str | None:
 def default_page(view: str, dpi: float = DEFAULT_DPI, width: int | None = None,
                  height: int | None = None) -> Page:
     """The view's usual page at `dpi`; a given width or height keeps the usual aspect ratio."""
-    from inspector.export.figures import SPECS
-
-    w_in, h_in = SPECS[view].inches
+    w_in, h_in = spec_of(view).inches
     if width is None and height is None:
         width, height = round(w_in * dpi), round(h_in * dpi)
     elif height is None:

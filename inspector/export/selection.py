@@ -30,7 +30,7 @@ class Selection:
     step: int = 0                          # forward step of the load figure (0 = prefill)
     group: int | None = None               # group of the load figure; None: the probe's
     pair: tuple[str, str] | None = None    # runs A (reference) and B of the side-by-side figure
-    condition: str | None = None           # runs overview: the condition compared ('' = all)
+    condition: str | None = None           # runs view: the condition compared ('' = all)
     colormap: str = "viridis"              # router probability colour map
     levels: tuple[float, float] = (0.0, 1.0)  # colour bar limits of router probabilities
     shade: str = SHADE_MODES[0]            # shading of the text strip

@@ -1,9 +1,10 @@
 """Where the divergence views get their rows: the runs of each request in an open trace, read on
 demand and memoised, and the explanation tables the `explain` command stored.
 
-No Qt here. One `DivergenceSource` belongs to one open trace; the views make a new one when the
-trace changes. Rows are `traces.analysis.RowTrace`s (with their next-token logits), so every pair
-and every overview of a request shares the same rows and their cached log-probabilities.
+No Qt here. One `DivergenceSource` belongs to one open trace: the app's `Document` makes it on
+first use and drops it when the trace changes, and both divergence views read it. Rows are
+`traces.analysis.RowTrace`s (with their next-token logits), so every pair and the runs view of a
+request share the same rows and their cached log-probabilities.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.browser import RunInfo, run_info
 from inspector.figure_data.memo import Memo
-from inspector.figure_data.runs import RunInfo, run_info
 from traces import TraceError
 from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
 from traces.analysis.alignment import probe_request, requests_with_several_runs, runs_of_request
@@ -121,9 +122,6 @@ class DivergenceSource:
 
     def rows(self, choices: Sequence[RunChoice]) -> list[RowTrace]:
         return [self.row(c.run, c.row) for c in choices]
-
-    def has_row(self, run: str, row: int) -> bool:
-        return (run, row) in self._rows
 
     def capacity(self, run: str, layer: int) -> np.ndarray:
         """[S, G] capacity of each group of each step of `run` at MoE layer `layer`."""

@@ -43,11 +43,6 @@ class LoadData:
         return self.requested - self.kept
 
     @property
-    def rows_present(self) -> np.ndarray:
-        """Rows with at least one candidate in this group, in row order."""
-        return np.nonzero((self.row_kept + self.row_dropped).sum(axis=1) > 0)[0]
-
-    @property
     def consistent(self) -> bool:
         """Whether the routing arrays add up to the load tables (they must, for a sound trace)."""
         return bool(np.array_equal(self.row_kept.sum(axis=0), self.kept)

@@ -1,184 +1,228 @@
-"""Rows of the run browser: each run's composition, drops, completion and divergence mark."""
+"""Data of the runs view (N runs tab) of one request: U(N), the prefix tree of completions, runs x
+positions coloured by completion cluster, and the table of causes.
+
+The measures are `traces.analysis.analyse_request`'s (U(N), t* and causes: docs/experiments.md); this
+module lays them out for drawing. Where an explanation table confirms a run's cause by
+counterfactual reruns, the confirmed cause replaces the guess and is counted as confirmed.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from inspector.figure_data.tokens import preview
-from traces.analysis import divergence
-
-
-def _capacity_text(routing: Mapping) -> str | None:
-    """`cf 1.25 deepspeed`, `C=64` or `dropless`, from flat knobs (`capacity_mode`, ...) or a
-    nested `capacity` dict (`{"kind": "factor", "cf": ...}`)."""
-    nested = routing.get("capacity")
-    if isinstance(nested, Mapping):
-        mode = nested.get("kind") or nested.get("mode")
-        factor, fixed = nested.get("cf", nested.get("factor")), nested.get("C")
-        formula = nested.get("formula")
-    else:
-        mode = routing.get("capacity_mode")
-        factor, fixed = routing.get("capacity_factor"), routing.get("fixed_capacity")
-        formula = routing.get("capacity_formula")
-    if mode == "dropless":
-        return "dropless"
-    if mode == "fixed":
-        return f"C={fixed}"
-    if mode == "factor":
-        return f"cf {factor}" + (f" {formula}" if formula else "")
-    return None
-
-
-def routing_summary(routing: object) -> str:
-    """One line naming the resolved routing knobs of a run, e.g.
-    `k=2 · group batch · cf 1.0 deepspeed · kmajor_position · norm before_drop`; defaults that
-    rarely change (batch-major flattening, softmax scores) are named only when they differ."""
-    if not isinstance(routing, Mapping):
-        return "" if routing is None else str(routing)
-    parts = []
-    if routing.get("top_k") is not None:
-        parts.append(f"k={routing['top_k']}")
-    group_by = routing.get("group_by")
-    if group_by:
-        size = routing.get("group_size")
-        parts.append(f"group {group_by}" + (f" ({size})" if group_by == "fixed" and size else ""))
-    capacity = _capacity_text(routing)
-    if capacity:
-        parts.append(capacity)
-    priority = routing.get("priority")
-    if priority:
-        parts.append(priority + (f" seed {routing.get('seed')}" if priority == "random" else ""))
-    if routing.get("norm"):
-        parts.append(f"norm {routing['norm']}")
-    if routing.get("flatten") not in (None, "batch_major"):
-        parts.append(str(routing["flatten"]))
-    if routing.get("score_fn") not in (None, "softmax"):
-        parts.append(str(routing["score_fn"]))
-    return " · ".join(parts) if parts else json.dumps(routing, sort_keys=True)
+from inspector.figure_data.divergence_source import RunChoice, find_record
+from inspector.figure_data.tokens import display_token, token_text
+from traces.analysis import BranchNode, ExplainRecord, RequestAnalysis, analyse_request
+from traces.analysis.divergence import leaves
+from traces.analysis.explain_table import NOT_CONFIRMED, summarize_causes
+from traces.schema import MISSING
 
 
 @dataclass(frozen=True)
-class RunInfo:
-    """What the run's attributes say: cheap, known as soon as the trace opens."""
+class TreeRow:
+    """One node of the prefix tree, flattened in display order (parents before children)."""
 
-    name: str
-    index: int
-    complete: bool
-    label: str
-    condition: str
-    experiment: str
-    batch_size: int
-    request_ids: tuple[int, ...]
-    probe_row: int
-    routing: str             # one-line summary
-    routing_json: str        # every knob, for the tooltip
-    kernel_mode: str
-
-    @property
-    def focus_row(self) -> int:
-        """The row whose completion the browser shows: the probe, else row 0."""
-        return self.probe_row if self.probe_row >= 0 else 0
-
-    @property
-    def focus_request(self) -> int:
-        return self.request_ids[self.focus_row] if self.request_ids else -1
-
-    @property
-    def requests_text(self) -> str:
-        ids = self.request_ids
-        shown = ", ".join(str(r) for r in ids[:8])
-        return shown + (f", … ({len(ids)})" if len(ids) > 8 else "")
+    depth: int
+    parent: int              # index of the parent row, -1 for the root
+    count: int               # runs through this node
+    start: int               # new-token index from which its runs are followed
+    split: int               # new-token index where they split (n_new for a leaf)
+    token: str               # the token at start - 1 that made this branch ('' at the root)
+    text: str                # the new tokens start..split-1 its runs share
+    runs: tuple[str, ...]
+    completion: int          # completion id of a leaf (0 = most common), -1 for inner nodes
 
 
 @dataclass(frozen=True)
-class RunStats:
-    """What needs reading a run's arrays: drops and the focus row's completion."""
+class CauseRow:
+    """One line of the table of causes over the divergent runs."""
 
-    name: str
-    batch_dropped: int       # dropped candidates of the whole batch, all layers and steps
-    batch_requested: int     # candidates of the whole batch
-    focus_dropped: int       # dropped candidates of the focus row (probe, else row 0)
-    prompt_len: int          # prompt length of the focus row
-    completion: np.ndarray = field(repr=False)  # generated token ids of the focus row
-    preview: str = ""
+    cause: str
+    count: int
+    share: float             # of the divergent runs
+    confirmed: int           # of `count`, how many a counterfactual rerun confirmed
+
+
+@dataclass(frozen=True)
+class RunsData:
+    """What the runs view draws for one request (optionally one condition)."""
+
+    request: int
+    condition: str                 # '' when every condition is shown
+    choices: tuple[RunChoice, ...]  # [N] the runs, in run order
+    reference: int                 # index into `choices`
+    prompt_len: int
+    n_new: int                     # new tokens compared
+    n_unique: int                  # U(N)
+    mode_count: int
+    mode_share: float
+    headline: str                  # 'U(30) = 3 distinct completions of 128 new tokens; ...'
+    first_split: str               # 'identical for the first 102 new tokens, split 28/2 at ...'
+    labels: np.ndarray             # [N] completion id per run (0 = most common)
+    order: np.ndarray              # [N] run indices in display order (completions grouped, tree order)
+    clusters: np.ndarray           # [N, n_new] per displayed run: completion id of the largest group
+                                   # still sharing its prefix through each new token
+    t_star: np.ndarray             # [N] absolute first divergence against the reference, -1 none
+    tree: tuple[TreeRow, ...]
+    split_points: tuple[tuple[int, tuple[int, ...]], ...]  # (absolute position, run counts) per split
+    causes: tuple[CauseRow, ...]
+    causes_line: str               # '2 of 4 runs diverge: capacity 1 (50%), ...; unexplained 0%.'
+    run_causes: tuple[str, ...]    # [N] cause shown per run ('identical' for runs that agree)
+    run_confirmed: tuple[bool, ...]  # [N]
+    n_divergent: int
 
     @property
-    def drop_rate(self) -> float:
-        return self.batch_dropped / self.batch_requested if self.batch_requested else 0.0
+    def n_runs(self) -> int:
+        return len(self.choices)
+
+    @property
+    def reference_run(self) -> str:
+        return self.choices[self.reference].run
+
+    def position(self, index: int) -> int:
+        """Absolute position of new-token index `index`."""
+        return self.prompt_len + index
+
+    def describe_cell(self, t: int, y: int) -> str | None:
+        """Hover text of (absolute position t, displayed run y) in the cluster map."""
+        i = t - self.prompt_len
+        if not (0 <= i < self.n_new and 0 <= y < self.n_runs):
+            return None
+        r = int(self.order[y])
+        c = self.choices[r]
+        lines = [f"{c.text()}", f"position {t} (new token {i}): cluster of completion "
+                                f"#{int(self.clusters[y, i])}; final completion #{int(self.labels[r])}"]
+        if r == self.reference:
+            lines.append("the reference run")
+        elif self.t_star[r] >= 0:
+            confirmed = " (confirmed by counterfactual)" if self.run_confirmed[r] else ""
+            lines.append(f"first differs from the reference at position {int(self.t_star[r])}; cause "
+                         f"{self.run_causes[r]}{confirmed}")
+        else:
+            lines.append("same completion as the reference")
+        return "\n".join(lines)
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """One row per run: the table a CSV export writes."""
+        return {
+            "run": np.array([c.run for c in self.choices], dtype=object),
+            "row": np.array([c.row for c in self.choices]),
+            "condition": np.array([c.condition for c in self.choices], dtype=object),
+            "completion": self.labels,
+            "t_star": self.t_star,
+            "cause": np.array(self.run_causes, dtype=object),
+            "confirmed": np.array(self.run_confirmed),
+        }
 
 
-def run_info(run) -> RunInfo:
-    """The browser's cheap columns, from a `traces` Run's attributes."""
-    attrs = run.attrs
-    routing = attrs.get("routing")
-    return RunInfo(
-        name=run.name, index=int(attrs.get("index", -1)), complete=bool(run.complete),
-        label=str(attrs.get("label", "")), condition=str(attrs.get("condition", "")),
-        experiment=str(attrs.get("experiment", "")), batch_size=int(run.batch_size),
-        request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
-        probe_row=int(run.probe_row), routing=routing_summary(routing),
-        routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
-        kernel_mode=str(attrs.get("kernel_mode", "")),
+def completion_clusters(tree: BranchNode, labels: np.ndarray, n_new: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order [N], clusters [N, n_new]): runs in tree order, and per run and new-token index the
+    completion id of the largest group of runs still sharing its prefix through that index.
+
+    A group's colour is that of the completion its majority path leads to (always the first child,
+    which holds the most runs), so the most common completion keeps one colour from start to end and
+    a run changes colour exactly where it leaves a larger group.
+    """
+    N = labels.shape[0]
+    order = np.array([r for leaf in leaves(tree) for r in leaf.runs], dtype=np.int64)
+    by_run = np.zeros((N, n_new), dtype=np.int64)
+    stack: list[BranchNode] = [tree]
+    while stack:
+        node = stack.pop()
+        major = node
+        while major.children:
+            major = major.children[0]
+        first = 0 if node.token == MISSING else node.start - 1
+        by_run[np.asarray(node.runs)[:, None], np.arange(first, min(node.split, n_new))[None, :]] = \
+            labels[major.runs[0]]
+        stack.extend(node.children)
+    return order, by_run[order]
+
+
+def tree_rows(tree: BranchNode, new: np.ndarray, labels: np.ndarray, names: Sequence[str],
+              vocab: Sequence[str], max_chars: int = 60) -> tuple[TreeRow, ...]:
+    """The prefix tree flattened depth-first (most runs first at every split)."""
+    n_new = new.shape[1]
+    out: list[TreeRow] = []
+    stack: list[tuple[BranchNode, int, int]] = [(tree, 0, -1)]
+    while stack:
+        node, depth, parent = stack.pop()
+        r0 = node.runs[0]
+        shared = "".join(token_text(vocab, int(x)) for x in new[r0, node.start: min(node.split, n_new)])
+        text = display_token(shared) if shared else ""
+        if len(text) > max_chars:
+            text = text[: max_chars - 1] + "…"
+        token = "" if node.token == MISSING else display_token(token_text(vocab, node.token))
+        out.append(TreeRow(depth=depth, parent=parent, count=node.count, start=node.start, split=node.split,
+                           token=token, text=text, runs=tuple(names[r] for r in node.runs),
+                           completion=-1 if node.children else int(labels[r0])))
+        here = len(out) - 1
+        stack.extend((child, depth + 1, here) for child in reversed(node.children))
+    return tuple(out)
+
+
+def first_split_text(analysis: RequestAnalysis) -> str:
+    """How the runs first split, in the words of the Thinking Machines measurement."""
+    N = len(analysis.rows)
+    points = analysis.branch_points
+    n = analysis.completions.n_new_tokens
+    if not points:
+        return f"all {N} runs give the same {n} new tokens"
+    p = points[0]
+    counts = "/".join(str(c) for c in p.counts)
+    if p.index == 0:
+        return (f"the {p.count} runs split {counts} at the first new token "
+                f"(position {analysis.prompt_len})")
+    return (f"all {p.count} runs identical for the first {p.index} new tokens, split {counts} at new token "
+            f"{p.index} (position {analysis.prompt_len + p.index})")
+
+
+def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], choices: Sequence[RunChoice],
+                ) -> tuple[tuple[CauseRow, ...], tuple[str, ...], tuple[bool, ...], str]:
+    """Rows of the cause table, the cause and confirmation shown per run, and the summary line.
+
+    A run's record must compare it with the same reference run; its confirmed cause replaces the guess.
+    """
+    ref = choices[analysis.reference]
+    causes, confirmed = [], []
+    for v, c in zip(analysis.verdicts, choices, strict=True):
+        record = find_record(records, c.run, c.row, ref.run, ref.row) if c.key != ref.key else None
+        settled = record is not None and bool(record.confirmed_cause)
+        causes.append(record.confirmed_cause if settled else v.cause)
+        confirmed.append(settled and v.diverged and record.confirmed_cause not in NOT_CONFIRMED)
+    diverged = [v.diverged for v in analysis.verdicts]
+    summary = summarize_causes(causes, diverged)
+    rows = tuple(
+        CauseRow(cause=cause, count=n, share=share,
+                 confirmed=sum(1 for c, k, d in zip(causes, confirmed, diverged, strict=True)
+                               if d and k and c == cause))
+        for cause, n, share in summary.rows())
+    return rows, tuple(causes), tuple(confirmed), summary.describe()
+
+
+def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, vocab: Sequence[str],
+                         records: Sequence[ExplainRecord] = (), condition: str = "",
+                         n_new: int | None = None) -> RunsData:
+    """The runs view's data of the runs `rows` (`RowTrace`s of one request, one per `choices` entry) against
+    run `reference` (an index). Raises ValueError for no runs or runs of different requests/prompts."""
+    if len(rows) != len(choices):
+        raise ValueError(f"{len(rows)} rows but {len(choices)} run choices")
+    analysis = analyse_request(rows, reference=reference, n_new=n_new)
+    comp = analysis.completions
+    labels = np.asarray(comp.labels)
+    order, clusters = completion_clusters(analysis.tree, labels, comp.n_new_tokens)
+    causes, run_causes, run_confirmed, line = cause_table(analysis, records, choices)
+    splits = tuple((analysis.prompt_len + p.index, p.counts) for p in analysis.branch_points)
+    return RunsData(
+        request=analysis.request, condition=condition, choices=tuple(choices), reference=reference,
+        prompt_len=analysis.prompt_len, n_new=comp.n_new_tokens, n_unique=comp.n_unique,
+        mode_count=comp.mode_count, mode_share=comp.mode_share, headline=comp.describe(),
+        first_split=first_split_text(analysis), labels=labels, order=order, clusters=clusters,
+        t_star=np.asarray(analysis.t_star),
+        tree=tree_rows(analysis.tree, analysis.new, labels, [c.run for c in choices], vocab),
+        split_points=splits, causes=causes, causes_line=line, run_causes=run_causes,
+        run_confirmed=run_confirmed, n_divergent=sum(1 for v in analysis.verdicts if v.diverged),
     )
-
-
-def run_stats(run, vocab: Sequence[str], focus_row: int) -> RunStats:
-    """Read the load tables and the focus row to count drops and decode the completion."""
-    requested = int(np.asarray(run.requested[...], dtype=np.int64).sum())
-    kept = int(np.asarray(run.load_kept[...], dtype=np.int64).sum())
-    T = run.row_length(focus_row)
-    row_kept = run.kept[:, focus_row, :T]                 # [L, T, K]
-    prompt_len = int(run.prompt_len[focus_row])
-    completion = np.asarray(run.tokens[focus_row, prompt_len:T])
-    return RunStats(
-        name=run.name, batch_dropped=requested - kept, batch_requested=requested,
-        focus_dropped=int((~row_kept).sum()), prompt_len=prompt_len, completion=completion,
-        preview=preview(vocab, completion),
-    )
-
-
-def first_divergence(a: np.ndarray, b: np.ndarray) -> int | None:
-    """First new-token index where completion `a` differs from `b` (a length difference counts),
-    or None when they are equal."""
-    n = min(len(a), len(b))
-    t = int(divergence.first_divergence(np.stack([np.asarray(b[:n]), np.asarray(a[:n])]), reference=0)[1])
-    if t >= 0:
-        return t
-    return None if len(a) == len(b) else n
-
-
-def default_references(infos: Sequence[RunInfo]) -> dict[str, str]:
-    """Reference run of each run: the first run (write order) of its focus request and condition."""
-    first: dict[tuple[int, str], str] = {}
-    out = {}
-    for info in sorted(infos, key=lambda i: i.index):
-        key = (info.focus_request, info.condition)
-        first.setdefault(key, info.name)
-        out[info.name] = first[key]
-    return out
-
-
-def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:
-    """Reference of each run; a `chosen` run replaces the default for every run of its request."""
-    refs = default_references(infos)
-    by_name = {i.name: i for i in infos}
-    if chosen in by_name:
-        request = by_name[chosen].focus_request
-        for info in infos:
-            if info.focus_request == request:
-                refs[info.name] = chosen
-    return refs
-
-
-def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) -> str:
-    """`ref`, `=` (same completion), `≠ @p` (first differs at sequence position p) or `` (unknown)."""
-    if name == reference:
-        return "ref"
-    if name not in stats or reference not in stats:
-        return ""
-    t = first_divergence(stats[name].completion, stats[reference].completion)
-    return "=" if t is None else f"≠ @{stats[name].prompt_len + t}"

@@ -11,8 +11,8 @@ import html
 
 import numpy as np
 
-from inspector.figure_data.divergence import CompletionText
 from inspector.figure_data.divergence_cause import MAX_LISTED, CauseText
+from inspector.figure_data.pair import CompletionText
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
 

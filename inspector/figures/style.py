@@ -32,17 +32,6 @@ PALETTES: dict[str, tuple[tuple[int, int, int], ...]] = {
                   (213, 94, 0), (204, 121, 167)),
 }
 
-#: Diverging colour maps for signed differences, from negative through white (zero) to positive:
-#: ColorBrewer's PuOr (purple to orange) and RdBu reversed (blue to red), both safe for colour-blind
-#: readers. Use them with `symmetric_levels` so that white is zero.
-DIVERGING: dict[str, tuple[str, ...]] = {
-    "PuOr": ("#2d004b", "#542788", "#8073ac", "#b2abd2", "#d8daeb", "#f7f7f7", "#fee0b6", "#fdb863",
-             "#e08214", "#b35806", "#7f3b08"),
-    "BuRd": ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582",
-             "#d6604d", "#b2182b", "#67001f"),
-}
-
-
 @dataclass(frozen=True)
 class FigureStyle:
     """How figures look; the app uses the default, an export may pass its own."""
@@ -60,7 +49,6 @@ class FigureStyle:
     capacity: str = "#d62728"
     colormap: str = "viridis"
     palette: str = "tableau"       # qualitative palette of experts, a key of PALETTES
-    diverging: str = "PuOr"        # colour map of signed differences, a key of DIVERGING
 
     def font(self, scale: float = 1.0) -> QtGui.QFont:
         font = QtGui.QFont()
@@ -110,20 +98,6 @@ def colormap(name: str) -> pg.ColorMap:
     except (FileNotFoundError, KeyError, ValueError):
         cmap = None
     return cmap if cmap is not None else pg.colormap.get("viridis")
-
-
-def diverging_colormap(name: str = "PuOr") -> pg.ColorMap:
-    """A diverging colour map of DIVERGING (PuOr for an unknown name): white in the middle."""
-    colors = DIVERGING.get(name, DIVERGING["PuOr"])
-    return pg.ColorMap(np.linspace(0.0, 1.0, len(colors)), [QtGui.QColor(c) for c in colors], name=name)
-
-
-def symmetric_levels(values: np.ndarray, floor: float = 1e-12) -> tuple[float, float]:
-    """Colour levels (-m, m) centred at zero, m the largest finite |value| (at least `floor`)."""
-    v = np.abs(np.asarray(values, dtype=np.float64))
-    v = v[np.isfinite(v)]
-    m = max(float(v.max()) if v.size else 0.0, floor)
-    return -m, m
 
 
 def place_legend(layout: pg.GraphicsLayout, legend: pg.LegendItem, row: int, col: int) -> None:

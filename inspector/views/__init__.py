@@ -1,25 +1,25 @@
-"""The views of the main window, registered in one list: adding a view is one line here.
-
-Each entry is a `View` subclass with a `title` and an `area` ("tab" or "bottom").
+"""The views of the main window: one widget per declaration of `inspector.export.registry.SPECS`,
+in the registry's order. Each widget names its declaration (`View.name`); title, key and place come
+from there.
 """
 
 from __future__ import annotations
 
+from inspector.export.registry import SPECS
 from inspector.views.base import View
-from inspector.views.divergence import DivergenceView
-from inspector.views.divergence_overview import DivergenceOverviewView
+from inspector.views.layers import LayersView
 from inspector.views.load import LoadView
-from inspector.views.overview import OverviewView
+from inspector.views.pair import PairView
 from inspector.views.routing import RoutingView
+from inspector.views.runs import RunsView
 from inspector.views.text import TextView
 
-VIEWS: list[type[View]] = [
-    RoutingView,
-    OverviewView,
-    LoadView,
-    DivergenceView,
-    DivergenceOverviewView,
-    TextView,
-]
+#: The widget of each view, by name.
+WIDGETS: dict[str, type[View]] = {cls.name: cls for cls in
+                                  (RoutingView, LayersView, LoadView, PairView, RunsView, TextView)}
+if set(WIDGETS) != set(SPECS):
+    raise ImportError(f"views without a widget or a declaration: {sorted(set(WIDGETS) ^ set(SPECS))}")
 
-__all__ = ["VIEWS", "View"]
+VIEWS: list[type[View]] = [WIDGETS[name] for name in SPECS]
+
+__all__ = ["VIEWS", "WIDGETS", "View"]

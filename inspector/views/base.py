@@ -1,30 +1,46 @@
-"""What every view has: a title, where it goes, a lazy redraw when shown, and saved settings.
+"""What every view has: its declaration, a lazy redraw when shown, what it exports, and saved settings.
 
-A view subscribes to the shared `InspectorState`, asks it for figure data and hands the data to
-a figure builder; it does no maths and no file I/O itself. A hidden view only notes that it is
-out of date and redraws when it becomes visible, so a layer switch costs only what is on screen.
+A view's name, title, key and place come from its declaration in `inspector.export.registry.SPECS`
+(`name` picks it). A view subscribes to the shared `InspectorState`, asks it for figure data and
+hands the data to a figure builder; it does no maths and no file I/O itself. A hidden view only
+notes that it is out of date and redraws when it becomes visible, so a layer switch costs only what
+is on screen. `export_state` says what an export needs, so exports never read the widgets.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from typing import TYPE_CHECKING
 
-from inspector.app.settings import Settings
-from inspector.app.state import InspectorState
+from inspector.export.registry import SPECS, Export, ViewSpec
 from inspector.qt import QtCore, QtWidgets, Signal
 from traces import TraceError
+
+if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
+    from inspector.app.settings import Settings
+    from inspector.app.state import InspectorState
 
 log = logging.getLogger(__name__)
 
 
 class View(QtWidgets.QWidget):
-    """Base class of the views registered in `inspector.views.VIEWS`."""
+    """Base class of the views of `inspector.views.VIEWS`, one per declaration of `SPECS`."""
 
+    name = ""             # the declaration in `SPECS`; sets `spec`, `title`, `shortcut` and `area`
+    spec: ViewSpec
     title = "View"
     area = "tab"          # "tab": a tab of the main area; "bottom": below the tabs, always visible
     shortcut = ""         # key sequence that shows this view (tabs only)
     defer_ms = 0          # wait this long before redrawing, so that more important views paint first
     drawn = Signal()      # after each redraw, for tests and benchmarks
+    export_requested = Signal(object)  # the view's Export… button: the window opens the dialog on it
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            cls.spec = SPECS[cls.name]
+            cls.title, cls.shortcut, cls.area = cls.spec.title, cls.spec.key, cls.spec.area
 
     def __init__(self, state: InspectorState, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,13 +97,31 @@ class View(QtWidgets.QWidget):
         button.setText("Export…")
         button.setToolTip("Export this figure as PNG, SVG or PDF, or the data behind it as CSV "
                           "(Ctrl+Shift+E exports the current view)")
-        button.clicked.connect(self._export_clicked)
+        button.clicked.connect(lambda: self.export_requested.emit(self))
         return button
 
-    def _export_clicked(self) -> None:
-        from inspector.export.dialog import export_dialog  # the export package imports the views
+    # -- what an export needs ---------------------------------------------------------------------
 
-        export_dialog(self.window(), self)
+    def export_state(self) -> Export | None:
+        """What the view shows now, as the `Export` the `export` command would read: its figure data
+        and the choices made in it. None when it shows nothing (subclasses)."""
+        return None
+
+    def shown_positions(self) -> tuple[int, int] | None:
+        """Positions [T0, T1) the view's plot shows now; None when it shows them all (or has no x
+        axis of positions)."""
+        export = self.export_state()
+        plot = getattr(getattr(self, "figure", None), "plot", None)
+        if export is None or plot is None or "range" not in self.spec.options:
+            return None
+        n = int(getattr(export.data, "n_positions", getattr(export.data, "length", 0)))
+        (x0, x1), _ = plot.vb.viewRange()
+        # A cell t spans [t - 0.5, t + 0.5]; keep the cells at least half shown.
+        t0 = max(0, math.ceil(x0))
+        t1 = min(n, math.floor(x1) + 1)
+        if t1 <= t0 or (t0 == 0 and t1 == n):
+            return None
+        return t0, t1
 
     # -- for subclasses -------------------------------------------------------------------------
 

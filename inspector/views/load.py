@@ -3,6 +3,8 @@ share of each batch row, i.e. who filled the buffers."""
 
 from __future__ import annotations
 
+from inspector.export.registry import Export
+from inspector.export.selection import Selection
 from inspector.figure_data.load import load_data, step_positions
 from inspector.figures.load import LoadFigure
 from inspector.figures.style import FigureStyle
@@ -15,8 +17,7 @@ from traces.schema import ABSENT_GROUP
 class LoadView(View):
     """Step and group pickers over the load figure; follows the focused token's step and group."""
 
-    title = "Expert load"
-    shortcut = "Ctrl+3"
+    name = "load"
 
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
@@ -61,6 +62,12 @@ class LoadView(View):
     def data(self):
         return self.figure.data
 
+    def export_state(self) -> Export | None:
+        d = self.data
+        if d is None:
+            return None
+        return Export(self.name, d, Selection(run=d.run, layer=d.layer, step=d.step, group=d.group))
+
     def _reset_step(self) -> None:
         self._group_choice = None
         self._set_step(0)
@@ -91,12 +98,6 @@ class LoadView(View):
             self._set_step(int(layer.step[self.state.row, t]))
             self._group_choice = int(layer.group[self.state.row, t])
             self.invalidate()
-
-    def set_step(self, step: int, group: int | None = None) -> None:
-        """Show forward step `step` (and `group`, else the probe's group)."""
-        self._set_step(step)
-        self._group_choice = group
-        self.invalidate()
 
     def redraw(self) -> None:
         layer = self.state.layer_routing()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from inspector.app.settings import Settings
+from inspector.export.registry import Export
+from inspector.export.selection import Selection
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import COLORMAPS, FigureStyle
 from inspector.qt import QtWidgets, pg
@@ -13,6 +16,9 @@ from inspector.views.hover import HoverLine, connect_hover
 from traces import TraceError
 from traces.analysis.displacement import displacement
 
+if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
+    from inspector.app.settings import Settings
+
 LEGEND = ("white frame = chosen and kept · red ✕ = chosen but dropped (over capacity) · "
           "dashed line = prompt | generation · click a cell to focus its token")
 
@@ -20,8 +26,7 @@ LEGEND = ("white frame = chosen and kept · red ✕ = chosen but dropped (over c
 class RoutingView(View):
     """Experts x positions coloured by router probability, chosen experts framed, drops crossed."""
 
-    title = "Routing"
-    shortcut = "Ctrl+1"
+    name = "routing"
 
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
@@ -71,6 +76,15 @@ class RoutingView(View):
     @property
     def data(self):
         return self.figure.data
+
+    def export_state(self) -> Export | None:
+        d = self.data
+        if d is None:
+            return None
+        low, high = self.figure.colorbar.levels()
+        sel = Selection(run=d.run, row=d.row, layer=d.layer, colormap=self.colormap.currentText(),
+                        levels=(float(low), float(high)))
+        return Export(self.name, d, sel)
 
     def redraw(self) -> None:
         data = self.state.routing_data()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from inspector.app.settings import Settings
+from typing import TYPE_CHECKING
+
+from inspector.export.registry import Export
+from inspector.export.selection import Selection
 from inspector.figure_data.text import SHADE_MODES
 from inspector.figures.style import FigureStyle
 from inspector.figures.text import TextFigure
@@ -10,12 +13,14 @@ from inspector.qt import Qt, QtCore, QtWidgets, pg
 from inspector.views.base import View
 from inspector.views.hover import HoverLine
 
+if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
+    from inspector.app.settings import Settings
+
 
 class TextView(View):
     """The completion as text under the tabs; clicking a token focuses it in every view."""
 
-    title = "Text"
-    area = "bottom"
+    name = "text"
     defer_ms = 30  # under the tabs, always visible: let the heatmap paint first on every change
 
     def __init__(self, state, parent=None) -> None:
@@ -54,6 +59,13 @@ class TextView(View):
     @property
     def data(self):
         return self.figure.data
+
+    def export_state(self) -> Export | None:
+        d = self.data
+        if d is None:
+            return None
+        return Export(self.name, d, Selection(run=d.run, row=d.row, layer=self.state.layer,
+                                              shade=self.mode.currentText()))
 
     def redraw(self) -> None:
         self.figure.set_data(self.state.text_data(), self.mode.currentText(), self.state.layer)

@@ -1,6 +1,6 @@
 """Which rows are compared: each request's runs under one condition, against the first of them.
 
-The reference rule is the viewer's default (`inspector.figure_data.runs.default_references`): for a
+The reference rule is the viewer's default (`inspector.figure_data.browser.default_references`): for a
 request, the runs of one condition are compared with the first of them in write order. Runs whose
 `condition` attribute is empty are told apart by their routing knobs and kernel mode instead, so a
 pair never mixes two settings. Within a run the request's row is the probe row when the run holds

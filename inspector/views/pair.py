@@ -8,26 +8,27 @@ view.
 
 from __future__ import annotations
 
-from inspector.figure_data.divergence import pair_figure_data
+from inspector.export.registry import Export
+from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, find_record
-from inspector.figures.divergence import DivergencePairFigure
+from inspector.figure_data.pair import pair_figure_data
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause_html, completion_html
+from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtGui, QtWidgets, pg
 from inspector.views.base import View
-from inspector.views.divergence_picker import PairPicker
-from inspector.views.divergence_text import TokenText
 from inspector.views.hover import HoverLine
+from inspector.views.pair_picker import PairPicker
+from inspector.views.token_text import TokenText
 
 HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL and margins. Click a token "
         "or a position to select it in every view; the mouse wheel zooms all panels together.")
 
 
-class DivergenceView(View):
+class PairView(View):
     """Two runs of one request side by side: texts, heatmaps at the layer, differences, curves, cause."""
 
-    title = "Side by side"
-    shortcut = "Ctrl+4"
+    name = "pair"
 
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
@@ -54,7 +55,7 @@ class DivergenceView(View):
         self.texts.setSizes([300, 300, 420])
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(self.style.background)
-        self.figure = DivergencePairFigure(self.graphics.ci, self.style)
+        self.figure = PairFigure(self.graphics.ci, self.style)
         self.splitter = QtWidgets.QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("divergence")
         self.splitter.addWidget(self.texts)
@@ -87,6 +88,12 @@ class DivergenceView(View):
     def data(self):
         return self.figure.data
 
+    def export_state(self) -> Export | None:
+        d = self.data
+        if d is None or self.splitter.isHidden():  # hidden panels: the view says why there is no pair
+            return None
+        return Export(self.name, d, Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer))
+
     # -- following the shared state ---------------------------------------------------------------
 
     def _trace_changed(self) -> None:
@@ -97,7 +104,7 @@ class DivergenceView(View):
 
     def _ensure_source(self) -> DivergenceSource | None:
         if self.source is None and self.state.trace is not None:
-            self.source = DivergenceSource(self.state.trace)
+            self.source = self.state.divergence()  # shared with the runs view
             self.picker.set_source(self.source)
             self._follow_run(invalidate=False)
         return self.source

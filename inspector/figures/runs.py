@@ -1,4 +1,4 @@
-"""The N-runs overview figure of one request: the U(N) headline, runs x positions coloured by
+"""The runs figure (N runs tab) of one request: the U(N) headline, runs x positions coloured by
 completion cluster (where each run leaves a larger group, its colour changes; t* against the
 reference framed; the splits counted on top), and the causes of the divergent runs as bars."""
 
@@ -8,7 +8,7 @@ import html
 
 import numpy as np
 
-from inspector.figure_data.divergence_overview import RunsOverviewData
+from inspector.figure_data.runs import RunsData
 from inspector.figures.axes import CategoryAxis, TokenAxis
 from inspector.figures.divergence_text import HtmlBlock
 from inspector.figures.marks import CellMarks
@@ -31,7 +31,7 @@ def cluster_rgb(clusters: np.ndarray, n_unique: int) -> np.ndarray:
     return categorical_colors(max(n_unique, 1))[np.asarray(clusters, dtype=np.int64)]
 
 
-def headline_html(data: RunsOverviewData, style: FigureStyle) -> str:
+def headline_html(data: RunsData, style: FigureStyle) -> str:
     """U(N) with the mode share and new tokens, how the runs first split, the colour key."""
     colors = categorical_colors(max(data.n_unique, 1))
     counts = np.bincount(data.labels, minlength=data.n_unique)
@@ -49,13 +49,13 @@ def headline_html(data: RunsOverviewData, style: FigureStyle) -> str:
             f"{html.escape(data.causes_line)}</span></div>")
 
 
-class DivergenceOverviewFigure:
-    """Draws `RunsOverviewData` into a `pg.GraphicsLayout`: headline with the colour key at (row, 0),
+class RunsFigure:
+    """Draws `RunsData` into a `pg.GraphicsLayout`: headline with the colour key at (row, 0),
     the map at (row + 1, 0), cause bars at (row + 2, 0)."""
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
         self.style = style or FigureStyle()
-        self.data: RunsOverviewData | None = None
+        self.data: RunsData | None = None
         self.headline = HtmlBlock(self.style)
         layout.addItem(self.headline, row=row, col=0)
         self.y_axis = CategoryAxis("left")
@@ -98,7 +98,7 @@ class DivergenceOverviewFigure:
         layout.layout.setRowStretchFactor(row + 1, 3)
         layout.layout.setRowStretchFactor(row + 2, 1)
 
-    def set_data(self, data: RunsOverviewData, *, keep_view: bool = False) -> None:
+    def set_data(self, data: RunsData, *, keep_view: bool = False) -> None:
         self.data = data
         N, n = data.clusters.shape
         P = data.prompt_len
@@ -124,7 +124,7 @@ class DivergenceOverviewFigure:
                                  padding=0)
         self._set_causes(data)
 
-    def _set_split_labels(self, data: RunsOverviewData, headroom: float) -> None:
+    def _set_split_labels(self, data: RunsData, headroom: float) -> None:
         for item in self.split_labels:
             self.map.removeItem(item)
         self.split_labels = []
@@ -136,7 +136,7 @@ class DivergenceOverviewFigure:
             self.map.addItem(label, ignoreBounds=True)
             self.split_labels.append(label)
 
-    def _set_causes(self, data: RunsOverviewData) -> None:
+    def _set_causes(self, data: RunsData) -> None:
         names = [c.cause for c in data.causes]
         x = np.arange(len(names), dtype=np.float64)
         self.cause_bars.setOpts(x=x, height=np.array([c.count for c in data.causes], dtype=float), width=0.7)
@@ -180,10 +180,3 @@ class DivergenceOverviewFigure:
     def hover_text(self, x: float, y: float) -> str | None:
         cell = self.cell_at(x, y)
         return None if cell is None or self.data is None else self.data.describe_cell(*cell)
-
-    def run_at(self, y: float) -> int | None:
-        """Index into `data.choices` of the displayed run at y."""
-        if self.data is None:
-            return None
-        r = int(np.floor(y + 0.5))
-        return int(self.data.order[r]) if 0 <= r < self.data.n_runs else None

@@ -1,19 +1,20 @@
-"""All-layers overview view: every MoE layer of one row, top-1 expert per token, drops marked."""
+"""The layers view (All layers tab): every MoE layer of one row, top-1 expert per token, drops marked."""
 
 from __future__ import annotations
 
-from inspector.figures.overview import OverviewFigure
+from inspector.export.registry import Export
+from inspector.export.selection import Selection
+from inspector.figures.layers import LayersFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
 from inspector.views.base import View
 from inspector.views.hover import HoverLine, connect_hover
 
 
-class OverviewView(View):
+class LayersView(View):
     """Layers x positions of the selected row; clicking a cell selects that layer and token."""
 
-    title = "All layers"
-    shortcut = "Ctrl+2"
+    name = "layers"
 
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
@@ -24,7 +25,7 @@ class OverviewView(View):
         legend.setStyleSheet("color: #505050;")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(FigureStyle().background)
-        self.figure = OverviewFigure(self.graphics.ci)
+        self.figure = LayersFigure(self.graphics.ci)
         self.layer_band = pg.LinearRegionItem(orientation="horizontal", movable=False,
                                               brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen("#000000", width=3))
         self.layer_band.setZValue(25)
@@ -55,8 +56,12 @@ class OverviewView(View):
     def data(self):
         return self.figure.data
 
+    def export_state(self) -> Export | None:
+        d = self.data
+        return None if d is None else Export(self.name, d, Selection(run=d.run, row=d.row))
+
     def redraw(self) -> None:
-        data = self.state.overview_data()
+        data = self.state.layers_data()
         key = (data.request, data.n_positions)  # same request and length: positions line up, keep the zoom
         self.figure.set_data(data, keep_view=key == self._shown_key)
         self._shown_key = key

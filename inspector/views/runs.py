@@ -1,11 +1,13 @@
-"""N-runs overview view: U(N) of one request, the prefix tree of its completions with counts, runs x
+"""The runs view (N runs tab): U(N) of one request, the prefix tree of its completions with counts, runs x
 positions by completion cluster, and the table of causes (confirmed ones marked)."""
 
 from __future__ import annotations
 
-from inspector.figure_data.divergence_overview import RunsOverviewData, overview_figure_data
+from inspector.export.registry import Export
+from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
-from inspector.figures.divergence_overview import DivergenceOverviewFigure
+from inspector.figure_data.runs import RunsData, runs_figure_data
+from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
 from inspector.views.base import View
@@ -16,11 +18,10 @@ ALL_CONDITIONS = "all conditions"
 RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
-class DivergenceOverviewView(View):
+class RunsView(View):
     """Every run of one request at once; double-click a branch to select its first run everywhere."""
 
-    title = "N runs"
-    shortcut = "Ctrl+5"
+    name = "runs"
 
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
@@ -47,7 +48,7 @@ class DivergenceOverviewView(View):
         self.notice.hide()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(FigureStyle().background)
-        self.figure = DivergenceOverviewFigure(self.graphics.ci)
+        self.figure = RunsFigure(self.graphics.ci)
         self.tree = QtWidgets.QTreeWidget()
         self.tree.setHeaderLabels(["branch", "runs", "new tokens", "shared text"])
         self.tree.setToolTip("Prefix tree of the completions: runs agree inside a node and split at its end; "
@@ -96,8 +97,14 @@ class DivergenceOverviewView(View):
         state.position_changed.connect(lambda: self.figure.set_selected(self.state.position))
 
     @property
-    def data(self) -> RunsOverviewData | None:
+    def data(self) -> RunsData | None:
         return self.figure.data
+
+    def export_state(self) -> Export | None:
+        d = self.data
+        if d is None or self.splitter.isHidden():
+            return None
+        return Export(self.name, d, Selection(run=d.reference_run, request=d.request, condition=d.condition))
 
     # -- choices --------------------------------------------------------------------------------
 
@@ -110,7 +117,7 @@ class DivergenceOverviewView(View):
 
     def _ensure_source(self) -> DivergenceSource | None:
         if self.source is None and self.state.trace is not None:
-            self.source = DivergenceSource(self.state.trace)
+            self.source = self.state.divergence()  # shared with the pair view
             self.request.clear()
             for r in self.source.requests():
                 self.request.addItem(f"{r}: {self.source.request_text(r)}", r)
@@ -207,7 +214,7 @@ class DivergenceOverviewView(View):
         if key == self._key and self.figure.data is not None:
             return
         try:
-            data = overview_figure_data(rows, choices, reference, vocab=source.vocab, records=records,
+            data = runs_figure_data(rows, choices, reference, vocab=source.vocab, records=records,
                                         condition=self.condition.currentData() or "")
         except ValueError as exc:
             self._say(f"These runs cannot be compared: {exc}")
@@ -233,7 +240,7 @@ class DivergenceOverviewView(View):
             return names.index(from_table), "the reference of the explanation table"
         return mode_reference(rows), "the first run with the most common completion"
 
-    def _fill_tree(self, data: RunsOverviewData) -> None:
+    def _fill_tree(self, data: RunsData) -> None:
         self.tree.clear()
         items: list[QtWidgets.QTreeWidgetItem] = []
         for node in data.tree:
@@ -258,7 +265,7 @@ class DivergenceOverviewView(View):
         for column in range(3):
             self.tree.resizeColumnToContents(column)
 
-    def _fill_causes(self, data: RunsOverviewData, how: str) -> None:
+    def _fill_causes(self, data: RunsData, how: str) -> None:
         self.causes.setRowCount(len(data.causes))
         for i, row in enumerate(data.causes):
             confirmed = f"{row.confirmed} of {row.count}" if row.confirmed else "not confirmed"

@@ -1,4 +1,4 @@
-"""Data of the all-layers overview: layers x positions for one row, top-1 expert and drops."""
+"""Data of the layers view (All layers tab): layers x positions for one row, top-1 expert and drops."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from inspector.figure_data.tokens import token_labels
 
 
 @dataclass(frozen=True)
-class OverviewData:
+class LayersData:
     """Top-1 expert and dropped candidates per (layer, position) of one row. `T` = row length."""
 
     run: str
@@ -51,14 +51,14 @@ class OverviewData:
         }
 
 
-def overview_figure_data(
+def runs_figure_data(
     *, run: str, row: int, request: int, n_experts: int, model_layers: Sequence[int],
     vocab: Sequence[str], tokens: np.ndarray, prompt_len: int, expert: np.ndarray, kept: np.ndarray,
-) -> OverviewData:
-    """Build the overview from one row's `expert` and `kept` [L, T, K], cut to the row's length."""
+) -> LayersData:
+    """Build the layers data from one row's `expert` and `kept` [L, T, K], cut to the row's length."""
     expert = np.asarray(expert, dtype=np.int64)
     kept = np.asarray(kept, dtype=bool)
-    return OverviewData(
+    return LayersData(
         run=run, row=row, request=request, n_experts=int(n_experts),
         model_layers=[int(m) for m in model_layers], labels=token_labels(vocab, tokens),
         prompt_len=int(prompt_len), top1=np.ascontiguousarray(expert[:, :, 0]), expert=expert,
@@ -66,12 +66,12 @@ def overview_figure_data(
     )
 
 
-def read_overview(trace, run, row: int) -> OverviewData:
-    """Read every layer of one row of `run` and build the overview."""
+def read_layers(trace, run, row: int) -> LayersData:
+    """Read every layer of one row of `run` and build the layers data."""
     T = run.row_length(row)
     L = run.dims["L"]
     moe_layers = list(trace.moe_layers)
-    return overview_figure_data(
+    return runs_figure_data(
         run=run.name, row=row, request=int(run.request_ids[row]), n_experts=run.dims["E"],
         model_layers=moe_layers if len(moe_layers) == L else list(range(L)), vocab=trace.vocab,
         tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
@@ -79,7 +79,7 @@ def read_overview(trace, run, row: int) -> OverviewData:
     )
 
 
-def describe_overview_cell(data: OverviewData, t: int, l: int) -> str | None:
+def describe_layers_cell(data: LayersData, t: int, l: int) -> str | None:
     """The hover text of cell (position t, layer l), or None outside the image."""
     if not (0 <= t < data.n_positions and 0 <= l < data.n_layers):
         return None

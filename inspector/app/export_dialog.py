@@ -1,7 +1,8 @@
 """The app's export: File > Export… (Ctrl+Shift+E) and each view's Export… button open a dialog
 (view, format, size, DPI, path); Edit > Copy Figure (Ctrl+Shift+C) puts the current view's figure
-on the clipboard as an image and as SVG. Both go through `inspector.export.save`, like the
-`export` command, so the app and the command write the same files for the same view."""
+on the clipboard as an image and as SVG. Both take what the view exports (`View.export_state`) to
+`inspector.export.save`, like the `export` command, so the app and the command write the same files
+for the same view."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from collections.abc import Sequence
 from inspector.app.errors import show_error
 from inspector.app.settings import Settings
 from inspector.export import output as saving
-from inspector.export.figures import Export, with_selection
-from inspector.export.from_view import export_of, exportable, visible_positions
 from inspector.export.page import MAX_DPI, MAX_SIZE, MIN_DPI, MIN_SIZE, Page, RenderError
+from inspector.export.registry import Export
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets
 from inspector.views.base import View
 
@@ -26,11 +26,11 @@ FORMAT_NAMES = {"png": "PNG image", "svg": "SVG (vector)", "pdf": "PDF (vector)"
 def save_view(view: View, path: str, fmt: str | None = None, page: Page | None = None, *,
               visible_only: bool = False, fit_height: bool = True) -> Page | None:
     """Export what `view` shows to `path` (the dialog's work without the dialog)."""
-    export = export_of(view)
+    export = view.export_state()
     if export is None:
         raise RenderError(f"the {view.title} view shows nothing to export")
     if visible_only:
-        export = with_selection(export, range=visible_positions(view))
+        export = export.with_selection(range=view.shown_positions())
     return saving.save(export, path, fmt, page, fit_height=fit_height)
 
 
@@ -42,7 +42,7 @@ class ExportDialog(QtWidgets.QDialog):
         super().__init__(parent)
         self.setWindowTitle("Export figure")
         self.settings = settings
-        self.views = [v for v in views if exportable(v)]
+        self.views = list(views)
         self.view_box = QtWidgets.QComboBox()
         for v in self.views:
             self.view_box.addItem(v.title)
@@ -116,22 +116,21 @@ class ExportDialog(QtWidgets.QDialog):
         return Page(self.width_box.value(), self.height_box.value(), float(self.dpi_box.value()))
 
     def export(self) -> Export | None:
-        return export_of(self.view)
+        return self.view.export_state()
 
     def _usual_size(self) -> None:
-        page = saving.default_page(self.export().view if self.export() else "routing", self.dpi_box.value())
+        page = saving.default_page(self.view.name, self.dpi_box.value())
         self.width_box.setValue(page.width)
         self.height_box.setValue(page.height)
 
     def _view_changed(self) -> None:
-        export = self.export()
         self._usual_size()
-        shown = visible_positions(self.view)
+        shown = self.view.shown_positions()
         self.visible_only.setEnabled(shown is not None)
         self.visible_only.setText("Only the positions shown now"
                                   + (f" ({shown[0]}–{shown[1] - 1})" if shown else ""))
         self.visible_only.setChecked(shown is not None)
-        self.fit_text.setVisible(export is not None and export.spec.fit_height)
+        self.fit_text.setVisible(self.view.spec.fit_height)
         self._suggest_path()
 
     def _format_changed(self) -> None:
@@ -201,7 +200,7 @@ def current_view(window) -> View | None:
 def export_dialog(window, view: View | None) -> str | None:
     """Open the export dialog on `view` of `window` (a MainWindow) and write the file; the path
     written, or None when cancelled or failed (the failure is shown)."""
-    views = [v for v in window.views if exportable(v) and export_of(v) is not None]
+    views = [v for v in window.views if v.export_state() is not None]
     if not views:
         show_error(window, "Export", "Open a trace and select a run first: there is no figure to export.")
         return None
@@ -225,7 +224,7 @@ def export_dialog(window, view: View | None) -> str | None:
 
 def figure_mime(view: View) -> QtCore.QMimeData | None:
     """The view's figure as an image and as SVG, for the clipboard; None when it shows nothing."""
-    export = export_of(view)
+    export = view.export_state()
     if export is None:
         return None
     page = saving.default_page(export.view, dpi=150)
@@ -237,7 +236,7 @@ def figure_mime(view: View) -> QtCore.QMimeData | None:
 
 def copy_figure(window, view: View | None) -> bool:
     """Put `view`'s figure on the clipboard; False (with a message) when there is none."""
-    mime = figure_mime(view) if view is not None and exportable(view) else None
+    mime = figure_mime(view) if view is not None else None
     if mime is None:
         window.statusBar().showMessage("No figure to copy: this view shows nothing yet.", 5000)
         return False

@@ -1,4 +1,4 @@
-"""The all-layers overview: layers x positions of one row, top-1 expert as a categorical colour
+"""The layers figure (All layers tab): layers x positions of one row, top-1 expert as a categorical colour
 (with a legend), cells with dropped candidates crossed in red."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from inspector.figure_data.overview import OverviewData, describe_overview_cell
+from inspector.figure_data.layers import LayersData, describe_layers_cell
 from inspector.figures.axes import CategoryAxis, TokenAxis
 from inspector.figures.marks import CellMarks
 from inspector.figures.style import FigureStyle, categorical_colors, place_legend
@@ -24,12 +24,12 @@ def top1_rgb(top1: np.ndarray, n_experts: int, palette: str = "tableau") -> np.n
     return colors[idx]
 
 
-class OverviewFigure:
-    """Draws `OverviewData` into a `pg.GraphicsLayout`: the plot at (row, 0), the legend at (row, 1)."""
+class LayersFigure:
+    """Draws `LayersData` into a `pg.GraphicsLayout`: the plot at (row, 0), the legend at (row, 1)."""
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
         self.style = style or FigureStyle()
-        self.data: OverviewData | None = None
+        self.data: LayersData | None = None
         self.x_axis = TokenAxis("bottom")
         self.y_axis = CategoryAxis("left")
         self.plot: pg.PlotItem = layout.addPlot(row=row, col=0,
@@ -56,7 +56,7 @@ class OverviewFigure:
         place_legend(layout, self.legend, row, 1)
         self._legend_samples: list[pg.ScatterPlotItem] = []
 
-    def set_data(self, data: OverviewData, *, keep_view: bool = False) -> None:
+    def set_data(self, data: LayersData, *, keep_view: bool = False) -> None:
         self.data = data
         L, T = data.top1.shape
         self.image.setImage(top1_rgb(data.top1, data.n_experts, self.style.palette), autoLevels=False,
@@ -99,4 +99,4 @@ class OverviewFigure:
 
     def hover_text(self, x: float, y: float) -> str | None:
         cell = self.cell_at(x, y)
-        return None if cell is None or self.data is None else describe_overview_cell(self.data, *cell)
+        return None if cell is None or self.data is None else describe_layers_cell(self.data, *cell)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from inspector.figure_data.divergence import (
+from inspector.figure_data.pair import (
     DIFFERENCE_KINDS,
     EXPERTS,
     KEPT_SET,
@@ -109,7 +109,7 @@ def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.Axis
     return plot
 
 
-class DivergencePairFigure:
+class PairFigure:
     """Draws `PairData` into a `pg.GraphicsLayout` (rows from `row` on, columns 0 and 1)."""
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,

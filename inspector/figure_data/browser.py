@@ -1,0 +1,184 @@
+"""Rows of the run browser: each run's composition, drops, completion and divergence mark."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inspector.figure_data.tokens import preview
+from traces.analysis import divergence
+
+
+def _capacity_text(routing: Mapping) -> str | None:
+    """`cf 1.25 deepspeed`, `C=64` or `dropless`, from flat knobs (`capacity_mode`, ...) or a
+    nested `capacity` dict (`{"kind": "factor", "cf": ...}`)."""
+    nested = routing.get("capacity")
+    if isinstance(nested, Mapping):
+        mode = nested.get("kind") or nested.get("mode")
+        factor, fixed = nested.get("cf", nested.get("factor")), nested.get("C")
+        formula = nested.get("formula")
+    else:
+        mode = routing.get("capacity_mode")
+        factor, fixed = routing.get("capacity_factor"), routing.get("fixed_capacity")
+        formula = routing.get("capacity_formula")
+    if mode == "dropless":
+        return "dropless"
+    if mode == "fixed":
+        return f"C={fixed}"
+    if mode == "factor":
+        return f"cf {factor}" + (f" {formula}" if formula else "")
+    return None
+
+
+def routing_summary(routing: object) -> str:
+    """One line naming the resolved routing knobs of a run, e.g.
+    `k=2 · group batch · cf 1.0 deepspeed · kmajor_position · norm before_drop`; defaults that
+    rarely change (batch-major flattening, softmax scores) are named only when they differ."""
+    if not isinstance(routing, Mapping):
+        return "" if routing is None else str(routing)
+    parts = []
+    if routing.get("top_k") is not None:
+        parts.append(f"k={routing['top_k']}")
+    group_by = routing.get("group_by")
+    if group_by:
+        size = routing.get("group_size")
+        parts.append(f"group {group_by}" + (f" ({size})" if group_by == "fixed" and size else ""))
+    capacity = _capacity_text(routing)
+    if capacity:
+        parts.append(capacity)
+    priority = routing.get("priority")
+    if priority:
+        parts.append(priority + (f" seed {routing.get('seed')}" if priority == "random" else ""))
+    if routing.get("norm"):
+        parts.append(f"norm {routing['norm']}")
+    if routing.get("flatten") not in (None, "batch_major"):
+        parts.append(str(routing["flatten"]))
+    if routing.get("score_fn") not in (None, "softmax"):
+        parts.append(str(routing["score_fn"]))
+    return " · ".join(parts) if parts else json.dumps(routing, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the run's attributes say: cheap, known as soon as the trace opens."""
+
+    name: str
+    index: int
+    complete: bool
+    label: str
+    condition: str
+    experiment: str
+    batch_size: int
+    request_ids: tuple[int, ...]
+    probe_row: int
+    routing: str             # one-line summary
+    routing_json: str        # every knob, for the tooltip
+    kernel_mode: str
+
+    @property
+    def focus_row(self) -> int:
+        """The row whose completion the browser shows: the probe, else row 0."""
+        return self.probe_row if self.probe_row >= 0 else 0
+
+    @property
+    def focus_request(self) -> int:
+        return self.request_ids[self.focus_row] if self.request_ids else -1
+
+    @property
+    def requests_text(self) -> str:
+        ids = self.request_ids
+        shown = ", ".join(str(r) for r in ids[:8])
+        return shown + (f", … ({len(ids)})" if len(ids) > 8 else "")
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What needs reading a run's arrays: drops and the focus row's completion."""
+
+    name: str
+    batch_dropped: int       # dropped candidates of the whole batch, all layers and steps
+    batch_requested: int     # candidates of the whole batch
+    focus_dropped: int       # dropped candidates of the focus row (probe, else row 0)
+    prompt_len: int          # prompt length of the focus row
+    completion: np.ndarray = field(repr=False)  # generated token ids of the focus row
+    preview: str = ""
+
+    @property
+    def drop_rate(self) -> float:
+        return self.batch_dropped / self.batch_requested if self.batch_requested else 0.0
+
+
+def run_info(run) -> RunInfo:
+    """The browser's cheap columns, from a `traces` Run's attributes."""
+    attrs = run.attrs
+    routing = attrs.get("routing")
+    return RunInfo(
+        name=run.name, index=int(attrs.get("index", -1)), complete=bool(run.complete),
+        label=str(attrs.get("label", "")), condition=str(attrs.get("condition", "")),
+        experiment=str(attrs.get("experiment", "")), batch_size=int(run.batch_size),
+        request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
+        probe_row=int(run.probe_row), routing=routing_summary(routing),
+        routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
+        kernel_mode=str(attrs.get("kernel_mode", "")),
+    )
+
+
+def run_stats(run, vocab: Sequence[str], focus_row: int) -> RunStats:
+    """Read the load tables and the focus row to count drops and decode the completion."""
+    requested = int(np.asarray(run.requested[...], dtype=np.int64).sum())
+    kept = int(np.asarray(run.load_kept[...], dtype=np.int64).sum())
+    T = run.row_length(focus_row)
+    row_kept = run.kept[:, focus_row, :T]                 # [L, T, K]
+    prompt_len = int(run.prompt_len[focus_row])
+    completion = np.asarray(run.tokens[focus_row, prompt_len:T])
+    return RunStats(
+        name=run.name, batch_dropped=requested - kept, batch_requested=requested,
+        focus_dropped=int((~row_kept).sum()), prompt_len=prompt_len, completion=completion,
+        preview=preview(vocab, completion),
+    )
+
+
+def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
+    """First new-token index where completion `a` differs from `b` (a length difference counts),
+    or None when they are equal."""
+    n = min(len(a), len(b))
+    t = int(divergence.first_divergence(np.stack([np.asarray(b[:n]), np.asarray(a[:n])]), reference=0)[1])
+    if t >= 0:
+        return t
+    return None if len(a) == len(b) else n
+
+
+def default_references(infos: Sequence[RunInfo]) -> dict[str, str]:
+    """Reference run of each run: the first run (write order) of its focus request and condition."""
+    first: dict[tuple[int, str], str] = {}
+    out = {}
+    for info in sorted(infos, key=lambda i: i.index):
+        key = (info.focus_request, info.condition)
+        first.setdefault(key, info.name)
+        out[info.name] = first[key]
+    return out
+
+
+def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:
+    """Reference of each run; a `chosen` run replaces the default for every run of its request."""
+    refs = default_references(infos)
+    by_name = {i.name: i for i in infos}
+    if chosen in by_name:
+        request = by_name[chosen].focus_request
+        for info in infos:
+            if info.focus_request == request:
+                refs[info.name] = chosen
+    return refs
+
+
+def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) -> str:
+    """`ref`, `=` (same completion), `≠ @p` (first differs at sequence position p) or `` (unknown)."""
+    if name == reference:
+        return "ref"
+    if name not in stats or reference not in stats:
+        return ""
+    t = first_difference(stats[name].completion, stats[reference].completion)
+    return "=" if t is None else f"≠ @{stats[name].prompt_len + t}"

@@ -1,0 +1,64 @@
+"""The app's document without Qt: the selection, its changes, the memoised data and the shared
+divergence source, all dropped in one place when the trace changes."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inspector.app.document import CHANGES, Document
+from traces import open_trace
+from traces.synthetic import write_synthetic_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "doc.h5"
+    write_synthetic_trace(path, 3, L=3, E=4, K=2, V=64, B=3, T=12, R=2, capacity_factor=0.5)
+    with open_trace(path) as t:
+        yield t
+
+
+def test_document_loads_no_qt():
+    code = ("import sys, inspector.app.document; "
+            "print(any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_changes_are_told_once_each(trace):
+    d = Document()
+    heard: list[str] = []
+    d.subscribe(heard.append)
+    d.set_trace(trace)
+    d.set_run(trace.run_names[0])
+    d.set_row(1)
+    d.set_row(1)            # no change, nothing told
+    d.set_layer(2)
+    d.set_layer(99)         # clamped to the last layer: no change
+    d.set_position(4)
+    d.set_reference(trace.run_names[1])
+    assert heard == ["trace", "run", "row", "layer", "position", "reference"]
+    assert set(heard) == set(CHANGES)
+
+
+def test_a_new_trace_drops_everything_but_the_layer(trace):
+    d = Document()
+    d.set_trace(trace)
+    d.set_run(trace.run_names[0])
+    d.set_layer(1)
+    d.set_position(3)
+    data, source = d.routing_data(), d.divergence()
+    assert d.routing_data() is data and d.divergence() is source  # memoised, shared
+    d.set_trace(trace)
+    assert (d.run, d.row, d.position, d.reference) == (None, 0, None, None) and d.layer == 1
+    assert d.divergence() is not source
+    d.set_run(trace.run_names[0])
+    assert d.routing_data() is not data
+    d.set_trace(None)
+    assert d.divergence() is None and d.names == []
