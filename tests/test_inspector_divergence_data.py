@@ -318,3 +318,16 @@ def test_the_panel_names_the_single_event_proof_or_says_it_is_missing(known):
     assert lines[-1].endswith("the cause is unconfirmed")
     text, confirmed = headline("capacity", "capacity", unproved)
     assert not confirmed and "not confirmed by counterfactual" in text and "unconfirmed" in text
+
+
+def test_the_cause_names_its_own_model_layer_not_the_one_on_screen(known):
+    # The capacity pair's cause is at MoE layer 1; shown at layer 0 of a model whose MoE blocks are
+    # model layers 2 and 5, the facts must say model layer 5, the heatmaps model layer 2.
+    choices = {c.run: c for c in known.choices(0)}
+    a, b = choices["alone"], choices["crowded"]
+    data = pair_figure_data(known.row(a.run, a.row), known.row(b.run, b.row), 0, vocab=known.vocab,
+                            capacity_a=known.capacity("alone", 0), capacity_b=known.capacity("crowded", 0),
+                            moe_layers=[2, 5])
+    assert data.verdict.layer == 1 and data.model_layer == 2
+    facts = dict(data.cause.facts)
+    assert facts["cause event"] == "position 1, layer 1 (model layer 5)"

@@ -160,7 +160,7 @@ def test_bad_kernel_mode_and_replay_raise_clear_errors(tiny_model):
 # ---- continuous batching -------------------------------------------------------------------------
 
 
-def test_arrivals_at_zero_are_the_static_batch_bit_for_bit():
+def test_arrivals_at_zero_are_the_static_batch_bit_for_bit(tiny_model):
     model = tiny_model()
     prompts = [PROBE] + PARTNERS[:3]
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
@@ -171,7 +171,7 @@ def test_arrivals_at_zero_are_the_static_batch_bit_for_bit():
         assert np.array_equal(static[path], zero[path]), path
 
 
-def test_a_late_row_joins_the_running_batch_and_shares_its_groups():
+def test_a_late_row_joins_the_running_batch_and_shares_its_groups(tiny_model):
     model = tiny_model()
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
     prompts = [PROBE, PARTNERS[1], PARTNERS[2]]
@@ -190,7 +190,7 @@ def test_a_late_row_joins_the_running_batch_and_shares_its_groups():
     assert (step[0] <= 6).all()
 
 
-def test_with_dropless_routing_and_invariant_kernels_a_late_arrival_changes_nothing_of_a_row():
+def test_with_dropless_routing_and_invariant_kernels_a_late_arrival_changes_nothing_of_a_row(tiny_model):
     model = tiny_model()
     dropless = RoutingPolicy.preset("dropless")
     alone = row(run(model, [PROBE], dropless, "batch_invariant", new=8)[1], 0)
@@ -205,6 +205,6 @@ def test_with_dropless_routing_and_invariant_kernels_a_late_arrival_changes_noth
 
 @pytest.mark.parametrize("arrivals, message", [([0], "one tick per row"), ([0, -1], "integers >= 0"),
                                                 ([0, 1.5], "integers >= 0")])
-def test_bad_arrivals_are_refused(arrivals, message):
+def test_bad_arrivals_are_refused(arrivals, message, tiny_model):
     with pytest.raises(ValueError, match=message):
         generate(tiny_model(), [PROBE, PARTNERS[0]], 4, PER_SEQUENCE, arrivals=arrivals)

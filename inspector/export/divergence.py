@@ -78,7 +78,7 @@ def read_pair(trace, sel: Selection):
     try:
         data = pair_figure_data(
             row_a, row_b, layer, vocab=source.vocab, capacity_a=source.capacity(a.run, layer),
-            capacity_b=source.capacity(b.run, layer), model_layer=source.model_layer(layer), record=record,
+            capacity_b=source.capacity(b.run, layer), moe_layers=source.moe_layers, record=record,
             request_ids={a.run: source.request_ids(a.run), b.run: source.request_ids(b.run)})
     except ValueError as exc:
         raise SelectionError(f"runs {a.run} and {b.run} cannot be compared: {exc}") from None

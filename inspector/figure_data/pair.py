@@ -229,12 +229,14 @@ def _heatmap(row: RowTrace, layer: int, model_layer: int, vocab: Sequence[str],
 
 
 def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[str],
-                     capacity_a: np.ndarray, capacity_b: np.ndarray, model_layer: int | None = None,
+                     capacity_a: np.ndarray, capacity_b: np.ndarray, moe_layers: Sequence[int] | None = None,
                      record: ExplainRecord | None = None,
                      request_ids: dict[str, np.ndarray] | None = None) -> PairData:
     """The side-by-side data of rows `a` (the reference) and `b` of one request at MoE layer `layer`.
 
-    `capacity_a`, `capacity_b` are the runs' [S, G] capacities at that layer; `record` the
+    `capacity_a`, `capacity_b` are the runs' [S, G] capacities at that layer; `moe_layers` the model
+    layer of each MoE layer (default the MoE index itself), which names both the layer on screen and
+    the cause's own layer; `record` the
     explanation-table record of the pair (its confirmed cause replaces the guess); `request_ids`
     maps run names to their rows' requests, to name who took the slots. Raises ValueError when the
     rows hold different requests or prompts, or the layer does not exist.
@@ -249,7 +251,10 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
     eb, kb = b.expert[:, :C], b.kept[:, :C]
     a_only, b_only = drop_differences(ea, ka, eb, kb)
     routed = diff.routed[None, :]
-    model_layer = layer if model_layer is None else model_layer
+    def model_layer_of(li: int) -> int:
+        return int(moe_layers[li]) if moe_layers is not None and 0 <= li < len(moe_layers) else li
+
+    model_layer = model_layer_of(layer)
     ids = request_ids or {}
     displacing_run = verdict.displacement.run if verdict.displacement is not None else ""
     return PairData(
@@ -269,5 +274,5 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
         verdict=verdict,
         cause=cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
-                         model_layer=model_layer),
+                         model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None),
     )
