@@ -5,6 +5,12 @@ Step 0 (prefill) routes every prompt token of every row as one forward step; pad
 position, so the token is routed in the step that consumed it. The last step feeds the last chosen
 token too: its routing and logits are recorded, no token is appended. A row stops after its EOS has
 been fed (when `stop_at_eos`) or after `max_new_tokens` tokens.
+
+A model may name its own special tokens: `model.pad_id` (the filler of short rows; None when the model
+masks pads itself and reserves no id, as the Hugging Face bridge of `model.hf` does), `model.fill_id`
+(the id written at pad positions when no id is reserved: a model that routes pads, as transformers'
+MoE blocks do, computes them, and their routing shapes the batch's expert GEMMs) and `model.eos_ids`
+(the ids that end a row); the shipped byte-level model uses `PAD` and `EOS`.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ class GenerationResult:
         return [row[p:] for row, p in zip(self.tokens, self.prompt_len, strict=True)]
 
 
-def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) -> None:
+def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int, pad: int | None) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
     if not isinstance(prompts, (list, tuple)) or not prompts:
@@ -48,8 +54,8 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) 
         bad = [t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size]
         if bad:
             raise ValueError(f"prompt {b} holds {bad[0]!r}, not a token id in 0..{vocab_size - 1}")
-        if bad := [t for t in prompt if t == PAD]:
-            raise ValueError(f"prompt {b} holds the PAD token {PAD}")
+        if pad is not None and [t for t in prompt if t == pad]:
+            raise ValueError(f"prompt {b} holds the PAD token {pad}")
         if len(prompt) + max_new_tokens > context:
             raise ValueError(f"prompt {b}: {len(prompt)} tokens + max_new_tokens={max_new_tokens} exceed the "
                              f"context length {context}")
@@ -70,7 +76,12 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     """
     check_mode(kernel_mode)
     cfg = model.config
-    _check_prompts(prompts, max_new_tokens, cfg.vocab_size, cfg.context)
+    pad_id = getattr(model, "pad_id", PAD)
+    eos_ids = frozenset(getattr(model, "eos_ids", (EOS,)))
+    _check_prompts(prompts, max_new_tokens, cfg.vocab_size, cfg.context, pad_id)
+    filler = getattr(model, "fill_id", None)
+    if filler is None:
+        filler = 0 if pad_id is None else pad_id
     L = len(cfg.moe_layers)
     K = policy.candidates_per_token(cfg.n_experts) if policy is not None else cfg.top_k
     B = len(prompts)
@@ -86,7 +97,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     lengths = [len(p) for p in prompts]
     Tp = max(lengths)
     rows = [list(p) for p in prompts]
-    tokens = torch.full((B, Tp), PAD, dtype=torch.long)
+    tokens = torch.full((B, Tp), filler, dtype=torch.long)
     for b, p in enumerate(prompts):
         tokens[b, :len(p)] = torch.tensor(p)
     tokens = tokens.to(device)
@@ -112,7 +123,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
         if not any(running):
             break
         chosen = last.argmax(-1).tolist()  # [B]
-        feed = [chosen[b] if running[b] else PAD for b in range(B)]
+        feed = [chosen[b] if running[b] else filler for b in range(B)]
         pos = [len(rows[b]) if running[b] else len(rows[b]) - 1 for b in range(B)]
         ok_rows = list(running)
         for b in range(B):
@@ -124,7 +135,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
         last = step(s, tok, pos_t, ok, None)[:, 0]  # [B,V]
         steps += 1
         for b in range(B):
-            done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and feed[b] == EOS)
+            done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and feed[b] in eos_ids)
             if running[b] and done:
                 running[b] = False
     if was_training:
