@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hf_tiny import FAMILIES, tiny_model, tiny_tokenizer, transformers
 
 from model.generate import generate
@@ -132,3 +133,22 @@ def test_imposed_drop_sends_candidates_nowhere(family, tok):
     _, zeroed = record(bridge(model, tok), prompts, n=2)
     assert (dropped["logits"] == zeroed["logits"]).all()
     assert (dropped["tokens"] == zeroed["tokens"]).all()
+
+
+@pytest.mark.parametrize("family", ["mixtral", "gpt_oss"])
+def test_batch_invariant_mode_runs_and_tiles_linear_layers(family, tok):
+    """Inside the mode a row's F.linear / x @ W result does not depend on the rows beside it; a
+    batch-invariant recording completes each prompt as it does alone (attention stays native)."""
+    from model.hf.kernels import kernel_mode
+
+    model = tiny_model(family, len(tok))
+    g = torch.Generator().manual_seed(3)
+    x, W = torch.randn(5, 32, generator=g), torch.randn(48, 32, generator=g)
+    with kernel_mode(model, "batch_invariant"):
+        assert torch.equal(F.linear(x[:1], W), F.linear(x, W)[:1])
+        assert torch.equal(x[:1] @ W.t(), (x @ W.t())[:1])
+    w = bridge(model, tok)
+    prompts = [tok.encode(p) for p in PROMPTS + ("def f(x): return x",)]
+    batch = generate(w, prompts, 3, dropless(w), "batch_invariant", stop_at_eos=False)
+    alone = generate(w, prompts[:1], 3, dropless(w), "batch_invariant", stop_at_eos=False)
+    assert batch.tokens[0] == alone.tokens[0]

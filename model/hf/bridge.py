@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from model.hf import kernels as hf_kernels
 from model.hf.families import RouterFamily
 from model.hf.tap import RouterTap, StepContext
+from model.kernels import check_mode
 from model.routing import RoutingPolicy
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class HFMoEModel:
     """A transformers MoE causal LM, its tokenizer and its router family, hooked at the router seam."""
 
     pad_id = None  # pads are masked, no id is reserved
+    tile = 4  # rows per GEMM tile in batch-invariant mode (as the shipped model's kernel_tile)
 
     def __init__(self, model, tokenizer, family: RouterFamily, *, source: str = "", impose: str = "auto"):
         if impose not in ("auto", "always"):
@@ -142,12 +145,10 @@ class HFMoEModel:
                  positions: torch.Tensor, pad: torch.Tensor | None = None, kernel_mode: str = "native",
                  cache: HFCache | None = None, forced=None, step: int = 0, edit=None) -> ForwardOutput:
         """Logits[B,T,V] and routing for tokens[B,T] (right padding, see the module docstring)."""
-        if kernel_mode != "native":
-            raise ValueError(f"kernel_mode {kernel_mode!r}: Hugging Face models run in native kernel mode "
-                             f"only (docs/hf-models.md)")
         if policy is None or policy.top_k != self.config.top_k:
             raise ValueError(f"the routing policy must have top_k = {self.config.top_k} (the model's K); "
                              f"pass it through adapt_policy()")
+        kernel_mode_name = check_mode(kernel_mode)
         B, T = tokens.shape
         if cache is None:
             cache = self.new_cache(B)
@@ -172,8 +173,9 @@ class HFMoEModel:
                           to_right=to_right)
         self.tap.context = ctx
         try:
-            out = self.hf(input_ids=ids, attention_mask=cache.mask, position_ids=pos, cache=cache.kv,
-                          use_cache=True)
+            with hf_kernels.kernel_mode(self.hf, kernel_mode_name, self.tile):
+                out = self.hf(input_ids=ids, attention_mask=cache.mask, position_ids=pos, cache=cache.kv,
+                              use_cache=True)
         finally:
             self.tap.context = None
         logits = out.logits.float()  # [B,T,V]
