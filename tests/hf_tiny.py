@@ -38,7 +38,7 @@ FAMILIES = tuple(FAMILY_CONFIGS)
 TEXT = pydoc_data.topics.topics["assignment"][:6000]
 
 
-def tiny_tokenizer(vocab_size: int = 160):
+def tiny_tokenizer(vocab_size: int = 300):
     """A byte-level BPE `PreTrainedTokenizerFast` with <s>, </s> and <pad>, trained on TEXT."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -78,7 +78,7 @@ def tiny_model(family: str, vocab_size: int = 160, seed: int = 0, dtype=torch.fl
 
 def save_tiny(path, family: str = "mixtral", seed: int = 0):
     """Save a tiny model and its tokenizer with `save_pretrained` into folder `path`."""
-    tok = tiny_tokenizer()
+    tok = tiny_tokenizer(300)
     model = tiny_model(family, len(tok), seed)
     model.save_pretrained(path)
     tok.save_pretrained(path)

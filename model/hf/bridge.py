@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -135,6 +136,26 @@ class HFMoEModel:
             raise ValueError("expert_choice priority does not apply to a Hugging Face model: its router "
                              "chooses each token's candidates")
         return policy.replace(top_k=self.config.top_k, score_fn=self.family.score_fn)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a prompt, with the special tokens the tokenizer adds (e.g. BOS)."""
+        return list(self.tokenizer(text)["input_ids"])
+
+    def vocab(self) -> list[str]:
+        """Display string of every logit id, for the trace's `/vocab`."""
+        from model.hf.vocab import vocab_strings
+
+        return vocab_strings(self.tokenizer, self.config.vocab_size)
+
+    def trace_meta(self, kernel_mode: str) -> dict:
+        """Root attributes a trace of this model adds: `checkpoint` (what `explain` loads), the
+        tokenizer's name, and `kernel_coverage` (what each kernel mode covers, `model.hf.kernels`)."""
+        check_mode(kernel_mode)
+        source = Path(self.source)
+        where = str(source.resolve()) if self.source and source.exists() else self.source
+        return {"checkpoint": where, "model_source": "huggingface",
+                "tokenizer": getattr(self.tokenizer, "name_or_path", "") or where,
+                "kernel_coverage": {m: dict(c) for m, c in hf_kernels.COVERAGE.items()}}
 
     def close(self) -> None:
         """Remove the router hooks."""

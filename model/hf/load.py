@@ -66,9 +66,11 @@ def load_hf(name: str | Path, *, dtype: str = "float32", device: str | torch.dev
     device over the available ones, else the model goes to `device`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from model.hf.bridge import HFMoEModel
 
+    hf_logging.disable_progress_bar()  # progress goes through our own logging, not tqdm on stderr
     name = str(name)
     if dtype not in DTYPES:
         raise HFLoadError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
