@@ -152,3 +152,18 @@ def test_batch_invariant_mode_runs_and_tiles_linear_layers(family, tok):
     batch = generate(w, prompts, 3, dropless(w), "batch_invariant", stop_at_eos=False)
     alone = generate(w, prompts[:1], 3, dropless(w), "batch_invariant", stop_at_eos=False)
     assert batch.tokens[0] == alone.tokens[0]
+
+
+@pytest.mark.parametrize("family", ["mixtral", "deepseek_v3"])
+def test_bfloat16_recording_equals_hf_generate(family, tok):
+    """In bfloat16 too the bridge runs the very operations of `generate`: bitwise equal logits."""
+    model = tiny_model(family, len(tok), dtype=torch.bfloat16)
+    prompts = [tok.encode(p) for p in PROMPTS]
+    result, arrays = record(bridge(model, tok), prompts, n=3)
+    ids, mask = left_padded(prompts, tok.pad_token_id)
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=3, do_sample=False, eos_token_id=None,
+                         pad_token_id=tok.pad_token_id, output_logits=True, return_dict_in_generate=True)
+    for b, p in enumerate(prompts):
+        assert result.new_tokens[b] == out.sequences[b, ids.shape[1]:].tolist()
+        for s, hf_logits in enumerate(out.logits):
+            assert torch.equal(torch.from_numpy(arrays["logits"][b, len(p) - 1 + s]), hf_logits[b].float())
