@@ -167,3 +167,27 @@ def test_bfloat16_recording_equals_hf_generate(family, tok):
         assert result.new_tokens[b] == out.sequences[b, ids.shape[1]:].tolist()
         for s, hf_logits in enumerate(out.logits):
             assert torch.equal(torch.from_numpy(arrays["logits"][b, len(p) - 1 + s]), hf_logits[b].float())
+
+
+def test_a_row_that_ends_early_leaves_the_others_as_in_hf_generate(tok):
+    """EOS ends row 0 after two tokens; row 1 runs on with the logits `generate` gives."""
+    model = tiny_model("qwen2_moe", len(tok))
+    prompts = [tok.encode(p) for p in PROMPTS]
+    ids, mask = left_padded(prompts, tok.pad_token_id)
+    free = model.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False, eos_token_id=None,
+                          pad_token_id=tok.pad_token_id)
+    eos = int(free[0, ids.shape[1] + 1])
+    if eos in free[1, ids.shape[1]:].tolist():
+        pytest.skip("row 1 would stop too")
+    model.generation_config.eos_token_id = eos  # the bridge reads its end tokens from here
+    w = bridge(model, tok)
+    rec = Recorder()
+    result = generate(w, prompts, NEW, dropless(w), recorder=rec)
+    arrays = rec.arrays(result)
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False, eos_token_id=eos,
+                         pad_token_id=tok.pad_token_id, output_logits=True, return_dict_in_generate=True)
+    assert result.new_tokens[0] == out.sequences[0, ids.shape[1]:ids.shape[1] + 2].tolist()
+    assert result.new_tokens[1] == out.sequences[1, ids.shape[1]:].tolist()
+    for s, hf_logits in enumerate(out.logits):
+        mine = torch.from_numpy(arrays["logits"][1, len(prompts[1]) - 1 + s])
+        assert torch.equal(mine, hf_logits[1].float())

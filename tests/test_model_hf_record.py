@@ -12,11 +12,19 @@ from inspector.cli import main
 from traces import open_trace, validate
 
 
-def test_record_e1_with_a_saved_model_checks_explains_and_exports(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def e1(tmp_path_factory):
+    """The done-when recording: `record -e e1 --model DIR -n 4 --new-tokens 16`."""
+    tmp_path = tmp_path_factory.mktemp("hf-e1")
     folder, trace = tmp_path / "tiny-mixtral", tmp_path / "e1.h5"
     model, tok = save_tiny(folder, "mixtral")
     assert main(["record", "-e", "e1", "--model", str(folder), "-n", "4", "--new-tokens", "16",
                  "-o", str(trace), "-q"]) == 0
+    return folder, trace, model, tok
+
+
+def test_record_e1_with_a_saved_model_checks_explains_and_exports(e1, tmp_path, capsys):
+    folder, trace, model, tok = e1
     assert [p for p in validate(trace) if p.severity == "error"] == []
     assert main(["info", "--check", str(trace)]) == 0
     assert "0 errors" in capsys.readouterr().out
@@ -87,3 +95,29 @@ def test_every_experiment_records_a_hf_model(tmp_path, capsys, experiment, extra
         routing = t.run(t.run_names[0]).attrs["routing"]
         routing = json.loads(routing) if isinstance(routing, str) else routing
         assert routing["top_k"] == 2 and routing["score_fn"] == "softmax"
+
+
+def test_the_app_opens_the_hf_trace_with_subword_labels(e1, qtbot, tmp_path):
+    from inspector.app.main_window import MainWindow
+    from inspector.app.settings import Settings
+    from inspector.qt import QtCore
+
+    ini = QtCore.QSettings.Format.IniFormat
+    w = MainWindow(Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), ini)))
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.open_finished, timeout=20000) as blocker:
+        w.open_path(str(e1[1]))
+    assert blocker.args == [True]
+    shown = w.tabs.currentWidget()
+    qtbot.waitUntil(lambda: shown.data is not None and not shown._dirty, timeout=10000)
+    from inspector.views.routing import RoutingView
+
+    routing = next(v for v in w.views if isinstance(v, RoutingView))
+    qtbot.waitUntil(lambda: routing.data is not None, timeout=10000)
+    tok = e1[3]
+    probe = tok.convert_ids_to_tokens(tok("The result is a new list of")["input_ids"])
+    assert len(routing.data.labels) > len(probe)  # one label per subword token of the row
+    assert any(len(label.strip()) > 1 for label in routing.data.labels)
+    w.close()
+    w.wait_for_jobs()

@@ -10,7 +10,8 @@ coordinates.
 Inside, the prefill is laid out with left padding, as transformers' own `generate` does it: each
 row's real tokens end at the last column, so every later token of every row sits in one shared cache
 column and sliding-window attention counts real tokens only. The cache is transformers'
-`DynamicCache`; a 2-D attention mask (1 = a real token) grows by one column per step. Routing is
+`DynamicCache`; a 2-D attention mask (0 = a pad) grows by one column of ones per step, and every
+row moves one position on per step, as in transformers' `generate`. Routing is
 decided in the caller's layout (right padding), so pads arrive after a row's tokens as in the
 shipped model.
 """
@@ -185,9 +186,12 @@ class HFMoEModel:
             pos = (mask.cumsum(1) - 1).masked_fill(mask == 0, 0)  # as transformers' generate
             cache.last_pos = pos[:, -1]
         else:
+            # As transformers' generate: every row, finished or not, attends to its new column and
+            # moves one position on; a running row's position is then its own (`positions`).
             to_left = to_right = None
-            ids, mask = tokens, valid.long()
-            pos = positions
+            ids, mask = tokens, torch.ones_like(tokens)
+            pos = cache.last_pos[:, None] + 1  # [B,1]
+            cache.last_pos = pos[:, 0]
         cache.mask = torch.cat([cache.mask, mask], 1)
         impose = self.impose == "always" or not policy.dropless
         ctx = StepContext(B, T, valid, pad, policy, impose, step, forced, edit, to_left=to_left,
