@@ -13,6 +13,7 @@ Routing is collected per step in the tap object the bridge owns, never in a glob
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -49,7 +50,7 @@ class StepContext:
 
 def _gather_cols(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """x[B,T,...] with column t of row b taken from column index[b,t]."""
-    idx = index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x)
+    idx = index.to(x.device).view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x)
     return x.gather(1, idx)
 
 
@@ -94,7 +95,10 @@ class RouterTap:
                 z = z2
                 w, i = self.family.choose(router, z.view(B * T, E).to(logits.dtype))
                 weights, index = w.view(B, T, K), i.view(B, T, K)
-        decision = route(z, ctx.valid, ctx.policy, pad=ctx.pad, seed_offset=ctx.step * 4096 + li,
+        # with device_map="auto" a layer may sit on another device than the inputs
+        valid = ctx.valid.to(z.device)
+        pad = None if ctx.pad is None else ctx.pad.to(z.device)
+        decision = route(z, valid, ctx.policy, pad=pad, seed_offset=ctx.step * 4096 + li,
                          chosen=(index, weights))
         forced = ctx.forced[li] if ctx.forced is not None else None
         if forced is not None:
@@ -103,7 +107,10 @@ class RouterTap:
             # the model's gates are already normalised as it does: before_drop leaves them as they are
             norm = "none" if ctx.policy.norm == "before_drop" else ctx.policy.norm
             decision = edit.after_route(decision, norm)
-        ctx.routing.append(LayerRouting(z, decision, None if forced is None else forced.mask))
+        home = ctx.valid.device  # the recorder stacks the layers: keep them on the inputs' device
+        moved = decision if z.device == home else dataclasses.replace(
+            decision, **{f.name: getattr(decision, f.name).to(home) for f in dataclasses.fields(decision)})
+        ctx.routing.append(LayerRouting(z.to(home), moved, None if forced is None else forced.mask))
         if not (ctx.impose or forced is not None or edit is not None):
             return None  # native: the experts get the router's own output
         gate, expert = self._experts_input(decision, weights, index)  # [B,T,K] caller's layout
