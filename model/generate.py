@@ -12,6 +12,12 @@ the rows already running, so the new prompt's tokens and the running rows' token
 capacity groups, as in a server that admits requests between decode steps; rows leave as they
 finish. Ticks with nothing to run are skipped, so forward steps stay numbered 0..S-1. With every
 arrival at 0 this is the static batch above, step for step.
+
+A model may name its own special tokens: `model.pad_id` (the filler of short rows; None when the model
+masks pads itself and reserves no id, as the Hugging Face bridge of `model.hf` does), `model.fill_id`
+(the id written at pad positions when no id is reserved: a model that routes pads, as transformers'
+MoE blocks do, computes them, and their routing shapes the batch's expert GEMMs) and `model.eos_ids`
+(the ids that end a row); the shipped byte-level model uses `PAD` and `EOS`.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ def _check_arrivals(arrivals, B: int) -> list[int]:
     return arrivals
 
 
-def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) -> None:
+def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int, pad: int | None) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
     if not isinstance(prompts, (list, tuple)) or not prompts:
@@ -66,8 +72,8 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int) 
         bad = [t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size]
         if bad:
             raise ValueError(f"prompt {b} holds {bad[0]!r}, not a token id in 0..{vocab_size - 1}")
-        if bad := [t for t in prompt if t == PAD]:
-            raise ValueError(f"prompt {b} holds the PAD token {PAD}")
+        if pad is not None and [t for t in prompt if t == pad]:
+            raise ValueError(f"prompt {b} holds the PAD token {pad}")
         if len(prompt) + max_new_tokens > context:
             raise ValueError(f"prompt {b}: {len(prompt)} tokens + max_new_tokens={max_new_tokens} exceed the "
                              f"context length {context}")
@@ -89,7 +95,12 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     """
     check_mode(kernel_mode)
     cfg = model.config
-    _check_prompts(prompts, max_new_tokens, cfg.vocab_size, cfg.context)
+    pad_id = getattr(model, "pad_id", PAD)
+    eos_ids = frozenset(getattr(model, "eos_ids", (EOS,)))
+    _check_prompts(prompts, max_new_tokens, cfg.vocab_size, cfg.context, pad_id)
+    filler = getattr(model, "fill_id", None)
+    if filler is None:
+        filler = 0 if pad_id is None else pad_id
     L = len(cfg.moe_layers)
     K = policy.candidates_per_token(cfg.n_experts) if policy is not None else cfg.top_k
     B = len(prompts)
@@ -104,6 +115,9 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
 
     lengths = [len(p) for p in prompts]
     arrival = _check_arrivals(arrivals, B)
+    if len(set(arrival)) > 1 and not getattr(model, "admits_arrivals", True):
+        raise ValueError("this model's cache holds one shared column per step, so it cannot admit rows "
+                         "into a running batch (arrivals)")
     rows = [list(p) for p in prompts]
     cache = model.new_cache(B)
 
@@ -127,8 +141,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
             continue  # nothing in the batch at this tick: no forward step
         # The running rows feed the token chosen from their last logits; joining rows their prompt.
         Ts = max([lengths[b] for b in joining], default=1)
-        chosen = last.argmax(-1).tolist() if last is not None else [PAD] * B  # [B]
-        tok = torch.full((B, Ts), PAD, dtype=torch.long)
+        chosen = last.argmax(-1).tolist() if last is not None else [filler] * B  # [B]
+        tok = torch.full((B, Ts), filler, dtype=torch.long)
         pos = torch.zeros((B, Ts), dtype=torch.long)
         ok = torch.zeros((B, Ts), dtype=torch.bool)
         pad = torch.zeros((B, Ts), dtype=torch.bool)
@@ -157,7 +171,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
             if b in joining:
                 running[b] = max_new_tokens > 0
             elif fed[b]:
-                done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and rows[b][-1] == EOS)
+                done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and rows[b][-1] in eos_ids)
                 running[b] = not done
     if was_training:
         model.train()

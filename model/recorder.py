@@ -173,6 +173,7 @@ class Recorder:
 def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> dict:
     """Root attributes of a trace (`ROOT_ATTRS` less those the writer fills) for a model and policy."""
     config = model.config
+    extra = model.trace_meta(kernel_mode) if hasattr(model, "trace_meta") else {}
     return {
         "model_config": config.to_dict(),
         "moe_layers": list(config.moe_layers),
@@ -184,4 +185,5 @@ def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> 
         "torch_version": str(torch.__version__),  # TorchVersion is a str subclass h5py cannot store
         "seed": int(seed),
         "machine": machine_fingerprint(model.device),
+        **extra,  # a Hugging Face model: its tokenizer, where to load it from, what the kernel mode covers
     }

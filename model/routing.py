@@ -76,6 +76,7 @@ def route(
     *,
     pad: torch.Tensor | None = None,
     seed_offset: int = 0,
+    chosen: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> RoutingDecision:
     """Route the tokens marked `valid[B,T]` given `router_logits[B,T,E]` under `policy`.
 
@@ -83,13 +84,18 @@ def route(
     when `policy.pads_routed` and counted in their group's S when `policy.pads_count_toward_capacity`.
     `seed_offset` (e.g. a layer and step index) is mixed into `policy.seed` for random priority.
     Runs on the device of `router_logits`.
+
+    `chosen` = (expert[B,T,K], weight[B,T,K]): the candidates a model's own router picked (the Hugging
+    Face adapters of `model.hf`). The policy then only orders and keeps them: experts, choice order and
+    gates are the model's (`probs` holds the weights at the chosen experts, 0 elsewhere); `none` and
+    `before_drop` leave the weights as the model normalised them, `after_drop` renormalises the survivors.
     """
     _check_inputs(router_logits, valid, pad, policy, seed_offset)
     B, T, E = router_logits.shape
     K = policy.candidates_per_token(E)
     N = B * T
-    seq_major = policy.flatten == "seq_major"
-
+    if chosen is not None:
+        return _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen)
     probs = router_scores(router_logits, policy.score_fn)  # [B,T,E]
     routed, counted = valid, valid
     if pad is not None:
@@ -99,19 +105,54 @@ def route(
             counted = valid | pad
     if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
         return _route_by_position(probs, routed, counted, policy, K)
+    return _route_general(probs, routed, counted, policy, K, seed_offset)
+
+
+def _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen) -> RoutingDecision:
+    """`route` over candidates a model's router chose: expert/weight[B,T,K] (see `route`)."""
+    expert, weight = chosen
+    B, T, E = router_logits.shape
+    if policy.priority == "expert_choice":
+        raise ValueError("route: expert_choice priority picks its own candidates; it cannot keep a "
+                         "model router's choices")
+    if tuple(expert.shape) != (B, T, policy.top_k) or expert.shape != weight.shape:
+        raise ValueError(f"route: chosen expert and weight must be [B,T,K] = {(B, T, policy.top_k)}, got "
+                         f"{tuple(expert.shape)} and {tuple(weight.shape)}")
+    expert = expert.to(torch.int64)
+    probs = torch.zeros(B, T, E, dtype=torch.float32, device=router_logits.device)
+    probs.scatter_(-1, expert, weight.float())  # [B,T,E] the model's weights at its chosen experts
+    routed, counted = valid, valid
+    if pad is not None:
+        if policy.pads_routed:
+            routed = valid | pad
+        if policy.pads_count_toward_capacity:
+            counted = valid | pad
+    if B * T > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
+        return _route_by_position(probs, routed, counted, policy, policy.top_k, expert=expert)
+    return _route_general(probs, routed, counted, policy, policy.top_k, seed_offset, expert=expert)
+
+
+def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None) -> RoutingDecision:
+    """`route` for every priority and grouping, in the flattened token stream."""
+    B, T, E = probs.shape
+    N = B * T
+    seq_major = policy.flatten == "seq_major"
+    chosen = expert is not None
 
     # Everything below works on the token stream in arrival order n (flatten order).
     p = _to_stream(probs, seq_major)                  # [N,E]
     routed_n = _to_stream(routed, seq_major)          # [N]
     counted_n = _to_stream(counted, seq_major)        # [N]
-    expert = _top_experts(p, K)                       # [N,K] score desc, then expert index asc
+    # [N,K] the model's own choice order, or score desc then expert index asc
+    expert = _to_stream(expert, seq_major) if chosen else _top_experts(p, K)
     raw = p.gather(-1, expert)                        # [N,K] scores of the chosen experts
 
     group, G = _groups(counted_n, B, T, seq_major, policy)   # [N]
     S = _bucket_count(torch.where(counted_n, group, G), G + 1)[:G]  # [G]
     capacity = policy.capacity(S, E)                  # [G]
 
-    gate0 = raw / raw.sum(-1, keepdim=True).clamp_min(_TINY) if policy.norm == "before_drop" else raw
+    gate0 = raw / raw.sum(-1, keepdim=True).clamp_min(_TINY) if policy.norm == "before_drop" and not chosen \
+        else raw
     # Candidates that are not routed go to a spare bucket G*E so they never take a slot.
     ge = torch.where(routed_n[:, None], group[:, None] * E + expert, G * E)  # [N,K]
     slot = _slots(ge, raw, gate0, policy, G * E + 1, seed_offset, B, T, seq_major)  # [N,K]
@@ -147,7 +188,7 @@ _TINY = torch.finfo(torch.float32).tiny  # guards 0/0 only: a token with every c
 _POSITION = ("kmajor_position", "token_major_position")
 
 
-def _route_by_position(probs, routed, counted, policy, K) -> RoutingDecision:
+def _route_by_position(probs, routed, counted, policy, K, expert=None) -> RoutingDecision:
     """`route` for position priorities with batch or sequence groups, without a sort.
 
     Same decision, bit for bit, as the general path. Under a position priority a candidate's slot
@@ -156,13 +197,16 @@ def _route_by_position(probs, routed, counted, policy, K) -> RoutingDecision:
     that order. Works in [B,T] layout: only the cumulative sum depends on the flatten order.
     """
     B, T, E = probs.shape
-    expert = _top_experts(probs.view(B * T, E), K).view(B, T, K)  # [B,T,K]
+    chosen = expert is not None
+    if not chosen:
+        expert = _top_experts(probs.view(B * T, E), K).view(B, T, K)  # [B,T,K]
     raw = probs.gather(-1, expert)                                  # [B,T,K]
     by_seq = policy.group_by == "sequence"
     G = B if by_seq else 1
     S = counted.sum(1) if by_seq else counted.sum().view(1)         # [G] int64
     capacity = policy.capacity(S, E)                                # [G]
-    gate0 = raw / raw.sum(-1, keepdim=True).clamp_min(_TINY) if policy.norm == "before_drop" else raw
+    gate0 = raw / raw.sum(-1, keepdim=True).clamp_min(_TINY) if policy.norm == "before_drop" and not chosen \
+        else raw
 
     # one-hot of routed candidates [K,B,T,E]; an unrouted token's candidates match no expert
     target = torch.where(routed[..., None], expert, E).permute(2, 0, 1)  # [K,B,T]

@@ -82,6 +82,12 @@ ROOT_ATTRS: dict[str, str] = {
     "seed": "seed of the recording session",
     "machine": "JSON object: fingerprint of the machine that computed the runs (CPU, kernels, threads, "
                "libraries, GPU, kernel environment variables); optional",
+    "model_source": '"huggingface" for a transformers model (docs/hf-models.md); absent for the shipped '
+                    'model; optional',
+    "checkpoint": "the model explain reruns: a Hugging Face folder or hub id; optional",
+    "kernel_coverage": "JSON object: per kernel mode, what it covers for a Hugging Face model "
+                       "(linear layers, "
+                       "expert GEMMs, attention, routing); optional",
 }
 
 #: Root attributes the writer fills itself; `meta` gives every other one.
@@ -89,9 +95,9 @@ WRITER_ROOT_ATTRS = ("format", "format_version", "created", "producer")
 #: Root attributes without which a file cannot be read (the others only give warnings).
 REQUIRED_ROOT_ATTRS = ("format", "format_version", "model_config", "moe_layers", "routing", "kernel_mode")
 #: Root attributes a writer may leave out without a warning (older traces lack them).
-OPTIONAL_ROOT_ATTRS = ("machine",)
+OPTIONAL_ROOT_ATTRS = ("machine", "model_source", "checkpoint", "kernel_coverage")
 #: Root attributes stored as JSON text.
-JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing", "machine")
+JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing", "machine", "kernel_coverage")
 
 RUN_ATTRS: dict[str, str] = {
     "request_ids": "int array [B]: the request id in each row",

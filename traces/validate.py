@@ -133,7 +133,8 @@ def check_root(f: h5py.File) -> tuple[dict, list[Problem]]:
                                      f"reader knows), found {version}: upgrade moe-inspector to read it"))
         return {}, problems
     meta: dict = {}
-    kinds = {"model_config": dict, "moe_layers": list, "routing": dict, "machine": dict}
+    kinds = {"model_config": dict, "moe_layers": list, "routing": dict, "machine": dict,
+             "kernel_coverage": dict}
     for key in schema.ROOT_ATTRS:
         required = key in schema.REQUIRED_ROOT_ATTRS
         if key in schema.OPTIONAL_ROOT_ATTRS and _safe(lambda k=key: k not in f.attrs, "/", problems,

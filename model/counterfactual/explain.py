@@ -33,7 +33,13 @@ import numpy as np
 from model.counterfactual.decide import Evidence, decide, rerun_text, targeted_text
 from model.counterfactual.pairs import Group, condition_of, plan_groups
 from model.counterfactual.reruns import RerunError, Reruns
-from model.counterfactual.source import ExplainError, load_model, resolve_checkpoint, resolve_device
+from model.counterfactual.source import (
+    ExplainError,
+    load_hf_model,
+    load_model,
+    resolve_checkpoint,
+    resolve_device,
+)
 from model.counterfactual.store import TABLE, earlier_records, record_key, store
 from model.counterfactual.targeted import Targeted, targeted
 from model.fingerprint import machine_fingerprint
@@ -104,8 +110,11 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
     with open_trace(path) as trace:
         meta = trace.meta
     torch_device = resolve_device(device)
-    stem = resolve_checkpoint(meta, path, checkpoint)
-    model = load_model(meta, stem, torch_device)
+    if meta.get("model_source") == "huggingface":
+        model, stem = load_hf_model(meta, checkpoint, torch_device)
+    else:
+        stem = resolve_checkpoint(meta, path, checkpoint)
+        model = load_model(meta, stem, torch_device)
     return explain_trace(path, model, checkpoint=str(stem), device=str(torch_device), requests=requests,
                          limit=limit, redo=redo, progress=progress)
 

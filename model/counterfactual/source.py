@@ -90,6 +90,35 @@ def load_model(meta: dict, stem: Path, device: torch.device) -> torch.nn.Module:
     return model
 
 
+#: Hugging Face config keys that say where or how a model was loaded, not what it is.
+_HF_PROVENANCE = ("_name_or_path", "transformers_version", "dtype", "torch_dtype")
+
+
+def load_hf_model(meta: dict, given: str | None, device: torch.device):
+    """(model, name) of a Hugging Face trace (`model_source` "huggingface"): the folder or hub id given
+    or the one the trace names in `checkpoint`, in the trace's dtype, checked against `model_config`."""
+    from model.hf.load import HFLoadError, load_hf
+
+    name = given or meta.get("checkpoint")
+    if not name:
+        raise ExplainError("--checkpoint: the trace names no Hugging Face model; give its folder")
+    try:
+        model = load_hf(str(name), dtype=str(meta.get("dtype", "float32")), device=device)
+    except HFLoadError as exc:
+        raise ExplainError(f"--checkpoint: {exc}") from None
+    except ImportError as exc:
+        raise ExplainError(f"--checkpoint: transformers is not installed ({exc})") from None
+    recorded = dict(meta.get("model_config") or {})
+    loaded = model.config.to_dict()
+    differ = sorted(k for k in set(recorded) | set(loaded)
+                    if k not in _HF_PROVENANCE and recorded.get(k) != loaded.get(k))
+    if differ:
+        shown = ", ".join(f"{k} {loaded.get(k)!r} (trace {recorded.get(k)!r})" for k in differ[:4])
+        raise ExplainError(f"--checkpoint: {name} is not the trace's model: {shown}")
+    log.info("rerunning with %s on %s", name, device)
+    return model, str(name)
+
+
 def _weights(stem: Path) -> Path:
     return checkpoint_paths(stem)[0]
 

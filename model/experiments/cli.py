@@ -37,6 +37,7 @@ EPILOG = """examples:
   moe-inspector record -e quality                                what capacity costs in bits per byte
   moe-inspector record -e continuous                             continuous batching, batch sizes 1-64
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
+  moe-inspector record -e e1 --model DIR -n 4 --new-tokens 16    a Hugging Face MoE model (docs/hf-models.md)
 
 Ctrl-C stops a recording; every run written so far stays in the trace."""
 
@@ -53,6 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "shipped example trace (default e1)")
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="model checkpoint stem or .safetensors/.json file (default assets/moe-default)")
+    parser.add_argument("--model", metavar="PATH_OR_ID",
+                        help="a Hugging Face MoE causal LM instead of the shipped model: a folder saved with "
+                             "save_pretrained (with its tokenizer) or a hub id already in the local cache; "
+                             "nothing is downloaded (docs/hf-models.md)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
+                        help="compute dtype of a --model (default float32)")
+    parser.add_argument("--device-map", choices=("auto",),
+                        help="spread a --model too large for one device over all of them (needs accelerate)")
     parser.add_argument("--dense-checkpoint", metavar="PATH",
                         help="dense control checkpoint for e1 (default assets/dense-control; skipped with a "
                              "note when absent)")
@@ -124,7 +133,7 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
 
     from model.experiments.compositions import read_partners
     from model.experiments.progress import ProgressBar, no_progress
-    from model.experiments.session import RequestPool, load_models, resolve_device
+    from model.experiments.session import RequestPool, load_hf_models, load_models, resolve_device
     from model.routing_policy import PRESETS, PRIORITIES
 
     out = stream or sys.stdout
@@ -132,9 +141,13 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device)
-    pool = RequestPool.build(settings.probe, read_partners(settings.partners))
-    models = load_models(settings.checkpoint, settings.dense_checkpoint, settings.dense_required, device,
-                         want_dense=settings.experiment == "e1")
+    if settings.hf_model is not None:
+        models, settings = load_hf_models(settings, device)
+        pool = RequestPool.build(settings.probe, read_partners(settings.partners), encode=models.moe.encode)
+    else:
+        pool = RequestPool.build(settings.probe, read_partners(settings.partners))
+        models = load_models(settings.checkpoint, settings.dense_checkpoint, settings.dense_required, device,
+                             want_dense=settings.experiment == "e1")
     module, function = RUNNERS[settings.experiment]
     runner = getattr(importlib.import_module(module), function)
     bar = progress or (no_progress if getattr(args, "quiet", False) else ProgressBar(sys.stderr))

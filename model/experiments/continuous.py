@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from model.experiments import ExperimentError
 from model.experiments.compositions import Composition, random_composition, solo
 from model.experiments.conditions import Condition, capacity, dropless
 from model.experiments.measures import DropCounts, completion_matrix, mean, unique_completions
@@ -88,6 +89,9 @@ def run_continuous(settings: Settings, models: Models, pool: RequestPool,
                    progress: ProgressFn = no_progress) -> ContinuousResult:
     s = settings
     n = s.max_new_tokens
+    if not getattr(models.moe, "admits_arrivals", True):
+        raise ExperimentError("-e continuous: this model cannot admit rows into a running batch (a Hugging "
+                              "Face model's cache holds one shared column per step); use the shipped model")
     check_lengths(pool, models.moe, n)
     rng = np.random.default_rng(s.seed)
     plan = [(B, arriving(rng, random_composition(rng, pool.n_partners, [B]), n))

@@ -89,6 +89,10 @@ class Settings:
     seed: int = 0
     device: str = "cpu"
     threads: int = 1
+    hf_model: str | None = None         # --model: a Hugging Face folder or cached hub id (docs/hf-models.md)
+    dtype: str = "float32"              # --dtype of a Hugging Face model
+    device_map: str | None = None       # --device-map auto (accelerate) for a Hugging Face model
+    kernel_modes_given: bool = False    # --kernel-mode was typed (not the experiment's default)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -214,6 +218,24 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
         raise ExperimentError("--probes: give either --probe TEXT or --probes FILE, not both")
     _positive("--threads", args.threads, 256)
     dense = args.dense_checkpoint
+    hf_model = getattr(args, "model", None)
+    dtype = getattr(args, "dtype", None)
+    device_map = getattr(args, "device_map", None)
+    if hf_model is not None:
+        if args.checkpoint or dense:
+            raise ExperimentError("--model: give either --model or --checkpoint/--dense-checkpoint")
+        if experiment == "e0":
+            raise ExperimentError("--model: e0 probes the shipped model's own kernels; it does not apply to "
+                                  "a Hugging Face model")
+        if experiment == "quality":
+            raise ExperimentError("--model: quality scores the shipped byte-level model on its held-out "
+                                  "corpus; it does not apply to a Hugging Face model")
+        if experiment == "continuous":
+            raise ExperimentError("--model: continuous needs rows joining a running batch, which a Hugging "
+                                  "Face model's shared cache columns do not allow")
+    elif dtype is not None or device_map is not None:
+        raise ExperimentError(f"{'--dtype' if dtype is not None else '--device-map'}: applies to a Hugging "
+                              f"Face model (--model) only")
     output = Path(args.output) if args.output else Path(f"{experiment}.h5")
     if output.exists() and output.is_dir():
         raise ExperimentError(f"-o/--output: {output} is a directory, expected a trace file path")
@@ -225,5 +247,7 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
         dense_checkpoint=Path(dense) if dense else DEFAULT_DENSE_CHECKPOINT, dense_required=bool(dense),
         probe=str(values["probes"][0] if values.get("probes") else args.probe),
         partners=Path(args.partners) if args.partners else DEFAULT_PARTNERS,
-        seed=int(args.seed or 0), device=str(args.device), threads=int(args.threads), **values,
+        seed=int(args.seed or 0), device=str(args.device), threads=int(args.threads),
+        hf_model=None if hf_model is None else str(hf_model), dtype=str(dtype or "float32"),
+        device_map=device_map, kernel_modes_given=args.kernel_mode is not None, **values,
     )

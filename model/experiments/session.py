@@ -36,8 +36,9 @@ class RequestPool:
     tokens: tuple[tuple[int, ...], ...]
 
     @classmethod
-    def build(cls, probe: str, partners: list[str]) -> RequestPool:
-        """The probe, then each partner once (a partner equal to the probe is left out)."""
+    def build(cls, probe: str, partners: list[str], encode=encode) -> RequestPool:
+        """The probe, then each partner once (a partner equal to the probe is left out); `encode` maps
+        a text to token ids (default the byte-level tokenizer)."""
         texts = [probe] + [p for i, p in enumerate(partners) if p != probe and p not in partners[:i]]
         return cls(tuple(texts), tuple(tuple(encode(t)) for t in texts))
 
@@ -119,6 +120,37 @@ def load_models(checkpoint: Path, dense_checkpoint: Path | None, dense_required:
     return Models(model, card, dense, "")
 
 
+def load_hf_models(settings, device: torch.device):
+    """The Hugging Face model of `--model` (no dense control) and the settings adjusted to it: its
+    kernel modes are native only unless --kernel-mode asked for batch_invariant (docs/hf-models.md)."""
+    import dataclasses
+
+    from model.hf.load import HFLoadError, load_hf
+
+    try:
+        model = load_hf(settings.hf_model, dtype=settings.dtype, device=device,
+                        device_map=settings.device_map)
+    except HFLoadError as exc:
+        raise ExperimentError(f"--model: {exc}") from None
+    except ImportError as exc:
+        raise ExperimentError(f"--model: transformers is not installed (pip install 'moe-inspector[hf]'): "
+                              f"{exc}") from None
+    if not settings.kernel_modes_given and "batch_invariant" in settings.kernel_modes:
+        settings = dataclasses.replace(settings, kernel_modes=("native",))
+    note = "dense control skipped: a Hugging Face model has none"
+    return Models(model, {"source": settings.hf_model}, None, note), settings
+
+
+def adapt_policy(model, policy):
+    """The policy as `model` runs it (a Hugging Face model's own K and score function)."""
+    if policy is None or not hasattr(model, "adapt_policy"):
+        return policy
+    try:
+        return model.adapt_policy(policy)
+    except ValueError as exc:
+        raise ExperimentError(f"--presets/--priorities: {exc}") from None
+
+
 def check_lengths(pool: RequestPool, model: torch.nn.Module, max_new_tokens: int) -> None:
     """Every request plus `max_new_tokens` must fit the model's context; name the option otherwise."""
     context = model.config.context
@@ -135,8 +167,9 @@ def check_lengths(pool: RequestPool, model: torch.nn.Module, max_new_tokens: int
 def generate_batch(model, pool: RequestPool, comp: Composition, cond: Condition, max_new_tokens: int,
                    recorder: Recorder | None = None) -> GenerationResult:
     """Greedy generation of one composition under one condition (the model is chosen by the caller)."""
-    return generate(model, pool.prompts(comp), max_new_tokens, cond.policy, cond.kernel_mode,
-                    recorder=recorder, arrivals=list(comp.arrivals) if comp.arrivals else None)
+    arrivals = list(comp.arrivals) if comp.arrivals else None
+    return generate(model, pool.prompts(comp), max_new_tokens, adapt_policy(model, cond.policy),
+                    cond.kernel_mode, recorder=recorder, arrivals=arrivals)
 
 
 class Recording:
@@ -150,8 +183,9 @@ class Recording:
         self.experiment = experiment
         self.runs: list[str] = []
         try:
-            meta = trace_meta(model, policy, kernel_mode=kernel_mode, seed=seed)
-            self.writer = TraceWriter(self.path, meta=meta, vocab=vocab_strings(model.config.vocab_size),
+            meta = trace_meta(model, adapt_policy(model, policy), kernel_mode=kernel_mode, seed=seed)
+            vocab = model.vocab() if hasattr(model, "vocab") else vocab_strings(model.config.vocab_size)
+            self.writer = TraceWriter(self.path, meta=meta, vocab=vocab,
                                       requests=list(pool.texts), prompt_tokens=[list(t) for t in pool.tokens])
         except OSError as exc:
             raise ExperimentError(f"-o/--output: cannot write {self.path} ({exc})") from None
@@ -161,7 +195,8 @@ class Recording:
         """Generate `comp` under `cond`, write it as run `name`, and return its record."""
         recorder = Recorder()
         result = generate_batch(self.model, self.pool, comp, cond, max_new_tokens, recorder)
-        arrays = recorder.write_run(self.writer, name, result, policy=cond.policy, request_ids=comp.requests,
+        arrays = recorder.write_run(self.writer, name, result, policy=adapt_policy(self.model, cond.policy),
+                                    request_ids=comp.requests,
                                     probe_row=comp.probe_row, label=comp.label, condition=cond.name,
                                     experiment=self.experiment, seed=seed, max_new_tokens=max_new_tokens)
         self.runs.append(name)

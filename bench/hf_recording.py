@@ -1,0 +1,117 @@
+"""Cost of recording a Hugging Face MoE model, as ratios measured side by side in one process.
+
+    .venv/bin/python bench/hf_recording.py [--repeats 7] [--threads 2] [--new-tokens 32] [--family mixtral]
+
+A random-initialised model of the family (hidden 256, 4 layers, 8 experts top-2, vocabulary 4096;
+nothing is downloaded), a batch of 8 prompts. Ratios (target in brackets):
+- the bridge's generation with the recorder / without                       (<= 1.10)
+- the bridge's generation without the recorder / transformers' own generate (reported)
+- imposed capacity policy (gshard, cf 1.0) / native, whole generation, and the extra time per MoE
+  block call (reported)
+Each pair is timed interleaved (A, B, A, B, ...); the ratio is the median of the per-pair ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from model.generate import generate  # noqa: E402
+from model.hf.bridge import HFMoEModel  # noqa: E402
+from model.hf.families import family_of  # noqa: E402
+from model.recorder import Recorder  # noqa: E402
+from model.routing import RoutingPolicy  # noqa: E402
+
+CONFIGS = {
+    "mixtral": ("MixtralConfig", dict(num_local_experts=8, num_experts_per_tok=2, num_key_value_heads=4)),
+    "qwen2_moe": ("Qwen2MoeConfig", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
+                                         shared_expert_intermediate_size=512, num_key_value_heads=4)),
+}
+
+
+def paired(a, b, repeats: int) -> tuple[float, float, float]:
+    """Median seconds of a and b and the median of the per-pair ratios b/a (one warm-up each)."""
+    a(), b()
+    ta, tb, ratios = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a()
+        t1 = time.perf_counter()
+        b()
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+        ratios.append((t2 - t1) / (t1 - t0))
+    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
+
+
+def build(family: str):
+    import transformers
+
+    name, extra = CONFIGS[family]
+    config = getattr(transformers, name)(vocab_size=4096, hidden_size=256, intermediate_size=512,
+                                         num_hidden_layers=4, num_attention_heads=8,
+                                         max_position_embeddings=512, pad_token_id=0, eos_token_id=None,
+                                         bos_token_id=None, **extra)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--family", choices=tuple(CONFIGS), default="mixtral")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = build(args.family)
+    w = HFMoEModel(model, None, family_of(model.config.model_type))
+    g = torch.Generator().manual_seed(1)
+    lengths = (12, 20, 16, 9, 24, 14, 18, 10)
+    prompts = [torch.randint(1, 4096, (int(n),), generator=g).tolist() for n in lengths]
+    n = args.new_tokens
+    native = w.adapt_policy(RoutingPolicy.preset("dropless"))
+    imposed = w.adapt_policy(RoutingPolicy.preset("gshard", capacity_factor=1.0,
+                                                  capacity_formula="deepspeed"))
+    T = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (T - len(p)) + p for p in prompts])
+    mask = (torch.arange(T)[None] >= torch.tensor([T - len(p) for p in prompts])[:, None]).long()
+
+    def hf():
+        with torch.no_grad():
+            model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                           pad_token_id=0)
+
+    def plain():
+        generate(w, prompts, n, native, stop_at_eos=False)
+
+    def recorded():
+        rec = Recorder()
+        rec.arrays(generate(w, prompts, n, native, recorder=rec, stop_at_eos=False))
+
+    def capped():
+        generate(w, prompts, n, imposed, stop_at_eos=False)
+
+    print(f"{args.family}: hidden 256, 4 layers, 8 experts top-2, V 4096; B=8, {n} new tokens, "
+          f"{args.threads} threads, {args.repeats} pairs")
+    a, b, r = paired(plain, recorded, args.repeats)
+    print(f"recorder / no recorder           {r:.3f}  ({a * 1e3:.0f} / {b * 1e3:.0f} ms)  target <= 1.10")
+    a, b, r = paired(hf, plain, args.repeats)
+    print(f"bridge / transformers generate   {r:.3f}  ({a * 1e3:.0f} / {b * 1e3:.0f} ms)")
+    a, b, r = paired(plain, capped, args.repeats)
+    calls = len(w.config.moe_layers) * (n + 1)
+    print(f"imposed gshard cf1 / native      {r:.3f}  ({a * 1e3:.0f} / {b * 1e3:.0f} ms); "
+          f"{(b - a) / calls * 1e3:+.2f} ms per MoE block call ({calls} calls)")
+
+
+if __name__ == "__main__":
+    main()
