@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from inspector.commands.errors import UsageError
+
 COMMANDS: dict[str, str] = {
     "view": "open traces in the desktop app (the default)",
     "info": "print a summary of a trace file",
@@ -18,10 +20,6 @@ COMMANDS: dict[str, str] = {
     "explain": "confirm divergence causes by counterfactual reruns and store them in the trace",
     "export": "render a view of a trace to PNG, SVG, PDF or CSV without a display",
 }
-
-
-class UsageError(Exception):
-    """A bad option value; the command line prints it and exits with status 2."""
 
 
 def _parser() -> argparse.ArgumentParser:

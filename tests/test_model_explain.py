@@ -8,8 +8,8 @@ import pytest
 import torch
 from kernel_probe import skip_unless_native_varies
 
-from inspector.cli import UsageError
 from inspector.commands import explain as explain_command
+from inspector.commands.errors import UsageError
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace

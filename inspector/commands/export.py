@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from inspector.cli import UsageError
+from inspector.commands.errors import UsageError
 from inspector.export.registry import NAMES, SPECS
 
 #: Short names of the text strip's shading modes.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.cli import UsageError
+from inspector.commands.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,10 @@
+"""The error every command raises for a bad option value.
+
+It lives apart from `inspector.cli` so that the class is one and the same whether the command line
+runs as the `moe-inspector` script or as `python -m inspector.cli` (which imports the cli module a
+second time, as `__main__`).
+"""
+
+
+class UsageError(Exception):
+    """A bad option value; the command line prints it and exits with status 2."""
