@@ -16,6 +16,7 @@ import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
+from traces.heap import damaged_collection
 
 
 @dataclass(frozen=True)
@@ -347,6 +348,7 @@ def open_hdf5(path: str) -> h5py.File:
     try:
         if os.path.getsize(path) == 0:
             raise TraceError(path, "/", "expected an HDF5 trace, found an empty file")
+        check_heap(path)
         # No file lock: a trace being recorded can still be inspected up to its last flushed run.
         return h5py.File(path, "r", locking=False)
     except TraceError:
@@ -354,6 +356,18 @@ def open_hdf5(path: str) -> h5py.File:
     except Exception as exc:
         reason = "a file that is not HDF5" if not _is_hdf5(path) else f"{type(exc).__name__}: {exc}"
         raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
+
+
+def check_heap(path: str) -> None:
+    """TraceError when a global heap collection of `path` would make HDF5 loop for ever (traces/heap.py)."""
+    try:
+        stuck = damaged_collection(path)
+    except (OSError, ValueError) as exc:
+        raise TraceError(path, "/", f"expected a readable file ({type(exc).__name__}: {exc})") from exc
+    if stuck is not None:
+        raise TraceError(path, "/", f"expected intact string storage, found a damaged HDF5 global heap "
+                                    f"collection at byte {stuck[0]} (object at byte {stuck[1]} has size 0; "
+                                    f"HDF5 would never finish reading it)")
 
 
 def _is_hdf5(path: str) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
+from traces.validate import check_heap
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class TraceWriter:
         self = cls.__new__(cls)
         self._compression = _check_compression(compression)
         self.path = os.fspath(path)
+        check_heap(self.path)
         try:
             self._file = h5py.File(self.path, "r+", libver=LIBVER)
         except (OSError, ValueError) as exc:
