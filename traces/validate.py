@@ -354,7 +354,7 @@ def open_hdf5(path: str) -> h5py.File:
     except TraceError:
         raise
     except Exception as exc:
-        reason = "a file that is not HDF5" if not _is_hdf5(path) else f"{type(exc).__name__}: {exc}"
+        reason = "a file that is not HDF5" if not is_hdf5(path) else f"{type(exc).__name__}: {exc}"
         raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
 
 
@@ -370,7 +370,8 @@ def check_heap(path: str) -> None:
                                     f"HDF5 would never finish reading it)")
 
 
-def _is_hdf5(path: str) -> bool:
+def is_hdf5(path: str | os.PathLike) -> bool:
+    """Whether `path` is an existing HDF5 file (by its signature; nothing else is read)."""
     try:
         return bool(h5py.is_hdf5(path))
     except Exception:

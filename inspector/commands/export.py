@@ -147,6 +147,20 @@ def _application() -> None:
         QtWidgets.QApplication(["moe-inspector export"])
 
 
+def _check_output(trace: str, output: str) -> None:
+    """An export never replaces its input, nor any HDF5 file (a trace is not a figure)."""
+    from traces.validate import is_hdf5
+
+    try:
+        same = os.path.exists(output) and os.path.exists(trace) and os.path.samefile(trace, output)
+    except OSError:
+        same = False
+    if same:
+        raise UsageError(f"-o/--output {output!r} is the trace being exported; choose another file")
+    if is_hdf5(output):
+        raise UsageError(f"-o/--output {output!r} is an HDF5 file; an export never replaces one")
+
+
 def run(args: argparse.Namespace) -> int:
     """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
     from inspector.export import RenderError, SelectionError, read_export, save
@@ -158,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise UsageError(f"the folder of {args.output!r} does not exist")
+    _check_output(args.file, args.output)
     try:
         if fmt != "csv":
             _application()

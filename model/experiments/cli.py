@@ -84,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (default 1: the model's matrices are small, and extra "
                              "threads only wait on a busy machine)")
     parser.add_argument("-o", "--output", metavar="FILE", help="trace to write (default <experiment>.h5)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace existing traces (the output and every sibling the experiment "
+                             "writes, e.g. FILE-dense.h5); without it an existing one is refused")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -94,6 +97,23 @@ def output_paths(settings: options.Settings) -> list[Path]:
         probes = [probe_trace_path(settings.output, i) for i in range(len(settings.all_probes))]
         return [p for probe in probes for p in (probe, dense_trace_path(probe))]
     return [settings.output]
+
+
+def check_outputs(paths: list[Path], force: bool) -> None:
+    """Refuse a trace another process is writing, and existing traces unless `force`, naming each one
+    before anything is written."""
+    from traces.lock import is_locked
+
+    names = ", ".join(str(p) for p in paths)
+    busy = [str(p) for p in paths if is_locked(p)]
+    if busy:
+        raise ExperimentError(f"-o/--output: another process is writing {', '.join(busy)}")
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        one = len(existing) == 1
+        raise ExperimentError(f"-o/--output: {', '.join(existing)} already exist{'s' if one else ''} "
+                              f"(this experiment writes {names}); pass --force to replace "
+                              f"{'it' if one else 'them'}")
 
 
 def kept_runs(paths: list[Path], since: float) -> list[tuple[Path, int, int]]:
@@ -123,9 +143,11 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
     from model.experiments.progress import ProgressBar, no_progress
     from model.experiments.session import RequestPool, load_models, resolve_device
     from model.routing_policy import PRESETS, PRIORITIES
+    from traces import TraceError
 
     out = stream or sys.stdout
     settings = options.resolve(args, tuple(PRESETS), PRIORITIES)
+    check_outputs(output_paths(settings), bool(getattr(args, "force", False)))
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device)
@@ -138,8 +160,16 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
     started = time.time()
     try:
         result = runner(settings, models, pool, bar)
-    except OSError as exc:  # the trace could not be written (disk full, permissions, ...)
+    except OSError as exc:  # the trace could not be written (permissions, ...)
         raise ExperimentError(f"-o/--output: writing {settings.output} failed ({exc})") from None
+    except TraceError as exc:  # the writer's boundary: disk full, an I/O error, another writer
+        if isinstance(bar, ProgressBar):
+            bar.finish()
+        if "disk full" not in exc.expected:
+            raise ExperimentError(str(exc)) from None
+        kept = kept_runs(output_paths(settings), started)
+        text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}" for p, c, _ in kept)
+        raise ExperimentError(f"disk full: {text or 'no trace written'}") from None
     except KeyboardInterrupt:
         if isinstance(bar, ProgressBar):
             bar.finish()
