@@ -39,6 +39,8 @@ GZIP_LEVEL = 1
 #: indexes, headers and attributes add the slack).
 SPACE_MARGIN = 1.05
 SPACE_SLACK = 1 << 20
+#: Runs and tables written between two reopenings of the file (bounds the metadata cache).
+REOPEN_EVERY = 16
 
 _STR = h5py.string_dtype("utf-8")
 
@@ -55,12 +57,12 @@ def _json_text(key: str, value) -> str:
     if isinstance(value, str):
         try:
             json.loads(value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ValueError(f"attribute {key!r}: expected JSON text, got {value[:60]!r}") from exc
         return value
     try:
         return json.dumps(value, default=_json_default, sort_keys=True)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"attribute {key!r}: cannot store as JSON: {exc}") from exc
 
 
@@ -205,7 +207,7 @@ class TraceWriter:
             self._n_requests = len(self._file[schema.REQUEST_TEXT])
             runs = self._file[schema.RUNS]
             self._next_index = 1 + max((int(g.attrs.get("index", -1)) for g in runs.values()), default=-1)
-        except (KeyError, OSError, ValueError, TypeError) as exc:
+        except (KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
             raise TraceError(self.path, "/", f"expected a complete trace root ({exc})") from exc
 
     # -- public API ---------------------------------------------------------------------------
@@ -224,6 +226,7 @@ class TraceWriter:
         self._check_space(sum(a.nbytes for a in arrays.values()))
         with self._io(f"/{schema.RUNS}/{name}"):
             self._add_run(name, run_attrs, arrays)
+            self._reopen_now_and_then()
         log.info("wrote run %s (%s) to %s", name, dims, self.path)
 
     def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> None:
@@ -262,6 +265,7 @@ class TraceWriter:
         self._check_space(sum(c.nbytes for c in cols.values()))
         with self._io(f"/{schema.TABLES}/{name}"):
             self._write_table(name, cols, attrs)
+            self._reopen_now_and_then()
 
     def _write_table(self, name: str, cols: dict[str, np.ndarray], attrs) -> None:
         tables = self._file.require_group(schema.TABLES)
@@ -301,6 +305,7 @@ class TraceWriter:
     # -- internals ----------------------------------------------------------------------------
 
     _failed: TraceError | None = None
+    _writes_since_open = 0
 
     @contextlib.contextmanager
     def _io(self, where: str):
@@ -349,6 +354,18 @@ class TraceWriter:
         config.flash_incr_mode = 0
         config.decr_mode = 0
         self._file.id.set_mdc_config(config)
+
+    def _reopen_now_and_then(self) -> None:
+        """With evictions disabled HDF5's metadata cache only grows (about 0.5 MB a run); closing
+        and reopening the file every REOPEN_EVERY writes empties it, so memory stays flat. The
+        sidecar lock stays held throughout, so no other writer gets in between."""
+        self._writes_since_open += 1
+        if self._writes_since_open < REOPEN_EVERY:
+            return
+        self._file.close()
+        self._file = h5py.File(self.path, "r+", libver=LIBVER)
+        self._hold_metadata()
+        self._writes_since_open = 0
 
     def _filters(self, shape: tuple[int, ...], dtype, chunks: tuple[int, ...] | None) -> dict:
         if chunks is None or 0 in shape or self._compression is None or dtype == _STR:
