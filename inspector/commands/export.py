@@ -7,6 +7,7 @@ Qt runs on the offscreen platform unless a platform is set; a CSV export never l
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from inspector.cli import UsageError
@@ -96,8 +97,8 @@ def selection(args: argparse.Namespace):
         kw["range"] = (t0, t1)
     if args.levels is not None:
         lo, hi = _ints(args.levels, ":", "--levels", float)
-        if not hi > lo:
-            raise UsageError(f"--levels needs LO < HI, got {args.levels!r}")
+        if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+            raise UsageError(f"--levels needs finite LO < HI, got {args.levels!r}")
         kw["levels"] = (lo, hi)
     if args.colormap is not None:
         from inspector.figures.style import COLORMAPS  # only here: a CSV export loads no Qt
@@ -120,8 +121,14 @@ def selection(args: argparse.Namespace):
 def _page(args: argparse.Namespace):
     from inspector.export import RenderError, default_page
     from inspector.export.output import DEFAULT_DPI
+    from inspector.export.page import MAX_DPI, MAX_SIZE, MIN_DPI, MIN_SIZE
 
     dpi = DEFAULT_DPI if args.dpi is None else args.dpi
+    if not (math.isfinite(dpi) and MIN_DPI <= dpi <= MAX_DPI):  # before any size is derived from it
+        raise UsageError(f"--dpi must be {MIN_DPI}-{MAX_DPI}, got {dpi:g}")
+    for flag, value in (("--width", args.width), ("--height", args.height)):
+        if value is not None and not MIN_SIZE <= value <= MAX_SIZE:
+            raise UsageError(f"{flag} must be {MIN_SIZE}-{MAX_SIZE} pixels, got {value}")
     try:
         return default_page(args.view, dpi, args.width, args.height)
     except RenderError as exc:

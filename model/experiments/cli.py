@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 import time
 from pathlib import Path
@@ -36,7 +37,7 @@ EPILOG = """examples:
   moe-inspector record -e quality                                what capacity costs in bits per byte
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
 
-Ctrl-C stops a recording; every run written so far stays in the trace."""
+Ctrl-C (or SIGTERM) stops a recording; every run written so far stays in the trace."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,7 +133,27 @@ def kept_runs(paths: list[Path], since: float) -> list[tuple[Path, int, int]]:
     return out
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a recording: stopped like Ctrl-C, every complete run kept."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def run(args: argparse.Namespace, stream=None, progress=None) -> int:
+    """Run the experiment with SIGTERM handled like Ctrl-C (see `_run`)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        return _run(args, stream, progress)
+    try:
+        return _run(args, stream, progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     """Run the chosen experiment and print its results table to `stream` (stdout); 130 after Ctrl-C.
 
     `progress(done, total, label)` replaces the progress bar when given.
@@ -170,14 +191,15 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
         kept = kept_runs(output_paths(settings), started)
         text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}" for p, c, _ in kept)
         raise ExperimentError(f"disk full: {text or 'no trace written'}") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if isinstance(bar, ProgressBar):
             bar.finish()
         kept = kept_runs(output_paths(settings), started)
         text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}"
                          + (f" ({i} incomplete)" if i else "") for p, c, i in kept) or "no trace written"
-        print(f"moe-inspector record: interrupted: {text}", file=sys.stderr)
-        return 130
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"moe-inspector record: {how}: {text}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     if isinstance(bar, ProgressBar):
         bar.finish()
     print(result.table(), file=out)
