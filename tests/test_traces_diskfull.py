@@ -9,7 +9,8 @@ import pytest
 
 from tests.test_traces_locking import add_run, new_writer
 from traces import TraceError, open_trace, validate
-from traces.writer import is_disk_full
+from traces.superblock import stored_eof
+from traces.writer import TraceWriter, is_disk_full
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +46,50 @@ def test_disk_full_keeps_every_complete_run_and_a_valid_file(tmp_path):
     assert kept > 0
     with open_trace(path) as trace:
         assert len(trace.run_names) == kept and trace.incomplete_runs == []
+    assert validate(path, read_data=True) == []
+
+
+RESERVE_ONLY = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+import traces.writer
+traces.writer.room_bytes = lambda path: 1 << 62  # as if the space went between check and write
+from tests.test_traces_locking import add_run, new_writer
+from traces import TraceError
+writer = new_writer(sys.argv[1])
+try:
+    for n in range(10_000):
+        add_run(writer, f"r{n:04d}", seed=n)
+except TraceError as exc:
+    print(f"stopped after {n} runs: {exc}")
+writer.close()
+"""
+
+
+@pytest.mark.parametrize("limit", [2 << 20, 5 << 20])
+def test_space_is_reserved_before_hdf5_writes(tmp_path, limit):
+    path = tmp_path / "reserved.h5"
+    proc = subprocess.run([sys.executable, "-c", RESERVE_ONLY, str(path), str(limit)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # no crash inside HDF5
+    assert "disk full" in proc.stdout and "Traceback" not in proc.stderr
+    kept = int(proc.stdout.split("stopped after ")[1].split()[0])
+    with open_trace(path) as trace:
+        assert len(trace.run_names) == kept > 0 and trace.incomplete_runs == []
+    assert validate(path, read_data=True) == []
+
+
+def test_reserved_space_is_given_back(tmp_path):
+    path = tmp_path / "trim.h5"
+    with new_writer(path) as writer:
+        add_run(writer, "r0")
+        assert path.stat().st_size == stored_eof(path)
+    with TraceWriter.append(path) as writer:  # HDF5 keeps a reopened file's reserved tail
+        add_run(writer, "r1", seed=1)
+        writer.write_table("t", {"x": [1.0, 2.0]})
+        assert path.stat().st_size == stored_eof(path)
+    assert path.stat().st_size == stored_eof(path)
     assert validate(path, read_data=True) == []
 
 

@@ -3,12 +3,13 @@ each in bounded time (a watchdog per file turns a hang into a failure) and bound
 
 import collections
 
+import numpy as np
 import pytest
 
 from traces import TraceError, TraceWriter, open_trace, validate
 from traces.fuzz import BLOCK, fuzz
 from traces.heap import SIGNATURE, damaged_collection
-from traces.synthetic import write_synthetic_trace
+from traces.synthetic import synthetic_routing, synthetic_run_arrays, write_synthetic_trace
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +52,33 @@ def test_zeroed_global_heap_is_reported_not_read(small, tmp_path):
 
 def test_intact_file_has_no_damaged_collection(small):
     assert damaged_collection(small) is None
+
+
+def test_damage_after_a_clean_scan_is_still_found(small, tmp_path):
+    path = tmp_path / "rewritten.h5"
+    path.write_bytes(small.read_bytes())
+    assert damaged_collection(path) is None  # remembered as intact
+    data = bytearray(path.read_bytes())
+    at = data.find(SIGNATURE) + 512
+    data[at:at + BLOCK] = bytes(BLOCK)
+    with open(path, "r+b") as fh:  # same inode, same size
+        fh.write(bytes(data))
+    assert damaged_collection(path) is not None
+
+
+def test_a_growing_trace_is_scanned_from_its_old_end(tmp_path):
+    path = tmp_path / "growing.h5"
+    write_synthetic_trace(path, 1, L=2, E=4, K=2, V=16, B=3, T=12, R=4)
+    assert damaged_collection(path) is None
+    with TraceWriter.append(path) as writer:
+        arrays = synthetic_run_arrays(2, 3, 12, 2, 4, 16, np.random.default_rng(1), prompt_len=3,
+                                      request_ids=np.zeros(3, int))
+        writer.add_run("late", attrs={"request_ids": np.zeros(3, int), "probe_row": 0, "batch_size": 3,
+                                      "max_new_tokens": 9, "label": "late " * 2000, "condition": "c",
+                                      "experiment": "t", "routing": synthetic_routing(),
+                                      "kernel_mode": "native", "seed": 1, "wall_time_s": 0.0}, arrays=arrays)
+    data = bytearray(path.read_bytes())
+    last = data.rfind(SIGNATURE)
+    data[last + 16:last + 16 + BLOCK] = bytes(len(data[last + 16:last + 16 + BLOCK]))
+    path.write_bytes(bytes(data))
+    assert damaged_collection(path) == (last, last + 16)

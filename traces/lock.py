@@ -13,10 +13,14 @@ import contextlib
 import fcntl
 import logging
 import os
+import time
 
 from traces.errors import TraceError
 
 log = logging.getLogger(__name__)
+
+#: Seconds a writer keeps trying a held lock before it fails (a reader's probe holds it briefly).
+PROBE_GRACE_S = 0.2
 
 
 def lock_path(path: str | os.PathLike) -> str:
@@ -37,12 +41,10 @@ class WriteLock:
             except OSError as exc:
                 raise TraceError(self.path, "/", f"expected a lock file {self._sidecar} this process "
                                                  f"can create ({exc.strerror})") from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _lock_soon(fd):
                 os.close(fd)
                 raise TraceError(self.path, "/", "expected no other writer, but another process is "
-                                                 f"writing this trace (it holds {self._sidecar})") from None
+                                                 f"writing this trace (it holds {self._sidecar})")
             if _same_file(fd, self._sidecar):
                 self._fd = fd
             else:  # the previous holder removed the sidecar between our open and our lock: retry
@@ -72,6 +74,19 @@ def is_locked(path: str | os.PathLike) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _lock_soon(fd: int) -> bool:
+    """Take the lock, trying for PROBE_GRACE_S: `is_locked` holds it for an instant when it looks."""
+    deadline = time.monotonic() + PROBE_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
 
 def _same_file(fd: int, path: str) -> bool:

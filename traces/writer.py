@@ -6,6 +6,10 @@ metadata cache is told never to evict, so no half-updated group or chunk index r
 only raw chunk data does, into space past the last flushed end of file. A writer killed mid-run
 therefore leaves the file as it was at the last flush: completed runs read back intact and the
 interrupted run (if its group was flushed) is reported incomplete.
+
+One writer at a time (`traces/lock.py`), taken before the file is touched; a new trace is built
+beside the old one and renamed over it. Each run's space is checked and reserved before HDF5 writes
+it, and every h5py failure becomes `TraceError` (docs/trace-format.md, "Writers").
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 from traces import schema
 from traces.errors import TraceError
 from traces.lock import WriteLock
+from traces.superblock import trim_to_stored_eof
 from traces.validate import check_heap
 
 log = logging.getLogger(__name__)
@@ -223,9 +228,10 @@ class TraceWriter:
             raise ValueError(f"logits: expected V = {self._n_vocab} (length of vocab), found {dims['V']}")
         run_attrs = self._run_attrs(attrs, dims)
         self._check_usable()
-        self._check_space(sum(a.nbytes for a in arrays.values()))
         with self._io(f"/{schema.RUNS}/{name}"):
+            self._check_space(sum(a.nbytes for a in arrays.values()))
             self._add_run(name, run_attrs, arrays)
+            trim_to_stored_eof(self.path)  # give back the reserved space the run did not use
             self._reopen_now_and_then()
         log.info("wrote run %s (%s) to %s", name, dims, self.path)
 
@@ -262,9 +268,10 @@ class TraceWriter:
             raise ValueError(f"tables/{name}: columns differ in length: "
                              f"{ {k: len(c) for k, c in cols.items()} }")
         self._check_usable()
-        self._check_space(sum(c.nbytes for c in cols.values()))
         with self._io(f"/{schema.TABLES}/{name}"):
+            self._check_space(sum(c.nbytes for c in cols.values()))
             self._write_table(name, cols, attrs)
+            trim_to_stored_eof(self.path)
             self._reopen_now_and_then()
 
     def _write_table(self, name: str, cols: dict[str, np.ndarray], attrs) -> None:
@@ -292,6 +299,8 @@ class TraceWriter:
                     with self._io("/"):
                         self._file.flush()
                 self._close_quietly()
+                with contextlib.suppress(OSError):
+                    trim_to_stored_eof(self.path)
         finally:
             if getattr(self, "_lock", None) is not None:
                 self._lock.release()
@@ -329,14 +338,29 @@ class TraceWriter:
         """TraceError before anything is written when the file system or the process's file-size
         limit cannot take `raw_bytes` more (with a margin): the file stays as at the last flush."""
         need = int(raw_bytes * SPACE_MARGIN) + SPACE_SLACK
-        size = os.path.getsize(self.path)
-        free = free_bytes(self.path)
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        room = min(free, limit - size if limit != resource.RLIM_INFINITY else free)
+        room = room_bytes(self.path)
         if need > room:
-            self._failed = TraceError(self.path, "/", f"room for {need} more bytes; disk full "
-                                                      f"({room} bytes left)")
-            raise self._failed
+            self._fail_full(f"room for {need} more bytes; disk full ({room} bytes left)")
+        self._reserve(need)
+
+    def _reserve(self, need: int) -> None:
+        """Allocate `need` bytes past the recorded end of file before HDF5 writes: its flush then
+        writes into blocks it already has, so another process filling the disk meanwhile cannot make
+        the flush fail half-way (after which HDF5 itself may crash)."""
+        start = os.path.getsize(self.path)  # trimmed to the recorded end after each write
+        fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, start, need)
+        except OSError as exc:
+            if is_disk_full(exc):
+                self._fail_full(f"room for {need} more bytes; disk full ({exc.strerror})")
+            log.debug("%s: cannot reserve space (%s); relying on the free-space check", self.path, exc)
+        finally:
+            os.close(fd)
+
+    def _fail_full(self, expected: str) -> None:
+        self._failed = TraceError(self.path, "/", expected)
+        raise self._failed
 
     def _close_quietly(self) -> None:
         """Close the file; after a failure its metadata is dropped, not written (a failed flush left
@@ -438,10 +462,13 @@ def is_disk_full(exc: BaseException) -> bool:
         "No space left" in text or "File too large" in text
 
 
-def free_bytes(path: str) -> int:
-    """Bytes an unprivileged process may still write on the file system holding `path`."""
+def room_bytes(path: str) -> int:
+    """Bytes the file at `path` may still grow by: the file system's space for an unprivileged
+    process, and the process's file-size limit (RLIMIT_FSIZE)."""
     st = os.statvfs(os.path.dirname(os.path.abspath(path)))
-    return st.f_bavail * st.f_frsize
+    free = st.f_bavail * st.f_frsize
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return free if limit == resource.RLIM_INFINITY else min(free, limit - os.path.getsize(path))
 
 
 def _remove(path: str) -> None:
