@@ -43,8 +43,26 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return ["view", *argv]
 
 
+#: Options whose values may start with '-' (`--levels -1:1`), which argparse would take for an option.
+DASH_VALUES = ("--levels", "--range")
+
+
+def _glue_dash_values(argv: list[str]) -> list[str]:
+    """`--levels -inf:1` as `--levels=-inf:1`, so argparse reads the value instead of an unknown option."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in DASH_VALUES and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = _with_default_command(list(sys.argv[1:] if argv is None else argv))
+    argv = _glue_dash_values(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
     parser = _parser()
     args = parser.parse_args(argv)
     module = importlib.import_module(f"inspector.commands.{args.command}")

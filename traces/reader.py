@@ -8,9 +8,12 @@ only; object dtypes other than UTF-8 strings are refused).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import logging
 import os
+from collections import OrderedDict
 
 import h5py
 import numpy as np
@@ -21,6 +24,13 @@ from traces.lazy import LazyArray
 from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
 
 log = logging.getLogger(__name__)
+
+#: Byte budget of the runs a reader keeps open (least recently used dropped first).
+RUN_CACHE_BYTES = 64 << 20
+#: HDF5's chunk cache per open dataset (h5py's default rdcc_nbytes) and the rest of its cost
+#: (about 90 KB per open chunked dataset, measured with bench/trace_memory.py).
+CHUNK_CACHE_BYTES = 1 << 20
+DATASET_BYTES = 96 << 10
 
 
 def _first_error(path: str, problems) -> None:
@@ -114,6 +124,12 @@ class Run:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
         return f"<Run {self.name} [{dims}]{'' if self.complete else ' incomplete'}>"
 
+    @property
+    def resident_bytes(self) -> int:
+        """What this run may hold in memory once read: each dataset's chunk cache (at most
+        CHUNK_CACHE_BYTES, h5py's default) plus a small fixed cost per open dataset."""
+        return sum(min(a.nbytes, CHUNK_CACHE_BYTES) + DATASET_BYTES for a in self.arrays.values())
+
     def row_length(self, b: int) -> int:
         """Valid positions of row `b` (prompt + generated tokens; later positions hold -1)."""
         return int(np.count_nonzero(self.tokens[b] != schema.MISSING))
@@ -133,8 +149,9 @@ class Run:
 class Trace:
     """An open trace file. Use as a context manager or call `close()`."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> None:
         self.path = os.fspath(path)
+        self._cache_bytes = cache_bytes
         self._file = open_hdf5(self.path)
         try:
             self._open()
@@ -153,7 +170,7 @@ class Trace:
         self.moe_layers: list[int] = list(meta["moe_layers"])
         self._vocab: list[str] | None = None
         self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
-        self._runs: dict[str, Run] = {}
+        self._runs: OrderedDict[str, Run] = OrderedDict()  # least recently used first
         complete, incomplete = [], []
         runs = self._file[schema.RUNS]
         for name in runs:
@@ -185,7 +202,9 @@ class Trace:
 
     def run(self, name: str) -> Run:
         """The run `name` (complete or not), checked against the schema; TraceError if broken."""
-        if name not in self._runs:
+        if name in self._runs:
+            self._runs.move_to_end(name)
+        else:
             if name not in self.run_names and name not in self.incomplete_runs:
                 raise TraceError(self.path, f"/{schema.RUNS}/{name}",
                                  f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
@@ -196,7 +215,14 @@ class Trace:
             except Exception as exc:
                 raise TraceError(self.path, f"/{schema.RUNS}/{name}",
                                  f"a readable run ({type(exc).__name__}: {exc})") from exc
+            self._evict()
         return self._runs[name]
+
+    def _evict(self) -> None:
+        """Drop the least recently used runs past the byte budget (the newest always stays): an open
+        dataset holds HDF5's chunk cache, so a reader that kept every run grew with the file."""
+        while len(self._runs) > 1 and sum(r.resident_bytes for r in self._runs.values()) > self._cache_bytes:
+            self._runs.popitem(last=False)
 
     def runs(self) -> list[Run]:
         """Every complete run, in write order."""
@@ -236,9 +262,11 @@ class Trace:
     # -- lifetime -----------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the file and every run read from it; the memory they held goes back to the system."""
         self._runs.clear()
         if self._file.id.valid:
             self._file.close()
+            _return_freed_memory()
 
     def __enter__(self) -> Trace:
         return self
@@ -250,6 +278,15 @@ class Trace:
         return f"<Trace {self.path}: {len(self.run_names)} runs, {len(self.incomplete_runs)} incomplete>"
 
 
-def open_trace(path: str | os.PathLike) -> Trace:
-    """Open a trace lazily; raises TraceError when the file is not a usable trace."""
-    return Trace(path)
+def _return_freed_memory() -> None:
+    """Hand memory freed by HDF5 back to the system (glibc keeps freed blocks in its arenas)."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
+        ctypes.CDLL(None).malloc_trim(0)
+
+
+def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> Trace:
+    """Open a trace lazily; raises TraceError when the file is not a usable trace.
+
+    The trace keeps the runs it opened within `cache_bytes` (see `Run.resident_bytes`); a `Run`
+    held by the caller stays usable until the trace is closed."""
+    return Trace(path, cache_bytes=cache_bytes)

@@ -16,6 +16,7 @@ import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
+from traces.heap import damaged_collection
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,15 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.where}: {self.message}"
+
+
+#: A dataset may declare at most this many times its stored bytes (deflate's best ratio is about
+#: 1032:1), plus MAX_UNSTORED: a file that declares more was edited, and reading it would allocate
+#: what it declares, not what it holds.
+MAX_EXPANSION = 1100
+MAX_UNSTORED = 1 << 20
+#: Largest attribute read (stored bytes); the schema's attributes are a few KB.
+MAX_ATTR_BYTES = 16 << 20
 
 
 def _safe(fn, where: str, problems: list[Problem], what: str):
@@ -67,7 +77,16 @@ def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple
             else:
                 problems.append(Problem(where, f"expected attribute {key!r} (optional)", "warning"))
             return None
+        size = h5py.h5a.open(obj.id, key.encode()).get_storage_size()
+        if size > MAX_ATTR_BYTES:
+            problems.append(Problem(where, f"expected attribute {key!r} of at most {MAX_ATTR_BYTES} bytes, "
+                                           f"found {size}"))
+            return None
         value = plain_attr(obj.attrs[key])
+        if isinstance(value, str) and len(value) > MAX_ATTR_BYTES:
+            problems.append(Problem(where, f"expected attribute {key!r} of at most {MAX_ATTR_BYTES} "
+                                           f"characters, found {len(value)}"))
+            return None
     except Exception as exc:
         problems.append(Problem(where, f"expected readable attribute {key!r} ({type(exc).__name__}: {exc})"))
         return None
@@ -87,6 +106,10 @@ def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, r
     except ValueError:
         problems.append(Problem(where, f"expected JSON text in attribute {key!r}, found {text!r:.60}"))
         return None
+    except RecursionError:
+        problems.append(Problem(where, f"expected JSON in attribute {key!r} nested less deeply than "
+                                       f"Python's recursion limit"))
+        return None
     if not isinstance(value, kind):
         problems.append(Problem(where, f"expected attribute {key!r} to hold a JSON {kind.__name__}"))
         return None
@@ -102,7 +125,22 @@ def _dataset(parent, path: str, where: str, problems: list[Problem]) -> h5py.Dat
     if not isinstance(obj, h5py.Dataset):
         problems.append(Problem(where, f"expected dataset, found {type(obj).__name__.lower()}"))
         return None
+    declared = _safe(lambda: _declared_bytes(obj), where, problems, "a readable dataset")
+    stored = _safe(lambda: int(obj.id.get_storage_size()), where, problems, "readable storage")
+    if declared is None or stored is None:
+        return None
+    if declared > stored * MAX_EXPANSION + MAX_UNSTORED:
+        problems.append(Problem(where, f"expected a shape its stored data can hold, found {obj.shape} "
+                                       f"({declared} bytes declared, {stored} stored)"))
+        return None
     return obj
+
+
+def _declared_bytes(ds: h5py.Dataset) -> int:
+    n = 1
+    for d in ds.shape:
+        n *= int(d)
+    return n * ds.dtype.itemsize
 
 
 def _string_dataset(parent, path: str, problems: list[Problem]) -> h5py.Dataset | None:
@@ -348,16 +386,30 @@ def open_hdf5(path: str) -> h5py.File:
     try:
         if os.path.getsize(path) == 0:
             raise TraceError(path, "/", "expected an HDF5 trace, found an empty file")
+        check_heap(path)
         # No file lock: a trace being recorded can still be inspected up to its last flushed run.
         return h5py.File(path, "r", locking=False)
     except TraceError:
         raise
     except Exception as exc:
-        reason = "a file that is not HDF5" if not _is_hdf5(path) else f"{type(exc).__name__}: {exc}"
+        reason = "a file that is not HDF5" if not is_hdf5(path) else f"{type(exc).__name__}: {exc}"
         raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
 
 
-def _is_hdf5(path: str) -> bool:
+def check_heap(path: str) -> None:
+    """TraceError when a global heap collection of `path` would make HDF5 loop for ever (traces/heap.py)."""
+    try:
+        stuck = damaged_collection(path)
+    except (OSError, ValueError) as exc:
+        raise TraceError(path, "/", f"expected a readable file ({type(exc).__name__}: {exc})") from exc
+    if stuck is not None:
+        raise TraceError(path, "/", f"expected intact string storage, found a damaged HDF5 global heap "
+                                    f"collection at byte {stuck[0]} (object at byte {stuck[1]} has size 0; "
+                                    f"HDF5 would never finish reading it)")
+
+
+def is_hdf5(path: str | os.PathLike) -> bool:
+    """Whether `path` is an existing HDF5 file (by its signature; nothing else is read)."""
     try:
         return bool(h5py.is_hdf5(path))
     except Exception:

@@ -6,13 +6,20 @@ metadata cache is told never to evict, so no half-updated group or chunk index r
 only raw chunk data does, into space past the last flushed end of file. A writer killed mid-run
 therefore leaves the file as it was at the last flush: completed runs read back intact and the
 interrupted run (if its group was flushed) is reported incomplete.
+
+One writer at a time (`traces/lock.py`), taken before the file is touched; a new trace is built
+beside the old one and renamed over it. Each run's space is checked and reserved before HDF5 writes
+it, and every h5py failure becomes `TraceError` (docs/trace-format.md, "Writers").
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
+import resource
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
@@ -22,6 +29,9 @@ import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
+from traces.lock import WriteLock
+from traces.superblock import trim_to_stored_eof
+from traces.validate import check_heap
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +40,12 @@ log = logging.getLogger(__name__)
 LIBVER = ("v108", "v108")
 COMPRESSIONS = ("gzip", "lzf", None)
 GZIP_LEVEL = 1
+#: Room a run needs beyond its raw array bytes (compression can grow random floats a little; chunk
+#: indexes, headers and attributes add the slack).
+SPACE_MARGIN = 1.05
+SPACE_SLACK = 1 << 20
+#: Runs and tables written between two reopenings of the file (bounds the metadata cache).
+REOPEN_EVERY = 16
 
 _STR = h5py.string_dtype("utf-8")
 
@@ -46,12 +62,12 @@ def _json_text(key: str, value) -> str:
     if isinstance(value, str):
         try:
             json.loads(value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ValueError(f"attribute {key!r}: expected JSON text, got {value[:60]!r}") from exc
         return value
     try:
         return json.dumps(value, default=_json_default, sort_keys=True)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"attribute {key!r}: cannot store as JSON: {exc}") from exc
 
 
@@ -123,7 +139,17 @@ class TraceWriter:
             raise ValueError("vocab: expected a sequence of str")
         texts, flat, offsets = _request_pool(requests, prompt_tokens)
         self.path = os.fspath(path)
-        self._file = h5py.File(self.path, "w", libver=LIBVER)
+        self._lock = WriteLock(self.path)
+        # Never truncate in place: the new file is built beside the old one and renamed over it once
+        # its root is flushed, so the old file stays whole until then and readers see one or the other.
+        temp = os.path.join(os.path.dirname(os.path.abspath(self.path)),
+                            f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
+        try:
+            self._file = h5py.File(temp, "w", libver=LIBVER)
+        except (OSError, ValueError) as exc:
+            self._lock.release()
+            raise TraceError(self.path, "/", f"expected a writable folder ({type(exc).__name__}: {exc})") \
+                from exc
         try:
             self._file.attrs.update(root_attrs)
             vocab_ds = self._file.create_dataset(schema.VOCAB, data=vocab, dtype=_STR)
@@ -136,8 +162,13 @@ class TraceWriter:
                 ds.dims[0].label = label
             self._file.create_group(schema.RUNS, track_order=True)
             self._file.flush()
-        except BaseException:
+            os.replace(temp, self.path)
+        except BaseException as exc:
             self._file.close()
+            _remove(temp)
+            self._lock.release()
+            if isinstance(exc, OSError | RuntimeError):  # h5py's I/O errors (disk full, ...)
+                raise TraceError(self.path, "/", f"a writable file ({type(exc).__name__}: {exc})") from exc
             raise
         self._n_layers = len(json.loads(root_attrs["moe_layers"]))
         self._n_vocab, self._n_requests, self._next_index = len(vocab), len(texts), 0
@@ -149,14 +180,21 @@ class TraceWriter:
         self = cls.__new__(cls)
         self._compression = _check_compression(compression)
         self.path = os.fspath(path)
+        self._lock = WriteLock(self.path)
         try:
+            check_heap(self.path)
             self._file = h5py.File(self.path, "r+", libver=LIBVER)
         except (OSError, ValueError) as exc:
+            self._lock.release()
             raise TraceError(self.path, "/", f"expected a writable HDF5 trace ({exc})") from exc
+        except BaseException:
+            self._lock.release()
+            raise
         try:
             self._load_existing()
         except BaseException:
             self._file.close()
+            self._lock.release()
             raise
         self._hold_metadata()
         return self
@@ -174,7 +212,7 @@ class TraceWriter:
             self._n_requests = len(self._file[schema.REQUEST_TEXT])
             runs = self._file[schema.RUNS]
             self._next_index = 1 + max((int(g.attrs.get("index", -1)) for g in runs.values()), default=-1)
-        except (KeyError, OSError, ValueError, TypeError) as exc:
+        except (KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
             raise TraceError(self.path, "/", f"expected a complete trace root ({exc})") from exc
 
     # -- public API ---------------------------------------------------------------------------
@@ -189,6 +227,15 @@ class TraceWriter:
         if dims["V"] != self._n_vocab:
             raise ValueError(f"logits: expected V = {self._n_vocab} (length of vocab), found {dims['V']}")
         run_attrs = self._run_attrs(attrs, dims)
+        self._check_usable()
+        with self._io(f"/{schema.RUNS}/{name}"):
+            self._check_space(sum(a.nbytes for a in arrays.values()))
+            self._add_run(name, run_attrs, arrays)
+            trim_to_stored_eof(self.path)  # give back the reserved space the run did not use
+            self._reopen_now_and_then()
+        log.info("wrote run %s (%s) to %s", name, dims, self.path)
+
+    def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         runs = self._file[schema.RUNS]
         if name in runs:
             if bool(runs[name].attrs.get("complete", False)):
@@ -207,7 +254,6 @@ class TraceWriter:
         self._file.flush()
         group.attrs["complete"] = True
         self._file.flush()
-        log.info("wrote run %s (%s) to %s", name, dims, self.path)
 
     def write_table(self, name: str, columns: Mapping[str, object],
                     attrs: Mapping[str, object] | None = None) -> None:
@@ -221,6 +267,14 @@ class TraceWriter:
         if len(lengths) > 1:
             raise ValueError(f"tables/{name}: columns differ in length: "
                              f"{ {k: len(c) for k, c in cols.items()} }")
+        self._check_usable()
+        with self._io(f"/{schema.TABLES}/{name}"):
+            self._check_space(sum(c.nbytes for c in cols.values()))
+            self._write_table(name, cols, attrs)
+            trim_to_stored_eof(self.path)
+            self._reopen_now_and_then()
+
+    def _write_table(self, name: str, cols: dict[str, np.ndarray], attrs) -> None:
         tables = self._file.require_group(schema.TABLES)
         if name in tables:
             del tables[name]
@@ -239,9 +293,17 @@ class TraceWriter:
 
     def close(self) -> None:
         """Flush and close the file (idempotent)."""
-        if getattr(self, "_file", None) is not None and self._file.id.valid:
-            self._file.flush()
-            self._file.close()
+        try:
+            if getattr(self, "_file", None) is not None and self._file.id.valid:
+                if self._failed is None:
+                    with self._io("/"):
+                        self._file.flush()
+                self._close_quietly()
+                with contextlib.suppress(OSError):
+                    trim_to_stored_eof(self.path)
+        finally:
+            if getattr(self, "_lock", None) is not None:
+                self._lock.release()
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -251,6 +313,63 @@ class TraceWriter:
 
     # -- internals ----------------------------------------------------------------------------
 
+    _failed: TraceError | None = None
+    _writes_since_open = 0
+
+    @contextlib.contextmanager
+    def _io(self, where: str):
+        """Turn every h5py failure (disk full, I/O error) into TraceError and stop the writer: after a
+        failed flush the in-memory metadata no longer matches the disk, so nothing more is written."""
+        try:
+            yield
+        except (OSError, RuntimeError, KeyError) as exc:
+            reason = "disk full" if is_disk_full(exc) else "an I/O error"
+            self._failed = TraceError(self.path, where, f"a write that succeeds; {reason} "
+                                                        f"({type(exc).__name__}: {exc})")
+            log.warning("%s", self._failed)
+            raise self._failed from exc
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            raise TraceError(self.path, "/", f"a writer that has not failed (it stopped on: "
+                                             f"{self._failed.expected})")
+
+    def _check_space(self, raw_bytes: int) -> None:
+        """TraceError before anything is written when the file system or the process's file-size
+        limit cannot take `raw_bytes` more (with a margin): the file stays as at the last flush."""
+        need = int(raw_bytes * SPACE_MARGIN) + SPACE_SLACK
+        room = room_bytes(self.path)
+        if need > room:
+            self._fail_full(f"room for {need} more bytes; disk full ({room} bytes left)")
+        self._reserve(need)
+
+    def _reserve(self, need: int) -> None:
+        """Allocate `need` bytes past the recorded end of file before HDF5 writes: its flush then
+        writes into blocks it already has, so another process filling the disk meanwhile cannot make
+        the flush fail half-way (after which HDF5 itself may crash)."""
+        start = os.path.getsize(self.path)  # trimmed to the recorded end after each write
+        fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, start, need)
+        except OSError as exc:
+            if is_disk_full(exc):
+                self._fail_full(f"room for {need} more bytes; disk full ({exc.strerror})")
+            log.debug("%s: cannot reserve space (%s); relying on the free-space check", self.path, exc)
+        finally:
+            os.close(fd)
+
+    def _fail_full(self, expected: str) -> None:
+        self._failed = TraceError(self.path, "/", expected)
+        raise self._failed
+
+    def _close_quietly(self) -> None:
+        """Close the file; after a failure its metadata is dropped, not written (a failed flush left
+        the disk as it was at the last good one)."""
+        try:
+            self._file.close()
+        except Exception as exc:  # the flush inside close fails the same way
+            log.warning("%s: closing after a failed write: %s", self.path, exc)
+
     def _hold_metadata(self) -> None:
         """Keep dirty metadata in memory until the next flush (see the module docstring)."""
         config = self._file.id.get_mdc_config()
@@ -259,6 +378,18 @@ class TraceWriter:
         config.flash_incr_mode = 0
         config.decr_mode = 0
         self._file.id.set_mdc_config(config)
+
+    def _reopen_now_and_then(self) -> None:
+        """With evictions disabled HDF5's metadata cache only grows (about 0.5 MB a run); closing
+        and reopening the file every REOPEN_EVERY writes empties it, so memory stays flat. The
+        sidecar lock stays held throughout, so no other writer gets in between."""
+        self._writes_since_open += 1
+        if self._writes_since_open < REOPEN_EVERY:
+            return
+        self._file.close()
+        self._file = h5py.File(self.path, "r+", libver=LIBVER)
+        self._hold_metadata()
+        self._writes_since_open = 0
 
     def _filters(self, shape: tuple[int, ...], dtype, chunks: tuple[int, ...] | None) -> dict:
         if chunks is None or 0 in shape or self._compression is None or dtype == _STR:
@@ -320,6 +451,29 @@ class TraceWriter:
         if out["kernel_mode"] not in schema.KERNEL_MODES:
             raise ValueError(f"attrs: kernel_mode must be one of {schema.KERNEL_MODES}")
         return out
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an h5py/OS error says the disk (or the file-size limit) is full."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return any(f"errno = {n}," in text for n in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)) or \
+        "No space left" in text or "File too large" in text
+
+
+def room_bytes(path: str) -> int:
+    """Bytes the file at `path` may still grow by: the file system's space for an unprivileged
+    process, and the process's file-size limit (RLIMIT_FSIZE)."""
+    st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    free = st.f_bavail * st.f_frsize
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return free if limit == resource.RLIM_INFINITY else min(free, limit - os.path.getsize(path))
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _check_compression(compression: str | None) -> str | None:

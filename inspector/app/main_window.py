@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from inspector.app.browser import RunBrowser
 from inspector.app.details import DetailsPanel
 from inspector.app.errors import show_error
+from inspector.app.live import LiveFollower
 from inspector.app.loader import OpenJob, SummaryJob
 from inspector.app.menus import build_menus, fill_recent
 from inspector.app.navigator import NavigationBar
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 TRACE_FILTER = "Traces (*.h5 *.hdf5 *.trace);;All files (*)"
 #: Seconds the background summary waits after each navigation, so repaints do not share the CPU.
 NAVIGATION_PAUSE_S = 0.4
+#: Milliseconds a reload waits for the background summary to close its handle on the file.
+RELOAD_WAIT_MS = 10000
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -102,6 +105,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.progress.hide()
         self.statusBar().addWidget(self.status_text, 1)
         self.statusBar().addPermanentWidget(self.progress)
+        self.live_label = QtWidgets.QLabel("● live")
+        self.live_label.setToolTip("A recording is adding runs to this trace; they appear as they complete")
+        self.live_label.hide()
+        self.statusBar().addPermanentWidget(self.live_label)
+        self.follower = LiveFollower(self)
+        self.follower.live.connect(self.live_label.setVisible)
+        self.follower.changed.connect(self.reload)
+        self._reloading = False
 
         self.menus = build_menus(self)
         self.reload_action, self.close_action, self.recent_menu = (self.menus.reload, self.menus.close,
@@ -169,6 +180,8 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         self._pending = None
         self._stop_summary()
+        self._reloading = False
+        self.main.setEnabled(True)
         selection = self._restore_selection
         if selection is not None and selection[0] != trace.path:
             selection = None
@@ -185,6 +198,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowFilePath(trace.path)
         self.stack.setCurrentWidget(self.main)
         self._update_actions()
+        self.follower.follow(trace.path)
         if first is not None:
             name, row, layer, tab = selection[1:] if selection else (first.name, None, None, None)
             if name not in self.state.names:
@@ -206,6 +220,10 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         self._pending = None
         self._restore_selection = None
+        if self._reloading:  # the old handle is closed already: nothing is left to show
+            self._reloading = False
+            self.main.setEnabled(True)
+            self.close_trace()
         if not os.path.exists(path):
             self.settings.remove_recent(path)
         self._idle(f"Could not open {os.path.basename(path)}")
@@ -214,15 +232,25 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def reload(self) -> None:
         """Open the current file again, keeping the run, row, layer and tab."""
-        if self.path is None:
+        if self.path is None or self._pending is not None:
             return
         run = self.state.run.name if self.state.run is not None else None
         self._restore_selection = (self.path, run, self.state.row if run else None, self.state.layer,
                                    self.tabs.currentIndex())
+        # HDF5 serves every handle of this process on the file from the first one's cached view, so
+        # the new handle sees what the file holds now only once the old ones (the summary's too) are
+        # closed; the views wait, disabled, until the new trace arrives.
+        self._stop_summary()
+        self.pool.waitForDone(RELOAD_WAIT_MS)
+        if self.state.trace is not None:
+            self._reloading = True
+            self.main.setEnabled(False)
+            self.state.trace.close()
         self.open_path(self.path)
 
     def close_trace(self) -> None:
         """Close the trace; the window stays open on the welcome page."""
+        self.follower.stop()
         self._stop_summary()
         self._pending = None
         trace = self.state.trace
@@ -400,6 +428,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         self.save_settings()
+        self.follower.stop()
         self._stop_summary()
         self._pending = None
         trace = self.state.trace

@@ -7,6 +7,7 @@ Qt runs on the offscreen platform unless a platform is set; a CSV export never l
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from inspector.commands.errors import UsageError
@@ -94,8 +95,8 @@ def selection(args: argparse.Namespace):
         kw["range"] = (t0, t1)
     if args.levels is not None:
         lo, hi = _ints(args.levels, ":", "--levels", float)
-        if not hi > lo:
-            raise UsageError(f"--levels needs LO < HI, got {args.levels!r}")
+        if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+            raise UsageError(f"--levels needs finite LO < HI, got {args.levels!r}")
         kw["levels"] = (lo, hi)
     if args.colormap is not None:
         from inspector.figures.style import COLORMAPS  # only here: a CSV export loads no Qt
@@ -118,8 +119,14 @@ def selection(args: argparse.Namespace):
 def _page(args: argparse.Namespace):
     from inspector.export import RenderError, default_page
     from inspector.export.output import DEFAULT_DPI
+    from inspector.export.page import MAX_DPI, MAX_SIZE, MIN_DPI, MIN_SIZE
 
     dpi = DEFAULT_DPI if args.dpi is None else args.dpi
+    if not (math.isfinite(dpi) and MIN_DPI <= dpi <= MAX_DPI):  # before any size is derived from it
+        raise UsageError(f"--dpi must be {MIN_DPI}-{MAX_DPI}, got {dpi:g}")
+    for flag, value in (("--width", args.width), ("--height", args.height)):
+        if value is not None and not MIN_SIZE <= value <= MAX_SIZE:
+            raise UsageError(f"{flag} must be {MIN_SIZE}-{MAX_SIZE} pixels, got {value}")
     try:
         return default_page(args.view, dpi, args.width, args.height)
     except RenderError as exc:
@@ -145,6 +152,20 @@ def _application() -> None:
         QtWidgets.QApplication(["moe-inspector export"])
 
 
+def _check_output(trace: str, output: str) -> None:
+    """An export never replaces its input, nor any HDF5 file (a trace is not a figure)."""
+    from traces.validate import is_hdf5
+
+    try:
+        same = os.path.exists(output) and os.path.exists(trace) and os.path.samefile(trace, output)
+    except OSError:
+        same = False
+    if same:
+        raise UsageError(f"-o/--output {output!r} is the trace being exported; choose another file")
+    if is_hdf5(output):
+        raise UsageError(f"-o/--output {output!r} is an HDF5 file; an export never replaces one")
+
+
 def run(args: argparse.Namespace) -> int:
     """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
     from inspector.export import RenderError, SelectionError, read_export, save
@@ -156,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise UsageError(f"the folder of {args.output!r} does not exist")
+    _check_output(args.file, args.output)
     try:
         if fmt != "csv":
             _application()

@@ -29,5 +29,5 @@ def run(args: argparse.Namespace) -> int:
             print(problem)
         errors = sum(p.severity == "error" for p in problems)
         print(f"check: {errors} errors, {len(problems) - errors} warnings")
-        return 1 if errors else 0
+        return 2 if errors else 0
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ EPILOG = """examples:
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
   moe-inspector record -e e1 --model DIR -n 4 --new-tokens 16    a Hugging Face MoE model (docs/hf-models.md)
 
-Ctrl-C stops a recording; every run written so far stays in the trace."""
+Ctrl-C (or SIGTERM) stops a recording; every run written so far stays in the trace."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (default 1: the model's matrices are small, and extra "
                              "threads only wait on a busy machine)")
     parser.add_argument("-o", "--output", metavar="FILE", help="trace to write (default <experiment>.h5)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace existing traces (the output and every sibling the experiment "
+                             "writes, e.g. FILE-dense.h5); without it an existing one is refused")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -106,6 +110,23 @@ def output_paths(settings: options.Settings) -> list[Path]:
         probes = [probe_trace_path(settings.output, i) for i in range(len(settings.all_probes))]
         return [p for probe in probes for p in (probe, dense_trace_path(probe))]
     return [settings.output]
+
+
+def check_outputs(paths: list[Path], force: bool) -> None:
+    """Refuse a trace another process is writing, and existing traces unless `force`, naming each one
+    before anything is written."""
+    from traces.lock import is_locked
+
+    names = ", ".join(str(p) for p in paths)
+    busy = [str(p) for p in paths if is_locked(p)]
+    if busy:
+        raise ExperimentError(f"-o/--output: another process is writing {', '.join(busy)}")
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        one = len(existing) == 1
+        raise ExperimentError(f"-o/--output: {', '.join(existing)} already exist{'s' if one else ''} "
+                              f"(this experiment writes {names}); pass --force to replace "
+                              f"{'it' if one else 'them'}")
 
 
 def kept_runs(paths: list[Path], since: float) -> list[tuple[Path, int, int]]:
@@ -124,7 +145,27 @@ def kept_runs(paths: list[Path], since: float) -> list[tuple[Path, int, int]]:
     return out
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a recording: stopped like Ctrl-C, every complete run kept."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def run(args: argparse.Namespace, stream=None, progress=None) -> int:
+    """Run the experiment with SIGTERM handled like Ctrl-C (see `_run`)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        return _run(args, stream, progress)
+    try:
+        return _run(args, stream, progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     """Run the chosen experiment and print its results table to `stream` (stdout); 130 after Ctrl-C.
 
     `progress(done, total, label)` replaces the progress bar when given.
@@ -135,9 +176,11 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
     from model.experiments.progress import ProgressBar, no_progress
     from model.experiments.session import RequestPool, load_hf_models, load_models, resolve_device
     from model.routing_policy import PRESETS, PRIORITIES
+    from traces import TraceError
 
     out = stream or sys.stdout
     settings = options.resolve(args, tuple(PRESETS), PRIORITIES)
+    check_outputs(output_paths(settings), bool(getattr(args, "force", False)))
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device)
@@ -154,16 +197,25 @@ def run(args: argparse.Namespace, stream=None, progress=None) -> int:
     started = time.time()
     try:
         result = runner(settings, models, pool, bar)
-    except OSError as exc:  # the trace could not be written (disk full, permissions, ...)
+    except OSError as exc:  # the trace could not be written (permissions, ...)
         raise ExperimentError(f"-o/--output: writing {settings.output} failed ({exc})") from None
-    except KeyboardInterrupt:
+    except TraceError as exc:  # the writer's boundary: disk full, an I/O error, another writer
+        if isinstance(bar, ProgressBar):
+            bar.finish()
+        if "disk full" not in exc.expected:
+            raise ExperimentError(str(exc)) from None
+        kept = kept_runs(output_paths(settings), started)
+        text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}" for p, c, _ in kept)
+        raise ExperimentError(f"disk full: {text or 'no trace written'}") from None
+    except KeyboardInterrupt as exc:
         if isinstance(bar, ProgressBar):
             bar.finish()
         kept = kept_runs(output_paths(settings), started)
         text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}"
                          + (f" ({i} incomplete)" if i else "") for p, c, i in kept) or "no trace written"
-        print(f"moe-inspector record: interrupted: {text}", file=sys.stderr)
-        return 130
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"moe-inspector record: {how}: {text}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     if isinstance(bar, ProgressBar):
         bar.finish()
     print(result.table(), file=out)

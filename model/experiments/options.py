@@ -237,10 +237,13 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
         raise ExperimentError(f"{'--dtype' if dtype is not None else '--device-map'}: applies to a Hugging "
                               f"Face model (--model) only")
     output = Path(args.output) if args.output else Path(f"{experiment}.h5")
-    if output.exists() and output.is_dir():
-        raise ExperimentError(f"-o/--output: {output} is a directory, expected a trace file path")
-    if not output.parent.exists() and str(output.parent) not in ("", "."):
-        raise ExperimentError(f"-o/--output: folder {output.parent} does not exist")
+    try:
+        if output.exists() and output.is_dir():
+            raise ExperimentError(f"-o/--output: {output} is a directory, expected a trace file path")
+        if not output.parent.exists() and str(output.parent) not in ("", "."):
+            raise ExperimentError(f"-o/--output: folder {output.parent} does not exist")
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise ExperimentError(f"-o/--output: {str(output)[:60]}...: {exc.strerror}") from None
     return Settings(
         experiment=experiment, output=output,
         checkpoint=Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT,

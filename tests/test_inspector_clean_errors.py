@@ -1,0 +1,68 @@
+"""Bad values the command line used to answer with a traceback (or a wrong message) are one line
+and exit status 2; SIGTERM stops `record` like Ctrl-C, saying what was kept."""
+
+import argparse
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from inspector.cli import main
+from model.checkpoint import save_checkpoint
+from model.config import ModelConfig
+from model.experiments import cli as record_cli
+from model.transformer import MoETransformer
+from traces import open_trace
+from traces.synthetic import write_synthetic_trace
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("clean") / "t.h5"
+    write_synthetic_trace(path, 2, L=2, E=4, K=2, V=16, B=3, T=12, R=4)
+    return path
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--dpi", "nan"], "--dpi must be"),
+    (["--dpi", "inf"], "--dpi must be"),
+    (["--height", "-1"], "--height must be"),
+    (["--width", "0"], "--width must be"),
+    (["--levels", "-inf:inf"], "--levels needs finite LO < HI"),
+    (["--levels", "nan:1"], "--levels needs finite LO < HI"),
+])
+def test_bad_export_values_are_one_line(trace_path, tmp_path, capsys, options, message):
+    assert main(["export", str(trace_path), *options, "-o", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moe-inspector export: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()
+
+
+def test_negative_levels_are_read_as_a_value(trace_path, tmp_path):
+    assert main(["export", str(trace_path), "--levels", "-0.5:0.5", "-o", str(tmp_path / "x.csv")]) == 0
+
+
+def test_sigterm_stops_record_keeping_complete_runs(tmp_path, capsys):
+    torch.manual_seed(0)
+    model = MoETransformer(ModelConfig(d_model=32, n_layers=2, n_heads=2, n_experts=4, expert_d_ff=32,
+                                       context=128))
+    save_checkpoint(model, tmp_path / "tiny", {"kind": "test"})
+    out = tmp_path / "e1.h5"
+    parser = argparse.ArgumentParser()
+    record_cli.add_arguments(parser)
+    args = parser.parse_args(["--checkpoint", str(tmp_path / "tiny"), "-n", "3", "--new-tokens", "6",
+                              "--repeats", "1", "--capacity-factors", "1.0",
+                              "--kernel-mode", "batch_invariant", "-o", str(out)])
+
+    def terminate_after_two(done: int, total: int, label: str) -> None:
+        if done == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert record_cli.run(args, progress=terminate_after_two) == 143
+    assert "record: terminated: 2 complete runs kept in" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before
+    with open_trace(out) as trace:
+        assert len(trace.run_names) == 2

@@ -1,0 +1,78 @@
+"""Following a trace while another process records it: reload closes every handle before it reopens
+(HDF5 would otherwise serve the stale view), new runs appear as they complete, and the status bar
+says "live" while a writer holds the trace."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inspector.app.main_window import MainWindow
+from inspector.app.settings import Settings
+from inspector.qt import QtCore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WRITER = """
+import sys
+from tests.test_traces_locking import add_run, new_writer
+writer = new_writer(sys.argv[1])
+n = 0
+for line in sys.stdin:
+    if line.strip() == "close":
+        break
+    for _ in range(int(line)):
+        add_run(writer, f"r{n:03d}", seed=n)
+        n += 1
+    print(n, flush=True)
+writer.close()
+print("closed", flush=True)
+"""
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
+    w = MainWindow(settings)
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    w.close()
+    w.wait_for_jobs()
+
+
+def _tell(writer, line: str) -> str:
+    writer.stdin.write(line + "\n")
+    writer.stdin.flush()
+    return writer.stdout.readline().strip()
+
+
+def _poll_until_reloaded(qtbot, w) -> None:
+    with qtbot.waitSignal(w.open_finished, timeout=20000) as blocker:
+        w.follower.poll()  # the file changed since it was opened ...
+        w.follower.poll()  # ... and held still: reload
+    assert blocker.args == [True]
+
+
+def test_runs_recorded_while_open_appear_and_live_is_shown(qtbot, window, tmp_path):
+    path = tmp_path / "recording.h5"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert _tell(writer, "2") == "2"
+        with qtbot.waitSignal(window.open_finished, timeout=20000):
+            window.open_path(str(path))
+        window.follower.timer.stop()  # the test polls by hand
+        assert window.state.trace.run_names == ["r000", "r001"]
+        assert not window.live_label.isHidden()
+        assert _tell(writer, "3") == "5"
+        _poll_until_reloaded(qtbot, window)
+        assert len(window.state.trace.run_names) == 5 and window.main.isEnabled()
+        assert _tell(writer, "close") == "closed"
+        _poll_until_reloaded(qtbot, window)
+        assert len(window.state.trace.run_names) == 5
+        assert window.live_label.isHidden()
+    finally:
+        writer.kill()
+        writer.wait()

@@ -1,0 +1,133 @@
+"""Seeded corruption of a trace and a reader of the results that cannot hang its caller.
+
+`fuzz(src, n, seed)` writes `n` damaged copies of `src` (4 KiB zeroed at a random offset, the
+damage a lost disk block does; short zeroed or random runs; flipped bytes; truncation) and reads
+each one the way a viewer and `info --check` do, in one worker process. The worker arms a
+watchdog per file (`faulthandler.dump_traceback_later(exit=True)`): HDF5 looping inside C cannot be
+interrupted by a signal handler, but the watchdog thread ends the process, and the parent reports
+that file as a hang. Outcomes: "ok" (read as data), "TraceError", "hang", or "<Exception>: message".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BLOCK = 4096
+KINDS = ("zero-block", "zero-run", "random-run", "flips", "truncate")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What reading one damaged copy gave."""
+
+    file: str
+    damage: str
+    result: str  # "ok", "TraceError", "hang" or "<Exception>: message"
+    seconds: float
+
+
+def corrupt(data: bytes, rng: np.random.Generator) -> tuple[bytes, str]:
+    """A damaged copy of `data` and a description of the damage."""
+    kind = KINDS[int(rng.integers(len(KINDS)))]
+    out = bytearray(data)
+    n = len(out)
+    if kind == "zero-block":
+        at = int(rng.integers(0, max(1, n // 512))) * 512
+        out[at:at + BLOCK] = bytes(len(out[at:at + BLOCK]))
+        return bytes(out), f"{kind} at {at}"
+    if kind in ("zero-run", "random-run"):
+        at, size = int(rng.integers(n)), int(rng.integers(1, 257))
+        fill = bytes(size) if kind == "zero-run" else rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        out[at:at + size] = fill[:len(out[at:at + size])]
+        return bytes(out), f"{kind} of {size} at {at}"
+    if kind == "flips":
+        where = rng.integers(0, n, size=int(rng.integers(1, 9)))
+        for i in where:
+            out[int(i)] ^= int(rng.integers(1, 256))
+        return bytes(out), f"{kind} at {sorted(int(i) for i in where)}"
+    cut = int(rng.integers(1, n))
+    return bytes(out[:cut]), f"{kind} to {cut}"
+
+
+def read_everything(path: str | os.PathLike) -> None:
+    """Everything a viewer and `info --check` do with a file: open, list, read every run and table,
+    summarise, validate with data."""
+    from traces import open_trace, validate
+    from traces.summary import describe
+
+    with open_trace(path) as trace:
+        len(trace.vocab), trace.requests.text
+        for r in range(len(trace.requests)):
+            trace.requests.prompt_tokens(r)
+        for name in trace.run_names + trace.incomplete_runs:
+            run = trace.run(name)
+            for array in run.arrays.values():
+                array[...]
+        for name in trace.table_names:
+            trace.read_table(name)
+        describe(trace)
+    validate(path, read_data=True)
+
+
+def fuzz(src: str | os.PathLike, n: int, seed: int, workdir: str | os.PathLike,
+         limit_s: float = 20.0) -> tuple[list[Outcome], int]:
+    """Outcomes of reading `n` damaged copies of `src`, and the worker's peak resident KiB."""
+    data = Path(src).read_bytes()
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for i in range(n):
+        damaged, damage = corrupt(data, rng)
+        path = Path(workdir) / f"fuzz{i:04d}.h5"
+        path.write_bytes(damaged)
+        jobs.append({"file": str(path), "damage": damage})
+    outcomes: list[Outcome] = []
+    peak = 0
+    while len(outcomes) < len(jobs):  # a hang ends the worker: restart it after that file
+        rest = jobs[len(outcomes):]
+        proc = subprocess.run([sys.executable, "-m", "traces.fuzz", str(limit_s)], input=json.dumps(rest),
+                              capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        for line in lines:
+            if "peak_kib" in line:
+                peak = max(peak, line["peak_kib"])
+            else:
+                outcomes.append(Outcome(**line))
+        if len(outcomes) < len(jobs) and proc.returncode != 0:
+            job = jobs[len(outcomes)]
+            why = "hang" if "Timeout" in proc.stderr else f"worker died (rc {proc.returncode})"
+            outcomes.append(Outcome(job["file"], job["damage"], why, limit_s))
+    return outcomes, peak
+
+
+def _worker(limit_s: float) -> None:
+    import faulthandler
+    import time
+
+    from traces import TraceError
+
+    for job in json.loads(sys.stdin.read()):
+        faulthandler.dump_traceback_later(limit_s, exit=True)
+        start = time.perf_counter()
+        try:
+            read_everything(job["file"])
+            result = "ok"
+        except TraceError:
+            result = "TraceError"
+        except Exception as exc:  # the finding this tool exists for
+            result = f"{type(exc).__name__}: {exc}"[:300]
+        faulthandler.cancel_dump_traceback_later()
+        sys.stdout.write(json.dumps({**job, "result": result, "seconds": time.perf_counter() - start}) + "\n")
+        sys.stdout.flush()
+    sys.stdout.write(json.dumps({"peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}) + "\n")
+
+
+if __name__ == "__main__":
+    _worker(float(sys.argv[1]))
