@@ -77,6 +77,10 @@ def read_everything(path: str | os.PathLike) -> None:
     validate(path, read_data=True)
 
 
+#: Damaged files read by one worker process before a fresh one takes over.
+WORKER_FILES = 25
+
+
 def fuzz(src: str | os.PathLike, n: int, seed: int, workdir: str | os.PathLike,
          limit_s: float = 20.0) -> tuple[list[Outcome], int]:
     """Outcomes of reading `n` damaged copies of `src`, and the worker's peak resident KiB."""
@@ -91,7 +95,9 @@ def fuzz(src: str | os.PathLike, n: int, seed: int, workdir: str | os.PathLike,
     outcomes: list[Outcome] = []
     peak = 0
     while len(outcomes) < len(jobs):  # a hang ends the worker: restart it after that file
-        rest = jobs[len(outcomes):]
+        # At most WORKER_FILES per worker: HDF5 keeps some memory of every damaged file it refused, so
+        # one long-lived worker's peak would grow with the number of files, not with any one of them.
+        rest = jobs[len(outcomes):len(outcomes) + WORKER_FILES]
         proc = subprocess.run([sys.executable, "-m", "traces.fuzz", str(limit_s)], input=json.dumps(rest),
                               capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
         lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
