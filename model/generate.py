@@ -134,7 +134,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     running = [False] * B
     steps = 0
     for tick in range(max(arrival) + max_new_tokens + 1):
-        joining = [b for b in range(B) if arrival[b] == tick]
+        joining = {b for b in range(B) if arrival[b] == tick}
         if not joining and not any(running):
             if tick > max(arrival):
                 break
@@ -142,31 +142,34 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
         # The running rows feed the token chosen from their last logits; joining rows their prompt.
         Ts = max([lengths[b] for b in joining], default=1)
         chosen = last.argmax(-1).tolist() if last is not None else [filler] * B  # [B]
-        tok = torch.full((B, Ts), filler, dtype=torch.long)
-        pos = torch.zeros((B, Ts), dtype=torch.long)
-        ok = torch.zeros((B, Ts), dtype=torch.bool)
-        pad = torch.zeros((B, Ts), dtype=torch.bool)
         fed = list(running)
+        tok, pos, ok, pad = [], [], [], []  # [B][Ts] each, built as lists: one tensor per step
         for b in range(B):
             if b in joining:
-                tok[b, :lengths[b]] = torch.tensor(prompts[b])
-                pos[b] = torch.arange(Ts)
-                ok[b, :lengths[b]] = True
-                pad[b, lengths[b]:] = True  # the prompt's right padding, as in a static prefill
-            elif running[b]:
+                n = lengths[b]
+                tok.append(list(prompts[b]) + [filler] * (Ts - n))
+                pos.append(list(range(Ts)))
+                ok.append([True] * n + [False] * (Ts - n))
+                pad.append([False] * n + [True] * (Ts - n))  # the prompt's right padding, as in a prefill
+                continue
+            if running[b]:
                 rows[b].append(chosen[b])
-                tok[b, 0] = chosen[b]
-                pos[b] = len(rows[b]) - 1
-                ok[b, 0] = True
-            else:  # waiting or finished: not in the batch
-                pos[b] = max(len(rows[b]) - 1, 0) if arrival[b] < tick else torch.arange(Ts)
-        pads = pad.to(device) if bool(pad.any()) else None
-        logits = step(steps, tok.to(device), pos.to(device), ok.to(device), pads)
+            here = len(rows[b]) - 1 if arrival[b] < tick else None  # waiting rows sit at 0..Ts-1
+            tok.append([chosen[b] if running[b] else filler] + [filler] * (Ts - 1))
+            pos.append([here] * Ts if here is not None else list(range(Ts)))
+            ok.append([running[b]] + [False] * (Ts - 1))
+            pad.append([False] * Ts)
+        pads = torch.tensor(pad, device=device) if joining and any(map(any, pad)) else None
+        logits = step(steps, torch.tensor(tok, device=device), torch.tensor(pos, device=device),
+                      torch.tensor(ok, device=device), pads)
         steps += 1
         cols = torch.tensor([lengths[b] - 1 if b in joining else 0 for b in range(B)], device=device)
         now = logits[torch.arange(B, device=device), cols]  # [B,V]
-        live = torch.tensor([b in joining or fed[b] for b in range(B)], device=device)
-        last = now if last is None else torch.where(live[:, None], now, last)
+        if last is None or len(joining) + sum(fed) == B:
+            last = now
+        else:
+            live = torch.tensor([b in joining or fed[b] for b in range(B)], device=device)
+            last = torch.where(live[:, None], now, last)
         for b in range(B):
             if b in joining:
                 running[b] = max_new_tokens > 0
