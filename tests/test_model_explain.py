@@ -360,6 +360,13 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
         if r.confirmed_cause == "capacity":
             assert_single_event_proof(r)
     assert any(r.confirmed_cause == "capacity" for r in divergent)
+    # Native pairs carry both kinds of difference where the kernels round by batch shape: a numeric
+    # root (router logits an ulp apart) before the drop that decides. The proof must be a capacity
+    # intervention, and the reference's router logits at the named event alone must not suffice.
+    both = [r for r in divergent if r.root_kind == "router_logits" and r.cause == "capacity"
+            and r.confirmed_cause == "capacity"]
+    for r in both:
+        assert "router logits" not in r.sufficient and r.logits_same is not True, r.sentence
     assert attrs["rerun_machine"]["threads"] == torch.get_num_threads()
     if recorded_machine and recorded_machine != attrs["rerun_machine"]:
         assert all("Recorded on" in r.sentence for r in divergent)
