@@ -13,7 +13,7 @@ from inspector.commands.errors import UsageError
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
-from model.counterfactual.decide import ONE_EVENT_SCOPES
+from model.counterfactual.decide import CAPACITY_SCOPES
 from model.counterfactual.reruns import Reruns
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
@@ -113,7 +113,7 @@ def test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplain
 
 def assert_single_event_proof(r):
     """A capacity verdict names the one intervention that removed the split, at one step and layer."""
-    assert r.scope in ONE_EVENT_SCOPES and r.sufficient, r.sentence
+    assert r.scope in CAPACITY_SCOPES and r.sufficient, r.sentence
     assert r.proof_step >= 0 and r.proof_layer >= 0, r
     assert (r.proof_position >= 0) == (r.scope != "step_layer"), r  # a step-layer replay spans its tokens
     assert r.sufficient[1:] in r.sentence
@@ -309,7 +309,7 @@ def test_decision_table(evidence, cause):
     assert decide(e).cause == cause
 
 
-@pytest.mark.parametrize("scope, cause", [("candidate", "capacity"), ("token", "capacity"),
+@pytest.mark.parametrize("scope, cause", [("candidate", "capacity"), ("token", "upstream_numeric"),
                                           ("step_layer", "capacity"), ("step", "unconfirmed"),
                                           ("", "unconfirmed")])
 def test_capacity_needs_a_sufficient_intervention_at_one_event(scope, cause):

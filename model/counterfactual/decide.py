@@ -50,11 +50,13 @@ guess, overrule it. The rules, first match wins:
    g. otherwise: `unexplained` (the reruns contradict the recorded event).
 
 4. A `capacity` verdict from 3a, 3f or the fallback below stands only with proof at one event: a
-   single intervention within one forward step and one layer (keeping the dropped candidate,
-   withdrawing the displacing rows from that expert's queue, giving the group the other run's
-   capacity, or the reference's routing of that token or of that step and layer; see
-   `model.counterfactual.targeted`) must restore the reference's tokens. Without it the verdict is
-   `unconfirmed`: the reruns point at capacity, but no event is shown to carry the split.
+   single capacity intervention within one forward step and one layer (keeping the dropped
+   candidate, withdrawing the displacing rows from that expert's queue, giving the group the other
+   run's capacity, or the reference's routing of that step and layer; see
+   `model.counterfactual.targeted`) must restore the reference's tokens. When only the numeric check
+   does (the reference's router logits at the named token), the verdict is `upstream_numeric`.
+   Without either it is `unconfirmed`: the reruns point at capacity, but no event is shown to carry
+   the split.
 
 Without replay (a dense model, or a reference whose routing cannot be forced on the row) the table
 falls back on D and I alone: `capacity` when coupled and D; a numeric guess (or `output_numeric`)
@@ -73,6 +75,10 @@ UNCONFIRMED = "unconfirmed"
 
 #: Scopes of an intervention that changes one routing event (one forward step, one layer).
 ONE_EVENT_SCOPES = ("candidate", "token", "step_layer")
+#: Of those, the ones that change what capacity decided: a candidate kept or withdrawn, a group's
+#: capacity, the reference's kept set and weights of one step and layer. `token` is the numeric check
+#: (the reference's router logits at one token), which proves a numeric cause, not capacity.
+CAPACITY_SCOPES = ("candidate", "step_layer")
 
 #: Guesses that name a numeric difference acting through the router.
 _ROUTER_NUMERIC = ("router_flip", "upstream_numeric", "renormalization")
@@ -113,8 +119,12 @@ def decide(e: Evidence) -> Decision:
     """The confirmed cause of a divergent pair (the table of the module docstring), where `capacity`
     also needs a single capacity intervention at the cause event that removes the split."""
     decision = _decide(e)
-    if decision.cause != "capacity" or e.scope in ONE_EVENT_SCOPES:
+    if decision.cause != "capacity" or e.scope in CAPACITY_SCOPES:
         return decision
+    if e.scope == "token":
+        return Decision("upstream_numeric", f"{decision.reason}, but the one event that carries the split is "
+                                            f"numeric: the reference's router logits at that token alone "
+                                            f"remove it, and no capacity intervention does")
     if e.scope == "step":
         why = "only the reference's routing at every layer of one step removes it"
     else:
