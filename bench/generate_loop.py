@@ -21,16 +21,14 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from pairs import PROMPTS  # noqa: E402
 
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.generate import generate  # noqa: E402
 from model.routing import RoutingPolicy  # noqa: E402
 from model.tokenizer import encode  # noqa: E402
-
-PROMPTS = ["Return a list of the", "The default value is None, which means that",
-           "def __init__(self, name, value=None):", "# If the file does not exist, create it",
-           "This module provides functions for", "Raise ValueError if the argument is",
-           "import os", "class Connection:\n    \"\"\"A connection to the server."]
 
 
 class Timed:

@@ -14,15 +14,16 @@ Each pair is timed interleaved (A, B, A, B, ...); the ratio is the median of the
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from pairs import paired  # noqa: E402
 
 from model.generate import generate  # noqa: E402
 from model.hf.bridge import HFMoEModel  # noqa: E402
@@ -35,22 +36,6 @@ CONFIGS = {
     "qwen2_moe": ("Qwen2MoeConfig", dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
                                          shared_expert_intermediate_size=512, num_key_value_heads=4)),
 }
-
-
-def paired(a, b, repeats: int) -> tuple[float, float, float]:
-    """Median seconds of a and b and the median of the per-pair ratios b/a (one warm-up each)."""
-    a(), b()
-    ta, tb, ratios = [], [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a()
-        t1 = time.perf_counter()
-        b()
-        t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
-        ratios.append((t2 - t1) / (t1 - t0))
-    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
 
 
 def build(family: str):

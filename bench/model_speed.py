@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from pairs import PROMPTS, paired  # noqa: E402
 
 from model import kernels  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
@@ -34,27 +36,6 @@ from model.recorder import Recorder  # noqa: E402
 from model.routing import RoutingPolicy, route  # noqa: E402
 from model.tokenizer import encode  # noqa: E402
 from model.transformer import MoETransformer  # noqa: E402
-
-PROMPTS = ["Return a list of the", "The default value is None, which means that",
-           "def __init__(self, name, value=None):", "# If the file does not exist, create it",
-           "This module provides functions for", "Raise ValueError if the argument is",
-           "import os", "class Connection:\n    \"\"\"A connection to the server."]
-
-
-def paired(a, b, repeats: int) -> tuple[float, float, float]:
-    """Median seconds of a and b and the median of the per-pair ratios b/a (one warm-up each)."""
-    a(), b()
-    ta, tb, ratios = [], [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a()
-        t1 = time.perf_counter()
-        b()
-        t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
-        ratios.append((t2 - t1) / (t1 - t0))
-    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
 
 
 def load_model() -> tuple[MoETransformer, str]:
