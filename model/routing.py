@@ -93,19 +93,25 @@ def route(
     _check_inputs(router_logits, valid, pad, policy, seed_offset)
     B, T, E = router_logits.shape
     K = policy.candidates_per_token(E)
-    N = B * T
     if chosen is not None:
         return _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen)
     probs = router_scores(router_logits, policy.score_fn)  # [B,T,E]
+    return _dispatch(probs, valid, pad, policy, K, seed_offset)
+
+
+def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None) -> RoutingDecision:
+    """Which tokens are routed and counted (the policy's pad knobs), then the sort-free position path
+    where it applies, else the general one; `expert` [B,T,K] keeps a model router's own candidates."""
     routed, counted = valid, valid
     if pad is not None:
         if policy.pads_routed:
             routed = valid | pad
         if policy.pads_count_toward_capacity:
             counted = valid | pad
-    if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
-        return _route_by_position(probs, routed, counted, policy, K)
-    return _route_general(probs, routed, counted, policy, K, seed_offset)
+    if probs.shape[0] * probs.shape[1] > 0 and policy.priority in _POSITION and \
+            policy.group_by in ("batch", "sequence"):
+        return _route_by_position(probs, routed, counted, policy, K, expert=expert)
+    return _route_general(probs, routed, counted, policy, K, seed_offset, expert=expert)
 
 
 def _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen) -> RoutingDecision:
@@ -121,15 +127,7 @@ def _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen) -> Rou
     expert = expert.to(torch.int64)
     probs = torch.zeros(B, T, E, dtype=torch.float32, device=router_logits.device)
     probs.scatter_(-1, expert, weight.float())  # [B,T,E] the model's weights at its chosen experts
-    routed, counted = valid, valid
-    if pad is not None:
-        if policy.pads_routed:
-            routed = valid | pad
-        if policy.pads_count_toward_capacity:
-            counted = valid | pad
-    if B * T > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
-        return _route_by_position(probs, routed, counted, policy, policy.top_k, expert=expert)
-    return _route_general(probs, routed, counted, policy, policy.top_k, seed_offset, expert=expert)
+    return _dispatch(probs, valid, pad, policy, policy.top_k, seed_offset, expert=expert)
 
 
 def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None) -> RoutingDecision:
