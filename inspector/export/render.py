@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from inspector.export.page import IMAGE_FORMATS, Page, RenderError
+from inspector.export.svg import final_coordinates
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ def svg_bytes(canvas: Canvas, title: str = "") -> bytes:
 
     buffer = QtCore.QBuffer()
     buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-    generator = QSvgGenerator()
+    generator = QSvgGenerator(QSvgGenerator.SvgVersion.Svg11)
     generator.setOutputDevice(buffer)
     generator.setSize(canvas.size)
     generator.setViewBox(QtCore.QRect(QtCore.QPoint(0, 0), canvas.size))
@@ -210,7 +211,7 @@ def svg_bytes(canvas: Canvas, title: str = "") -> bytes:
     finally:
         painter.end()
     buffer.close()
-    return _pixelated(bytes(buffer.data()))
+    return _pixelated(final_coordinates(bytes(buffer.data())))
 
 
 def _pixelated(svg: bytes) -> bytes:
