@@ -30,8 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the view whose figure to export: {', '.join(SPECS)} (default: routing; "
                              f"older names: {aliases})")
     what = parser.add_argument_group("what to show (each view reads the ones it needs)")
-    what.add_argument("--run", metavar="NAME", help="run (default: the first complete run holding "
-                      "--request, else the first); runs view: the reference run")
+    what.add_argument("--run", metavar="NAME", help="run (default, with none of --run, --request, --row, "
+                      "--layer, --pair, --condition: the probe request's first run that diverges, its row "
+                      "and its cause's layer, as printed; else the first complete run holding --request, "
+                      "else the first); runs view: the reference run")
     what.add_argument("--request", metavar="R", type=int, help="request: picks the run's row holding it "
                       "(pair, runs: the request compared)")
     what.add_argument("--row", metavar="B", type=int, help="batch row (default: the probe row)")
@@ -51,8 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--format", choices=("png", "svg", "pdf", "csv"),
                      help="output format (default: from OUT's extension)")
+    out.add_argument("--size", choices=("column", "page", "slide"), help="page preset: column (3.5 in wide), "
+                     "page (7 in), slide (16:9, 10 x 5.625 in), laid out at that size so its fonts print at "
+                     "their point sizes (default: the view's usual page, 10 to 13 in wide)")
+    out.add_argument("--font-pt", type=float, metavar="PT", help="font size in points on the page, at "
+                     "least 7 (default: 8 for column and page, 12 for slide, else 10)")
     out.add_argument("--width", type=int, metavar="PX", help="width in pixels (default: the view's usual "
-                     "page at the DPI)")
+                     "page, or the --size, at the DPI)")
     out.add_argument("--height", type=int, metavar="PX", help="height in pixels (default: keeps the "
                      "view's aspect; the text view fits its text)")
     out.add_argument("--dpi", type=float, default=None, metavar="D", help="dots per inch (default: 200); "
@@ -127,10 +134,22 @@ def _page(args: argparse.Namespace):
     for flag, value in (("--width", args.width), ("--height", args.height)):
         if value is not None and not MIN_SIZE <= value <= MAX_SIZE:
             raise UsageError(f"{flag} must be {MIN_SIZE}-{MAX_SIZE} pixels, got {value}")
+    if args.size is not None and args.width is not None:
+        raise UsageError("--size sets the width; give --size or --width, not both")
     try:
-        return default_page(args.view, dpi, args.width, args.height)
+        return default_page(args.view, dpi, args.width, args.height, args.size)
     except RenderError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _style(args: argparse.Namespace):
+    from inspector.export import RenderError
+    from inspector.export.output import font_pt, print_style
+
+    try:
+        return print_style(font_pt(args.size, args.font_pt))
+    except RenderError as exc:
+        raise UsageError(f"--font-pt: {exc}") from None
 
 
 def _format(args: argparse.Namespace) -> str:
@@ -169,11 +188,13 @@ def _check_output(trace: str, output: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
     from inspector.export import RenderError, SelectionError, read_export, save
+    from inspector.export.defaults import CHOOSING, informative
     from traces import TraceError, open_trace
 
     sel = selection(args)
     fmt = _format(args)
     page = _page(args) if fmt != "csv" else None
+    style = _style(args) if fmt != "csv" else None
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise UsageError(f"the folder of {args.output!r} does not exist")
@@ -182,8 +203,12 @@ def run(args: argparse.Namespace) -> int:
         if fmt != "csv":
             _application()
         with open_trace(args.file) as trace:
+            if not any(getattr(args, name) is not None for name in CHOOSING):
+                sel, picked = informative(trace, NAMES[args.view], SPECS[NAMES[args.view]].options, sel)
+                if picked:
+                    print(f"{picked} (name --run, --request, --layer... to choose)")
             export = read_export(trace, args.view, sel)
-            written = save(export, args.output, fmt, page, fit_height=args.height is None)
+            written = save(export, args.output, fmt, page, style, fit_height=args.height is None)
     except (TraceError, SelectionError, RenderError) as exc:
         raise UsageError(str(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"

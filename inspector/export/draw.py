@@ -1,6 +1,10 @@
 """Drawing an exported figure: the view's own figure builder, given the selection's range and
 colours, plus what a figure on paper needs that the view says around it (a legend of its marks).
-`inspector.export.registry` names one of these builders for each view."""
+`inspector.export.registry` names one of these builders for each view.
+
+Each builder takes a layout level `fit`: 0 is the fullest; a higher one stacks panels, then leaves
+a secondary panel out (listed in the figure's `left_out`, which the export notes on the page), for
+a page too small for the fuller one."""
 
 from __future__ import annotations
 
@@ -41,53 +45,78 @@ def marks_legend(style: FigureStyle, *, kept: bool = True, dropped: str = "dropp
     return legend
 
 
-def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> RoutingFigure:
+def _leave_out(layout: pg.GraphicsLayout, figure, what: str, *items) -> None:
+    for item in items:
+        layout.removeItem(item)
+    figure.left_out = [*getattr(figure, "left_out", []), what]
+
+
+def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
+                 fit: int = 0) -> RoutingFigure:
     figure = RoutingFigure(layout, style)
     figure.set_colormap(sel.colormap)
     figure.set_data(data)
     figure.set_levels(*sel.levels)
     show_positions(figure.plot, data.n_positions, data.n_experts, sel)
-    layout.addItem(marks_legend(style), row=1, col=0, colspan=2)
+    if fit == 0:
+        layout.addItem(marks_legend(style), row=1, col=0, colspan=2)
+    else:
+        figure.left_out = ["the legend (white frame = kept, red ✕ = dropped, dashed = prompt | generation)"]
     return figure
 
 
-def draw_layers(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> LayersFigure:
+def draw_layers(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
+                fit: int = 0) -> LayersFigure:
     figure = LayersFigure(layout, style)
     figure.set_data(data)
     show_positions(figure.plot, data.n_positions, data.n_layers, sel)
-    legend = marks_legend(style, kept=False, dropped="a candidate dropped", boundary_color=style.foreground,
-                          columns=2)
-    layout.addItem(legend, row=1, col=0, colspan=2)
+    if fit == 0:
+        legend = marks_legend(style, kept=False, dropped="a candidate dropped",
+                              boundary_color=style.foreground, columns=2)
+        layout.addItem(legend, row=1, col=0, colspan=2)
+    else:
+        figure.left_out = ["the legend of the marks (red ✕ = a candidate dropped)"]
     return figure
 
 
-def draw_load(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> LoadFigure:
+def draw_load(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
+              fit: int = 0) -> LoadFigure:
     figure = LoadFigure(layout, style)
     figure.set_data(data)
+    if fit > 0:
+        _leave_out(layout, figure, "the panel of who filled the buffers (the load CSV holds it)",
+                   figure.shares, figure.shares_legend)
     return figure
 
 
-def draw_text(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection) -> TextFigure:
+def draw_text(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
+              fit: int = 0) -> TextFigure:
     figure = TextFigure(layout, style)
     figure.set_data(data, sel.shade, sel.layer)
     return figure
 
 
-def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data,
-                    sel: Selection) -> PairFigure:
-    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause."""
-    figure = PairFigure(layout, style, with_text=True)
+def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
+              fit: int = 0) -> PairFigure:
+    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause; at
+    `fit` 1 and 3 the curves stack under the heatmaps, at 2 and 3 the texts and the cause are left
+    out (a slide is too short for them, a column too narrow)."""
+    figure = PairFigure(layout, style, with_text=fit < 2, stacked=fit % 2 == 1)
     figure.set_data(data)
+    if fit >= 2:
+        figure.left_out = ["the completions and the cause (`moe-inspector explain` prints the cause)"]
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows
     return figure
 
 
-def draw_runs(layout: pg.GraphicsLayout, style: FigureStyle, data,
-              sel: Selection) -> RunsFigure:
+def draw_runs(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
+              fit: int = 0) -> RunsFigure:
     figure = RunsFigure(layout, style)
     figure.set_data(data)
+    if fit > 0:
+        _leave_out(layout, figure, "the chart of causes (the runs CSV holds them)", figure.causes)
     if sel.range is not None:
         t0, t1 = sel.positions(data.prompt_len + data.n_new)
         figure.map.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from inspector.export.csv import write_csv
-from inspector.export.page import IMAGE_FORMATS, Page, RenderError
+from inspector.export.page import DEFAULT_FONT_PT, IMAGE_FORMATS, MIN_FONT_PT, PRESETS, Page, RenderError
 from inspector.export.registry import Export, spec_of
 
 log = logging.getLogger(__name__)
@@ -27,9 +27,19 @@ def format_of(path: str | os.PathLike) -> str | None:
 
 
 def default_page(view: str, dpi: float = DEFAULT_DPI, width: int | None = None,
-                 height: int | None = None) -> Page:
-    """The view's usual page at `dpi`; a given width or height keeps the usual aspect ratio."""
-    w_in, h_in = spec_of(view).inches
+                 height: int | None = None, size: str | None = None) -> Page:
+    """The view's usual page at `dpi`, or the preset `size` (a key of PRESETS: its width, and its
+    height or the view's for that width); a given width or height keeps the page's aspect ratio."""
+    spec = spec_of(view)
+    w_in, h_in = spec.inches
+    if size is not None:
+        if size not in PRESETS:
+            raise RenderError(f"unknown size {size!r}; expected one of {', '.join(PRESETS)}")
+        preset = PRESETS[size]
+        w_in = preset.width_in
+        h_in = preset.height_in or spec.heights[0 if size == "column" else 1]
+        if width is None:
+            width = round(w_in * dpi)
     if width is None and height is None:
         width, height = round(w_in * dpi), round(h_in * dpi)
     elif height is None:
@@ -39,32 +49,59 @@ def default_page(view: str, dpi: float = DEFAULT_DPI, width: int | None = None,
     return Page(int(width), int(height), float(dpi))
 
 
-def print_style(font_size: int = 10):
-    """The print style: white background, dark text, colour-blind-safe expert colours."""
+def font_pt(size: str | None = None, font: float | None = None) -> float:
+    """The font size of an export: `font`, else the preset's, else the default (in points)."""
+    if font is None:
+        font = PRESETS[size].font_pt if size in PRESETS else DEFAULT_FONT_PT
+    if not MIN_FONT_PT <= font <= 48:
+        raise RenderError(f"the font size must be {MIN_FONT_PT:g}-48 pt, got {font:g}")
+    return float(font)
+
+
+def print_style(font_size: float = DEFAULT_FONT_PT):
+    """The print style: white background, dark text, the colour-blind-safe palette."""
     from inspector.figures.style import FigureStyle
 
-    return FigureStyle(background="#ffffff", foreground="#1a1a1a", font_size=font_size, palette="tol-muted")
+    return FigureStyle(background="#ffffff", foreground="#1a1a1a", font_size=font_size)
 
 
 @contextmanager
 def drawn(export: Export, page: Page, style=None, *, fit_height: bool = False) -> Iterator:
     """A `Canvas` holding the export's figure, drawn, finished and settled; closed on exit.
 
-    With `fit_height` and a view whose content sets its height (text), the page's height becomes
-    what the content needs at the page's width."""
-    from inspector.export.finish import finish
-    from inspector.export.render import Canvas
-
-    style = style or print_style()
-    canvas = Canvas(page, style.background)
+    The figure takes the fullest of its layouts that fits the page (RenderError, saying what to
+    change, when none does). With `fit_height` and a view whose content sets its height (text),
+    the page's height becomes what the content needs at the page's width."""
+    canvas = _fitted(export, page, style or print_style(), fit_height)
     try:
-        figure = export.draw(canvas.layout, style)
-        finish(canvas, style)
-        if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
-            _fit_height(canvas, figure, style)
         yield canvas
     finally:
         canvas.close()
+
+
+def _fitted(export: Export, page: Page, style, fit_height: bool):
+    from inspector.export.finish import finish
+    from inspector.export.fit import add_note, problems
+    from inspector.export.render import Canvas
+
+    found: list[str] = []
+    for fit in range(export.spec.fits):
+        canvas = Canvas(page, style.background)
+        figure = export.draw(canvas.layout, style, fit)
+        add_note(canvas.layout, style, getattr(figure, "left_out", []))
+        finish(canvas, style)
+        if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
+            _fit_height(canvas, figure, style)
+        found = problems(canvas)
+        if not found:
+            if fit:
+                log.info("%s: a compact layout (%d) fits %s", export.view, fit, page.describe())
+            return canvas
+        canvas.close()
+    w_in, h_in = page.inches
+    raise RenderError(f"the {export.view} figure does not fit {w_in:.2f} x {h_in:.2f} in at "
+                      f"{style.font_size:g} pt: {found[0]}; give a taller page (--height, or --size page), "
+                      f"or a smaller --font-pt (at least {MIN_FONT_PT:g})")
 
 
 def _fit_height(canvas, figure, style) -> None:

@@ -11,6 +11,32 @@ MIN_SIZE, MAX_SIZE = 64, 20_000
 MIN_DPI, MAX_DPI = 30, 1200
 
 
+#: No text of an exported figure is smaller than this, in points on the page.
+MIN_FONT_PT = 7.0
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A page size for print: its width in inches (height: the view's for that width, or fixed)
+    and the font size its text is set at, in points on the page."""
+
+    name: str
+    width_in: float
+    height_in: float | None
+    font_pt: float
+    about: str
+
+
+#: The `--size` presets: a journal column, a full page width, a 16:9 slide.
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("column", 3.5, None, 8.0, "a 3.5 in journal column"),
+    Preset("page", 7.0, None, 8.0, "a 7 in page width"),
+    Preset("slide", 10.0, 5.625, 12.0, "a 16:9 slide, 10 x 5.625 in"),
+)}
+#: The font size of an export without a preset, in points.
+DEFAULT_FONT_PT = 10.0
+
+
 class RenderError(ValueError):
     """A page that cannot be rendered (size or DPI out of range, unwritable file)."""
 

@@ -36,30 +36,36 @@ class ViewSpec:
     stem: Callable[[Any], list[object]]            # what the file name says after the view's name
     options: tuple[str, ...] = ()                  # Selection fields the view reads
     inches: tuple[float, float] = (10.0, 5.0)      # usual page (width, height) in inches
+    heights: tuple[float, float] = (2.8, 3.6)      # page height in inches at --size column, page
+    fits: int = 1                                  # layouts the builder has, fullest first
     area: str = "tab"                              # app: "tab" of the main area, or "bottom" under it
     fit_height: bool = False                       # page height follows the content (text)
     aliases: tuple[str, ...] = ()                  # older names the command line still accepts
 
-    def draw(self, layout, style, data, sel: Selection):
-        """Draw `data` into a `pg.GraphicsLayout` with `style`; returns the figure builder."""
-        return getattr(importlib.import_module(DRAW_MODULE), self.figure)(layout, style, data, sel)
+    def draw(self, layout, style, data, sel: Selection, fit: int = 0):
+        """Draw `data` into a `pg.GraphicsLayout` with `style` in layout `fit` (0 = fullest, up to
+        `fits` - 1: panels stacked, then secondary ones left out); returns the figure builder,
+        whose `left_out` names what a compact layout leaves out."""
+        return getattr(importlib.import_module(DRAW_MODULE), self.figure)(layout, style, data, sel, fit)
 
 
 SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
     ViewSpec("routing", "Routing", "Ctrl+1", figures.read_routing, "draw_routing", figures.routing_columns,
-             figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels")),
+             figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"), fits=2),
     ViewSpec("layers", "All layers", "Ctrl+2", figures.read_layers, "draw_layers", figures.layers_columns,
-             figures.row_stem, ("run", "request", "row", "range"), aliases=("overview",)),
+             figures.row_stem, ("run", "request", "row", "range"), fits=2, aliases=("overview",)),
     ViewSpec("load", "Expert load", "Ctrl+3", figures.read_load, "draw_load", figures.load_columns,
-             figures.load_stem, ("run", "request", "layer", "step", "group"), inches=(10.0, 7.0)),
+             figures.load_stem, ("run", "request", "layer", "step", "group"), inches=(10.0, 7.0),
+             heights=(4.2, 5.0), fits=2),
     ViewSpec("pair", "Side by side", "Ctrl+4", divergence.read_pair, "draw_pair", divergence.pair_columns,
              divergence.pair_stem, ("request", "pair", "layer", "range"), inches=(13.0, 14.0),
-             aliases=("divergence",)),
+             heights=(9.5, 9.0), fits=4, aliases=("divergence",)),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
-             divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5)),
+             divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
+             heights=(4.0, 5.0), fits=2),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
-             ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), area="bottom",
-             fit_height=True),
+             ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
+             area="bottom", fit_height=True),
 )}
 
 #: Every name `export --view` accepts: the views' names, then their older aliases.
@@ -90,9 +96,9 @@ class Export:
         """The table behind the figure (one array per column, equal lengths)."""
         return self.spec.columns(self.data, self.selection)
 
-    def draw(self, layout, style):
-        """Draw the figure into a `pg.GraphicsLayout` with `style`; returns the builder."""
-        return self.spec.draw(layout, style, self.data, self.selection)
+    def draw(self, layout, style, fit: int = 0):
+        """Draw the figure into a `pg.GraphicsLayout` with `style` in layout `fit`; returns the builder."""
+        return self.spec.draw(layout, style, self.data, self.selection, fit)
 
     def stem(self) -> str:
         """A file name without extension saying what the figure shows."""

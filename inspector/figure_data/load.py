@@ -13,7 +13,7 @@ import numpy as np
 
 from traces.analysis.load import ExpertLoad, expert_load
 from traces.analysis.rows import LayerRouting
-from traces.schema import ABSENT_GROUP
+from traces.schema import ABSENT_GROUP, DROPLESS_CAPACITY
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class LoadData:
             "row_dropped": self.row_dropped.reshape(-1),
             "expert_requested": np.tile(self.requested, B),
             "expert_kept": np.tile(self.kept, B),
-            "capacity": np.full(B * E, self.capacity),
+            "capacity": np.full(B * E, "dropless" if self.capacity == DROPLESS_CAPACITY else self.capacity,
+                                dtype=object),
         }
 
 

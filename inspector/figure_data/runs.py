@@ -113,7 +113,9 @@ class RunsData:
             "condition": np.array([c.condition for c in self.choices], dtype=object),
             "completion": self.labels,
             "t_star": self.t_star,
-            "cause": np.array(self.run_causes, dtype=object),
+            # A run that never diverges has no cause (its verdict's label is for the figure).
+            "cause": np.array([c if t >= 0 else ""
+                               for c, t in zip(self.run_causes, self.t_star, strict=True)], dtype=object),
             "confirmed": np.array(self.run_confirmed),
         }
 

@@ -10,14 +10,14 @@ import numpy as np
 from inspector.figure_data.layers import LayersData, describe_layers_cell
 from inspector.figures.axes import CategoryAxis, TokenAxis
 from inspector.figures.marks import CellMarks
-from inspector.figures.style import FigureStyle, categorical_colors, place_legend
+from inspector.figures.style import PALETTE, FigureStyle, categorical_colors, place_legend
 from inspector.qt import QtCore, pg
 
 #: Legend entries per column before the legend wraps to another column.
 LEGEND_ROWS = 16
 
 
-def top1_rgb(top1: np.ndarray, n_experts: int, palette: str = "tableau") -> np.ndarray:
+def top1_rgb(top1: np.ndarray, n_experts: int, palette: str = PALETTE) -> np.ndarray:
     """[L, T, 3] uint8 image: the palette colour of each cell's top-1 expert (black if missing)."""
     colors = np.vstack([categorical_colors(n_experts, palette), np.zeros((1, 3), dtype=np.uint8)])
     idx = np.where((top1 >= 0) & (top1 < n_experts), top1, n_experts)

@@ -113,7 +113,7 @@ class PairFigure:
     """Draws `PairData` into a `pg.GraphicsLayout` (rows from `row` on, columns 0 and 1)."""
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
-                 with_text: bool = False) -> None:
+                 with_text: bool = False, stacked: bool = False) -> None:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
@@ -128,8 +128,11 @@ class PairFigure:
         self.legend.set_html(legend_html(self.style))
         layout.addItem(self.legend, row=row, col=0, colspan=2)
         row += 1
-        left = layout.addLayout(row=row, col=0)
-        right = layout.addLayout(row=row, col=1)
+        # Side by side, or (`stacked`, for a narrow page) the right column under the left one.
+        left = layout.addLayout(row=row, col=0, colspan=2 if stacked else 1)
+        if stacked:
+            row += 1
+        right = layout.addLayout(row=row, col=0 if stacked else 1, colspan=2 if stacked else 1)
         layout.layout.setColumnStretchFactor(0, 1)
         layout.layout.setColumnStretchFactor(1, 1)
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.

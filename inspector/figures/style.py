@@ -9,28 +9,17 @@ import numpy as np
 
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
-#: Colour maps offered for router probabilities (perceptually uniform ones first).
-COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L3", "turbo")
+#: Colour maps offered for router probabilities: sequential and perceptually uniform only.
+COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L3")
 
-# A qualitative palette for experts (Tableau 20 without its reds: red marks dropped candidates).
-_QUALITATIVE = (
-    (31, 119, 180), (255, 127, 14), (44, 160, 44), (148, 103, 189), (140, 86, 75),
-    (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207), (174, 199, 232),
-    (255, 187, 120), (152, 223, 138), (197, 176, 213), (196, 156, 148), (247, 182, 210),
-    (199, 199, 199), (219, 219, 141), (158, 218, 229),
-)
-
-#: Qualitative palettes for experts by name: "tableau" (the screen default above); "tol-muted" (Paul
-#: Tol's muted scheme, told apart by colour-blind readers; the print default) and "okabe-ito" (Okabe
-#: and Ito's colours without black, which marks a missing expert). Past a palette's end,
-#: `categorical_colors` adds golden-ratio hues.
+#: The one qualitative palette of experts and of completion clusters, in the app and in exports:
+#: Paul Tol's muted scheme, told apart by colour-blind readers (it has no pure red, which marks
+#: dropped candidates). Past its end, `categorical_colors` adds golden-ratio hues.
 PALETTES: dict[str, tuple[tuple[int, int, int], ...]] = {
-    "tableau": _QUALITATIVE,
     "tol-muted": ((51, 34, 136), (136, 204, 238), (68, 170, 153), (17, 119, 51), (153, 153, 51),
                   (221, 204, 119), (204, 102, 119), (136, 34, 85), (170, 68, 153)),
-    "okabe-ito": ((230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178),
-                  (213, 94, 0), (204, 121, 167)),
 }
+PALETTE = "tol-muted"
 
 @dataclass(frozen=True)
 class FigureStyle:
@@ -38,7 +27,7 @@ class FigureStyle:
 
     background: str = "#ffffff"
     foreground: str = "#202020"
-    font_size: int = 10            # points, for axis labels and ticks
+    font_size: float = 10.0        # points, for axis labels and ticks
     kept_pen: str = "#ffffff"      # outline of kept candidates (over dark and light cells alike)
     kept_shadow: str = "#000000"
     dropped: str = "#e8101a"       # red X of dropped candidates
@@ -48,7 +37,7 @@ class FigureStyle:
     kept: str = "#08519c"
     capacity: str = "#d62728"
     colormap: str = "viridis"
-    palette: str = "tableau"       # qualitative palette of experts, a key of PALETTES
+    palette: str = PALETTE         # qualitative palette of experts and clusters, a key of PALETTES
 
     def font(self, scale: float = 1.0) -> QtGui.QFont:
         font = QtGui.QFont()
@@ -65,10 +54,10 @@ class FigureStyle:
             axis.label.setFont(self.font())
 
 
-def categorical_colors(n: int, palette: str = "tableau") -> np.ndarray:
+def categorical_colors(n: int, palette: str = PALETTE) -> np.ndarray:
     """`n` distinct RGB colours [n, 3] uint8: the qualitative `palette` (a key of PALETTES), then
     golden-ratio hues (no reds)."""
-    out = list(PALETTES.get(palette, _QUALITATIVE)[:n])
+    out = list(PALETTES.get(palette, PALETTES[PALETTE])[:n])
     i = 0
     while len(out) < n:
         h = (i * 0.618033988749895) % 1.0

@@ -1,0 +1,78 @@
+"""What a headless export shows when its options name nothing: the probe request's first run
+that diverges from the reference, that run's row and its cause layer, so that a figure exported
+with no options shows the most telling data, not the first run (often the one that drops nothing).
+No Qt here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from inspector.export.selection import Selection
+from inspector.figure_data.divergence_source import DivergenceSource, table_reference
+from traces.analysis.request import analyse_request
+from traces.schema import DROPLESS_CAPACITY
+
+#: The options that, when any is given, say what to show (no default is picked then).
+CHOOSING = ("run", "request", "row", "layer", "pair", "condition")
+
+
+@dataclass(frozen=True)
+class Divergent:
+    """The probe request's first divergent run against its reference, and the cause's MoE layer."""
+
+    request: int
+    run: str
+    row: int
+    reference: str
+    condition: str
+    layer: int
+    t_star: int
+
+    def describe(self) -> str:
+        return (f"request {self.request}: run {self.run} row {self.row}, the first to diverge from "
+                f"{self.reference} (at position {self.t_star}); MoE layer {self.layer}, the cause's")
+
+
+def first_divergent(trace) -> Divergent | None:
+    """The probe request's first divergent run with a capacity (else its first divergent run);
+    reference: the explanation table's, else the request's first run, as the pair view's. None
+    when no run of it diverges."""
+    source = DivergenceSource(trace)
+    request = source.default_request()
+    if request is None:
+        return None
+    choices = source.choices(request)
+    if len(choices) < 2:
+        return None
+    rows = source.rows(choices)
+    names = [c.run for c in choices]
+    from_table = table_reference(source.records(), choices)
+    reference = names.index(from_table) if from_table in names else 0
+    analysis = analyse_request(rows, reference)
+    diverged = [(c, v) for c, v in zip(choices, analysis.verdicts, strict=True) if v.diverged]
+    if not diverged:
+        return None
+    # A run with a capacity shows its drops; a dropless one (often the first, alone) shows none.
+    limited = [(c, v) for c, v in diverged
+               if (source.capacity(c.run, max(v.layer, 0)) != DROPLESS_CAPACITY).any()]
+    choice, verdict = (limited or diverged)[0]
+    return Divergent(request=int(request), run=choice.run, row=choice.row, reference=names[reference],
+                     condition=choice.condition, layer=max(int(verdict.layer), 0), t_star=int(verdict.t_star))
+
+
+def informative(trace, view: str, options: tuple[str, ...], sel: Selection) -> tuple[Selection, str]:
+    """`sel` (whose options named none of `CHOOSING`) with the first divergent run filled in, and
+    a line saying what was picked ('' when nothing was: no run diverges)."""
+    pick = first_divergent(trace)
+    if pick is None:
+        return sel, ""
+    if view == "runs":
+        changes = {"request": pick.request, "condition": pick.condition}
+    elif view == "pair":
+        changes = {"request": pick.request, "pair": (pick.reference, pick.run), "layer": pick.layer}
+    else:
+        changes = {"run": pick.run, "row": pick.row, "request": pick.request}
+        if "layer" in options:
+            changes["layer"] = pick.layer
+    changes = {k: v for k, v in changes.items() if k in options}
+    return replace(sel, **changes), f"picked {pick.describe()}"
