@@ -127,8 +127,14 @@ def read_runs(trace, sel: Selection):
 
 
 def pair_columns(data, sel: Selection) -> dict[str, np.ndarray]:
+    v = data.verdict
+    has_layer = v.layer >= 0 and data.cause_model_layer is not None
+    # The cause's own layer, whatever layer the figure shows ("" when the cause has none).
     context = {"request": data.request, "run_a": data.run_a, "row_a": data.a.row, "run_b": data.run_b,
-               "row_b": data.b.row, "layer": data.layer, "t_star": data.t_star}
+               "row_b": data.b.row, "layer": data.layer, "model_layer": data.model_layer,
+               "t_star": data.t_star, "cause": data.cause.cause if v.diverged else "",
+               "cause_layer": str(v.layer) if has_layer else "",
+               "cause_model_layer": str(data.cause_model_layer) if has_layer else ""}
     return in_range(with_context(context, data.to_columns()), sel)
 
 

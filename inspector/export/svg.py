@@ -6,7 +6,8 @@ the data 10 to 100 times, so a viewer that ignores that attribute (librsvg, cair
 converters) draws every 1 px frame, bar edge and curve 10 to 100 px wide. `final_coordinates`
 applies each such transform to the shapes' coordinates instead, so every stroke is drawn in the
 page's units with no `vector-effect` at all; text and images keep their transforms (a text's
-rotation, an image's cell grid). Font families end in a generic family, DejaVu Sans first.
+rotation, an image's cell grid). Font families end in a generic family, DejaVu Sans first, and
+font sizes are the whole pixels Qt set the text in.
 """
 
 from __future__ import annotations
@@ -168,6 +169,11 @@ def _flatten_group(group: ET.Element) -> list[ET.Element]:
 
 
 def _fonts(element: ET.Element) -> None:
+    size = element.get("font-size")
+    if size is not None and _NUMBER.fullmatch(size):
+        # Qt sets text in whole pixels of the layout (PNG and PDF draw 10.67 px text at 11 px) but
+        # writes the size asked: write the one drawn, or viewers set narrower text.
+        element.set("font-size", str(max(round(float(size)), 1)))
     family = element.get("font-family")
     if family is not None:
         element.set("font-family", MONO if "mono" in family.lower() or "courier" in family.lower() else SANS)

@@ -123,6 +123,7 @@ class PairData:
     text_b: CompletionText
     verdict: Verdict
     cause: CauseText
+    cause_model_layer: int | None = None  # model layer of the cause's MoE layer (None: no layer)
 
     @property
     def n_layers(self) -> int:
@@ -275,4 +276,5 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         verdict=verdict,
         cause=cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
                          model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None),
+        cause_model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None,
     )

@@ -40,8 +40,10 @@ class FigureStyle:
     palette: str = PALETTE         # qualitative palette of experts and clusters, a key of PALETTES
 
     def font(self, scale: float = 1.0) -> QtGui.QFont:
+        """The style's font at `scale` times its size, but not below 7 pt (the smallest legible
+        on paper) unless the style's own size is smaller."""
         font = QtGui.QFont()
-        font.setPointSizeF(self.font_size * scale)
+        font.setPointSizeF(max(self.font_size * scale, min(self.font_size, 7.0)))
         return font
 
     def style_plot(self, plot: pg.PlotItem) -> None:
