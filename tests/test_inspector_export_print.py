@@ -1,0 +1,230 @@
+"""Figures for print: every view's SVG drawn by another renderer (cairosvg) looks like its PNG, each
+page preset gives a PDF of its size whose smallest text is 7 pt and whose panels have room, a
+figure that cannot fit fails with exit 2, and the cause names its own layer."""
+
+import math
+import re
+import unicodedata
+import xml.etree.ElementTree as ET
+
+import cairosvg
+import numpy as np
+import pytest
+from pypdf import PdfReader
+
+from inspector.cli import main
+from inspector.export import SPECS
+from inspector.export.page import MIN_FONT_PT, PRESETS
+from inspector.export.svg import final_coordinates
+from inspector.figure_data.divergence_source import DivergenceSource
+from inspector.figure_data.pair import pair_figure_data
+from traces import open_trace
+
+VIEWS = tuple(SPECS)
+#: Grayscale images are compared after averaging BLOCK x BLOCK pixel blocks (at 100 dpi, about a
+#: line of 10 pt text): the same figure, whatever each renderer's anti-aliasing and glyph hinting.
+BLOCK = 8
+
+
+def export(trace_path, view: str, out, *options: str) -> int:
+    return main(["export", str(trace_path), "--view", view, *options, "-o", str(out)])
+
+
+def gray(png: bytes) -> np.ndarray:
+    """[H, W] float grayscale of PNG bytes (read by Qt, with white under transparent parts)."""
+    from inspector.qt import QtGui
+
+    image = QtGui.QImage.fromData(png)
+    assert not image.isNull()
+    flat = QtGui.QImage(image.size(), QtGui.QImage.Format.Format_RGB32)
+    flat.fill(QtGui.QColor("#ffffff"))
+    painter = QtGui.QPainter(flat)
+    painter.drawImage(0, 0, image)
+    painter.end()
+    gray8 = flat.convertToFormat(QtGui.QImage.Format.Format_Grayscale8)
+    rows = np.frombuffer(gray8.constBits(), np.uint8).reshape(gray8.height(), gray8.bytesPerLine())
+    return rows[:, :gray8.width()].astype(np.float64)
+
+
+def blocks(image: np.ndarray) -> np.ndarray:
+    h, w = (image.shape[0] // BLOCK) * BLOCK, (image.shape[1] // BLOCK) * BLOCK
+    return image[:h, :w].reshape(h // BLOCK, BLOCK, w // BLOCK, BLOCK).mean(axis=(1, 3))
+
+
+# -- SVG ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_svg_drawn_by_cairosvg_looks_like_the_png(qapp, trace_path, tmp_path, view):
+    png, svg = tmp_path / f"{view}.png", tmp_path / f"{view}.svg"
+    for out in (png, svg):
+        assert export(trace_path, view, out, "--size", "page", "--dpi", "100") == 0
+    text = svg.read_text(encoding="utf-8")
+    assert "non-scaling-stroke" not in text and "vector-effect" not in text
+    families = set(re.findall(r'font-family="([^"]*)"', text))
+    assert families and all(f.startswith("DejaVu Sans") and f.split(",")[-1].strip() in ("sans-serif", "monospace")
+                            for f in families), families
+    expected = gray(png.read_bytes())
+    drawn = gray(cairosvg.svg2png(url=str(svg), output_width=expected.shape[1],
+                                  output_height=expected.shape[0]))
+    assert drawn.shape == expected.shape
+    a, b = blocks(expected).ravel(), blocks(drawn).ravel()
+    assert np.corrcoef(a, b)[0, 1] >= 0.9
+
+
+def test_final_coordinates_moves_strokes_out_of_stretching_transforms():
+    svg = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 100">'
+           b'<g stroke="#000" stroke-width="1" transform="matrix(10,0,0,-20,5,90)" font-family="Sans Serif">'
+           b'<rect vector-effect="non-scaling-stroke" x="0" y="0" width="2" height="1"/>'
+           b'<polyline vector-effect="non-scaling-stroke" points="0,0 1,1"/>'
+           b'<path vector-effect="non-scaling-stroke" d="M0,0 L1,2 C1,1 2,2 3,3"/>'
+           b'<text x="0" y="0" font-size="10.6667">t</text></g>'
+           b'<g stroke="#000" stroke-width="0.1" transform="matrix(10,0,0,10,0,0)">'
+           b'<polyline points="0,0 1,1"/></g></svg>')
+    root = ET.fromstring(final_coordinates(svg))
+    ns = "{http://www.w3.org/2000/svg}"
+    groups = root.findall(f"{ns}g")
+    flat = groups[0]
+    assert flat.get("transform") is None and flat.get("stroke-width") == "1"
+    rect = flat.find(f"{ns}rect")
+    assert (rect.get("x"), rect.get("y"), rect.get("width"), rect.get("height")) == ("5", "70", "20", "20")
+    assert flat.find(f"{ns}polyline").get("points") == "5,90 15,70"
+    assert flat.find(f"{ns}path").get("d") == "M 5,90 L 15,50 C 15,70 25,50 35,30"
+    kept = groups[1]  # the text keeps its transform (and the size Qt drew it at)
+    assert kept.get("transform") == "matrix(10,0,0,-20,5,90)"
+    assert kept.find(f"{ns}text").get("font-size") == "11"
+    scaled = groups[2]  # a scaling pen's width and the shape move to page units together
+    assert scaled.get("transform") is None and scaled.get("stroke-width") == "1"
+    assert scaled.find(f"{ns}polyline").get("points") == "0,0 10,10"
+    assert "vector-effect" not in final_coordinates(svg).decode()
+
+
+# -- page presets -----------------------------------------------------------------------------------
+
+def _mult(a, b):
+    return [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
+            a[2] * b[1] + a[3] * b[3], a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5]]
+
+
+def pdf_facts(path) -> tuple[float, float, float, list[float], str]:
+    """(width in, height in, smallest text in pt, heights in pt of the images drawn, text)."""
+    page = PdfReader(path).pages[0]
+    sizes, images, texts = [], [], []
+
+    def text_seen(text, cm, tm, font, size):
+        if text.strip():
+            m = _mult(tm, cm)
+            sizes.append(size * math.hypot(m[2], m[3]))
+            texts.append(text)
+
+    def operator(op, args, cm, tm):
+        if op == b"Do":
+            images.append(math.hypot(cm[2], cm[3]))
+
+    page.extract_text(visitor_text=text_seen, visitor_operand_before=operator)
+    return (float(page.mediabox.width) / 72, float(page.mediabox.height) / 72, min(sizes), images,
+            " ".join(texts))
+
+
+@pytest.mark.parametrize("size", PRESETS)
+@pytest.mark.parametrize("view", VIEWS)
+def test_each_preset_gives_a_legible_pdf_of_its_size(qapp, trace_path, tmp_path, view, size):
+    out = tmp_path / f"{view}-{size}.pdf"
+    assert export(trace_path, view, out, "--size", size, "--dpi", "72") == 0
+    width, height, smallest, images, _ = pdf_facts(out)
+    preset = PRESETS[size]
+    assert width == pytest.approx(preset.width_in, abs=0.02)
+    if SPECS[view].fit_height:  # the text strip's page is as tall as its text
+        assert 0.3 < height < 4
+    elif preset.height_in is not None:
+        assert height == pytest.approx(preset.height_in, abs=0.02)
+    else:
+        assert height == pytest.approx(SPECS[view].heights[0 if size == "column" else 1], abs=0.02)
+    assert smallest >= MIN_FONT_PT - 0.01
+    assert all(h >= 0.3 * 72 for h in images), images  # no heatmap of zero height
+    if view in ("routing", "layers", "pair", "runs"):
+        assert images
+
+
+def test_a_figure_that_cannot_fit_exits_2_and_says_what_to_change(trace_path, tmp_path, capsys):
+    out = tmp_path / "routing.png"
+    assert export(trace_path, "routing", out, "--size", "column", "--height", "80", "--dpi", "100") == 2
+    err = capsys.readouterr().err
+    assert "does not fit" in err and "--height" in err and "--font-pt" in err
+    assert not out.exists()
+
+
+def test_a_compact_layout_says_what_it_left_out(qapp, trace_path, tmp_path):
+    out = tmp_path / "pair.pdf"
+    assert export(trace_path, "pair", out, "--size", "slide", "--dpi", "72") == 0
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
+    assert "Left out to fit the page: the completions and the cause" in text
+
+
+@pytest.mark.parametrize("options", [("--font-pt", "6"), ("--size", "column", "--width", "500")])
+def test_bad_print_options_exit_2(trace_path, tmp_path, capsys, options):
+    assert export(trace_path, "routing", tmp_path / "x.png", *options) == 2
+    assert "error" in capsys.readouterr().err
+
+
+# -- defaults and tables ------------------------------------------------------------------------------
+
+def test_headless_defaults_pick_a_divergent_run_and_say_so(trace_path, tmp_path, capsys):
+    out = tmp_path / "routing.csv"
+    assert export(trace_path, "routing", out) == 0
+    said = capsys.readouterr().out
+    found = re.search(r"picked request (\d+): run (\S+) row (\d+), .*MoE layer (\d+)", said)
+    assert found, said
+    header, *rows = [line.split(",") for line in out.read_text().splitlines()]
+    first = dict(zip(header, rows[0], strict=True))
+    assert (first["request"], first["run"], first["row"], first["layer"]) == found.groups()
+
+
+def test_csv_says_dropless_and_no_cause_in_words(trace_path, tmp_path):
+    with open_trace(trace_path) as trace:
+        runs = trace.run_names
+    out = tmp_path / "load.csv"
+    assert export(trace_path, "load", out, "--run", runs[0]) == 0
+    capacity = [line.split(",")[-1] for line in out.read_text().splitlines()[1:]]
+    assert all(c == "dropless" or int(c) >= 0 for c in capacity)
+    out = tmp_path / "runs.csv"
+    assert export(trace_path, "runs", out, "--condition", "") == 0
+    header, *rows = [line.split(",") for line in out.read_text().splitlines()]
+    for row in rows:
+        values = dict(zip(header, row, strict=False))
+        assert (values["cause"] == "") == (int(values["t_star"]) < 0)
+
+
+def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
+    with open_trace(trace_path) as trace:
+        source = DivergenceSource(trace)
+        found = None
+        for request in source.requests():
+            choices = source.choices(request)
+            a = source.row(choices[0].run, choices[0].row)
+            for c in choices[1:]:
+                b = source.row(c.run, c.row)
+                probe = pair_figure_data(a, b, 0, vocab=source.vocab, capacity_a=source.capacity(a.run, 0),
+                                         capacity_b=source.capacity(b.run, 0))
+                if probe.verdict.layer >= 0:
+                    found = (a, b, probe.verdict.layer)
+                    break
+            if found:
+                break
+        assert found, "the synthetic trace holds a pair whose cause has a layer"
+        a, b, cause_layer = found
+        shown = (cause_layer + 1) % a.n_layers
+        moe_layers = [10 + 3 * i for i in range(a.n_layers)]  # model layers unlike the MoE indices
+        data = pair_figure_data(a, b, shown, vocab=source.vocab, capacity_a=source.capacity(a.run, shown),
+                                capacity_b=source.capacity(b.run, shown), moe_layers=moe_layers)
+    from inspector.export.divergence import pair_columns
+    from inspector.export.selection import Selection
+
+    assert data.model_layer == moe_layers[shown]
+    facts = " ".join(v for _, v in data.cause.facts)
+    assert f"layer {cause_layer} (model layer {moe_layers[cause_layer]})" in facts
+    assert f"(model layer {moe_layers[shown]})" not in facts
+    assert f"layer {cause_layer}" in data.cause.sentence.lower()
+    columns = pair_columns(data, Selection(layer=shown))
+    assert set(columns["cause_layer"]) == {str(cause_layer)}
+    assert set(columns["cause_model_layer"]) == {str(moe_layers[cause_layer])}
+    assert set(columns["layer"]) == {shown} and set(columns["model_layer"]) == {moe_layers[shown]}
