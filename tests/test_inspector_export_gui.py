@@ -159,6 +159,20 @@ def test_dialog_fields_follow_the_view_and_format(qtbot, window, tmp_path):
     assert d.fit_text.isVisibleTo(d) and d.path_edit.text().endswith("text-r001-row2.csv")
 
 
+def test_dialog_page_preset_sets_the_size_and_font(qtbot, window, tmp_path):
+    v = shown(qtbot, window, RoutingView)
+    d = export_dialog.ExportDialog(window.views, v, window.settings, window)
+    qtbot.addWidget(d)
+    d.format_box.setCurrentIndex(d.format_box.findData("pdf"))
+    d.dpi_box.setValue(100)
+    d.preset_box.setCurrentIndex(d.preset_box.findData("column"))
+    assert d.width_box.value() == 350 and d.font_box.value() == 8.0
+    assert "3.50 x" in d.physical.text()
+    d.path_edit.setText(str(tmp_path / "column.pdf"))
+    page = d.save()
+    assert page.inches[0] == 3.5 and (tmp_path / "column.pdf").exists()
+
+
 def test_visible_positions_only(qtbot, window, tmp_path):
     v = shown(qtbot, window, RoutingView)
     v.figure.plot.vb.setRange(xRange=(4.5, 14.5), padding=0)

@@ -61,7 +61,8 @@ def test_svg_drawn_by_cairosvg_looks_like_the_png(qapp, trace_path, tmp_path, vi
     text = svg.read_text(encoding="utf-8")
     assert "non-scaling-stroke" not in text and "vector-effect" not in text
     families = set(re.findall(r'font-family="([^"]*)"', text))
-    assert families and all(f.startswith("DejaVu Sans") and f.split(",")[-1].strip() in ("sans-serif", "monospace")
+    generic = ("sans-serif", "monospace")
+    assert families and all(f.startswith("DejaVu Sans") and f.split(",")[-1].strip() in generic
                             for f in families), families
     expected = gray(png.read_bytes())
     drawn = gray(cairosvg.svg2png(url=str(svg), output_width=expected.shape[1],

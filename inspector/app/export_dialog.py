@@ -1,8 +1,8 @@
 """The app's export: File > Export… (Ctrl+Shift+E) and each view's Export… button open a dialog
-(view, format, size, DPI, path); Edit > Copy Figure (Ctrl+Shift+C) puts the current view's figure
-on the clipboard as an image and as SVG. Both take what the view exports (`View.export_state`) to
-`inspector.export.save`, like the `export` command, so the app and the command write the same files
-for the same view."""
+(view, format, page preset, size, DPI, font size, path); Edit > Copy Figure (Ctrl+Shift+C) puts the
+current view's figure on the clipboard as an image and as SVG. Both take what the view exports
+(`View.export_state`) to `inspector.export.save`, like the `export` command, so the app and the
+command write the same files for the same view."""
 
 from __future__ import annotations
 
@@ -13,7 +13,17 @@ from collections.abc import Sequence
 from inspector.app.errors import show_error
 from inspector.app.settings import Settings
 from inspector.export import output as saving
-from inspector.export.page import MAX_DPI, MAX_SIZE, MIN_DPI, MIN_SIZE, Page, RenderError
+from inspector.export.page import (
+    DEFAULT_FONT_PT,
+    MAX_DPI,
+    MAX_SIZE,
+    MIN_DPI,
+    MIN_FONT_PT,
+    MIN_SIZE,
+    PRESETS,
+    Page,
+    RenderError,
+)
 from inspector.export.registry import Export
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets
 from inspector.views.base import View
@@ -24,14 +34,16 @@ FORMAT_NAMES = {"png": "PNG image", "svg": "SVG (vector)", "pdf": "PDF (vector)"
 
 
 def save_view(view: View, path: str, fmt: str | None = None, page: Page | None = None, *,
-              visible_only: bool = False, fit_height: bool = True) -> Page | None:
+              visible_only: bool = False, fit_height: bool = True,
+              font_pt: float | None = None) -> Page | None:
     """Export what `view` shows to `path` (the dialog's work without the dialog)."""
     export = view.export_state()
     if export is None:
         raise RenderError(f"the {view.title} view shows nothing to export")
     if visible_only:
         export = export.with_selection(range=view.shown_positions())
-    return saving.save(export, path, fmt, page, fit_height=fit_height)
+    style = saving.print_style(saving.font_pt(None, font_pt)) if font_pt is not None else None
+    return saving.save(export, path, fmt, page, style, fit_height=fit_height)
 
 
 class ExportDialog(QtWidgets.QDialog):
@@ -52,9 +64,19 @@ class ExportDialog(QtWidgets.QDialog):
         self.width_box = self._spin(MIN_SIZE, MAX_SIZE, " px")
         self.height_box = self._spin(MIN_SIZE, MAX_SIZE, " px")
         self.dpi_box = self._spin(MIN_DPI, MAX_DPI, " dpi")
+        self.preset_box = QtWidgets.QComboBox()
+        self.preset_box.addItem("The view's usual page", "")
+        for preset in PRESETS.values():
+            self.preset_box.addItem(f"{preset.name}: {preset.about}", preset.name)
+        self.font_box = QtWidgets.QDoubleSpinBox()
+        self.font_box.setRange(MIN_FONT_PT, 48.0)
+        self.font_box.setSingleStep(0.5)
+        self.font_box.setSuffix(" pt")
+        self.font_box.setValue(DEFAULT_FONT_PT)
+        self.font_box.setToolTip("Font size on the page; no text is smaller than 7 pt")
         self.physical = QtWidgets.QLabel()
         usual = QtWidgets.QPushButton("Usual size")
-        usual.setToolTip("The view's usual page at this DPI")
+        usual.setToolTip("The page's size (the preset's, or the view's usual page) at this DPI")
         usual.clicked.connect(self._usual_size)
         self.visible_only = QtWidgets.QCheckBox("Only the positions shown now")
         self.fit_text = QtWidgets.QCheckBox("Height fits the text")
@@ -71,7 +93,9 @@ class ExportDialog(QtWidgets.QDialog):
         form = QtWidgets.QFormLayout()
         form.addRow("View:", self.view_box)
         form.addRow("Format:", self.format_box)
+        form.addRow("Page:", self.preset_box)
         form.addRow("Size:", size_row)
+        form.addRow("Font:", self.font_box)
         form.addRow("", self.physical)
         form.addRow("", self.visible_only)
         form.addRow("", self.fit_text)
@@ -88,6 +112,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.dpi_box.setValue(settings.value("export/dpi", int(saving.DEFAULT_DPI), int))
         self.view_box.setCurrentIndex(self.views.index(current) if current in self.views else 0)
         self.view_box.currentIndexChanged.connect(self._view_changed)
+        self.preset_box.currentIndexChanged.connect(self._preset_changed)
         self.format_box.currentIndexChanged.connect(self._format_changed)
         self.dpi_box.valueChanged.connect(self._update_physical)
         self.width_box.valueChanged.connect(self._update_physical)
@@ -118,10 +143,18 @@ class ExportDialog(QtWidgets.QDialog):
     def export(self) -> Export | None:
         return self.view.export_state()
 
+    @property
+    def preset(self) -> str | None:
+        return self.preset_box.currentData() or None
+
     def _usual_size(self) -> None:
-        page = saving.default_page(self.view.name, self.dpi_box.value())
+        page = saving.default_page(self.view.name, self.dpi_box.value(), size=self.preset)
         self.width_box.setValue(page.width)
         self.height_box.setValue(page.height)
+
+    def _preset_changed(self) -> None:
+        self.font_box.setValue(saving.font_pt(self.preset))
+        self._usual_size()
 
     def _view_changed(self) -> None:
         self._usual_size()
@@ -138,7 +171,7 @@ class ExportDialog(QtWidgets.QDialog):
         if path:
             self.path_edit.setText(os.path.splitext(path)[0] + "." + self.fmt)
         sized = self.fmt != "csv"
-        for w in (self.width_box, self.height_box, self.dpi_box):
+        for w in (self.width_box, self.height_box, self.dpi_box, self.preset_box, self.font_box):
             w.setEnabled(sized)
         self._update_physical()
 
@@ -183,7 +216,7 @@ class ExportDialog(QtWidgets.QDialog):
         page = self.page() if self.fmt != "csv" else None
         return save_view(self.view, self.path_edit.text(), self.fmt, page,
                          visible_only=self.visible_only.isEnabled() and self.visible_only.isChecked(),
-                         fit_height=self.fit_text.isChecked())
+                         fit_height=self.fit_text.isChecked(), font_pt=self.font_box.value())
 
 
 def current_view(window) -> View | None:
