@@ -100,8 +100,8 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
         canvas.close()
     w_in, h_in = page.inches
     raise RenderError(f"the {export.view} figure does not fit {w_in:.2f} x {h_in:.2f} in at "
-                      f"{style.font_size:g} pt: {found[0]}; give a taller page (--height, or --size page), "
-                      f"or a smaller --font-pt (at least {MIN_FONT_PT:g})")
+                      f"{style.font_size:g} pt: {found[0]}; give a taller page (--height), a page preset "
+                      f"(--size column, page or slide) or a smaller --font-pt (at least {MIN_FONT_PT:g})")
 
 
 def _fit_height(canvas, figure, style) -> None:
