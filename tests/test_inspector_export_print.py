@@ -53,6 +53,43 @@ def blocks(image: np.ndarray) -> np.ndarray:
 
 # -- SVG ----------------------------------------------------------------------------------------------
 
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def _box(numbers: list[float]) -> tuple[float, float, float, float]:
+    xs, ys = numbers[0::2], numbers[1::2]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def clipped_away(svg: bytes) -> list[str]:
+    """Shapes (in page coordinates) that lie wholly outside the clip of their group: drawn under
+    a clip that is not theirs, so no viewer shows them."""
+    root = ET.fromstring(svg)
+    clips = {c.get("id"): _box([float(v) for v in re.findall(r"[-\d.e]+", c.find(f"{NS}path").get("d"))])
+             for c in root.iter(f"{NS}clipPath")}
+    out = []
+    for outer in root.iter(f"{NS}g"):
+        found = re.match(r"url\(#(\w+)\)", outer.get("clip-path", ""))
+        if not found:
+            continue
+        x0, y0, x1, y1 = clips[found.group(1)]
+        for group in outer.findall(f"{NS}g"):
+            if group.get("transform"):
+                continue
+            for shape in group:
+                if shape.tag == f"{NS}rect":
+                    x, y = float(shape.get("x")), float(shape.get("y"))
+                    box = (x, y, x + float(shape.get("width")), y + float(shape.get("height")))
+                elif shape.tag in (f"{NS}polyline", f"{NS}polygon", f"{NS}path"):
+                    text = shape.get("points") or shape.get("d")
+                    box = _box([float(v) for v in re.findall(r"-?[\d.]+(?:e-?\d+)?", text)])
+                else:
+                    continue
+                if box[2] < x0 - 1 or box[0] > x1 + 1 or box[3] < y0 - 1 or box[1] > y1 + 1:
+                    out.append(f"{shape.tag[len(NS):]} at {box} outside clip {found.group(1)}")
+    return out
+
+
 @pytest.mark.parametrize("view", VIEWS)
 def test_svg_drawn_by_cairosvg_looks_like_the_png(qapp, trace_path, tmp_path, view):
     png, svg = tmp_path / f"{view}.png", tmp_path / f"{view}.svg"
@@ -60,6 +97,7 @@ def test_svg_drawn_by_cairosvg_looks_like_the_png(qapp, trace_path, tmp_path, vi
         assert export(trace_path, view, out, "--size", "page", "--dpi", "100") == 0
     text = svg.read_text(encoding="utf-8")
     assert "non-scaling-stroke" not in text and "vector-effect" not in text
+    assert clipped_away(svg.read_bytes()) == []
     families = set(re.findall(r'font-family="([^"]*)"', text))
     generic = ("sans-serif", "monospace")
     assert families and all(f.startswith("DejaVu Sans") and f.split(",")[-1].strip() in generic

@@ -62,7 +62,7 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              heights=(9.5, 9.0), fits=4, aliases=("divergence",)),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
-             heights=(4.0, 5.0), fits=2),
+             heights=(5.5, 5.0), fits=2),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
              area="bottom", fit_height=True),

@@ -3,7 +3,7 @@
 A figure is laid out on a hidden `pg.GraphicsLayoutWidget` (a `Canvas`) at the page's size in
 screen units, so a font of 10 points is 10/72 inch on paper whatever the DPI, then its scene is
 drawn through `QPainter` onto the target: a `QImage` (PNG, with the DPI in its pHYs chunk),
-`QSvgGenerator` or `QPdfWriter`. Vector targets keep axes, ticks and text as vector and text as
+`QSvgGenerator` (item by item, see `_paint_items`) or `QPdfWriter`. Vector targets keep axes, ticks and text as vector and text as
 text. Heatmaps stay sharp: painters never smooth pixmaps, and before a vector export each image is
 repeated cell by cell (nearest neighbour) up to the output resolution, so a viewer that smooths
 embedded images cannot blur cell edges.
@@ -140,8 +140,47 @@ def sharpen_images(canvas: Canvas) -> None:
 
 # -- targets ------------------------------------------------------------------------------------------
 
-def _paint(canvas: Canvas, painter: QtGui.QPainter, target: QtCore.QRectF) -> None:
-    """Draw the canvas's scene onto `painter` filling `target`, in export mode."""
+def _paint_items(canvas: Canvas, painter: QtGui.QPainter, target: QtCore.QRectF) -> None:
+    """Draw the scene item by item in stacking order, each with its clip set anew.
+
+    `QGraphicsScene.render` saves the painter, clips an item and restores; `QSvgGenerator` misses
+    a clip restored to an outer one and keeps the inner clip for what follows (a legend's swatches
+    clipped away by an axis label's clip). Here no clip is ever restored: each item sets its own."""
+    source = canvas.source()
+    base = QtGui.QTransform.fromTranslate(target.x(), target.y())
+    base.scale(target.width() / source.width(), target.height() / source.height())
+    base = QtGui.QTransform.fromTranslate(-source.x(), -source.y()) * base
+    page = QtGui.QPainterPath()
+    page.addRect(source)
+    option = QtWidgets.QStyleOptionGraphicsItem()
+    no_contents = QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
+    clips_children = QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape
+    clips_self = QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemClipsToShape
+    items = canvas.widget.scene().items(QtCore.Qt.SortOrder.AscendingOrder)
+    for item in items:
+        if not item.isVisible() or item.flags() & no_contents or item.effectiveOpacity() <= 0:
+            continue
+        clip = QtGui.QPainterPath(page)
+        owner = item if item.flags() & clips_self else item.parentItem()
+        while owner is not None:
+            if owner is item or owner.flags() & clips_children:
+                clip = clip.intersected(owner.mapToScene(owner.shape()))
+            owner = owner.parentItem()
+        if clip.isEmpty():
+            continue
+        painter.save()
+        painter.setTransform(base)
+        painter.setClipPath(clip)
+        painter.setTransform(item.sceneTransform() * base)
+        painter.setOpacity(item.effectiveOpacity())
+        option.exposedRect = item.boundingRect()
+        item.paint(painter, option, None)
+        painter.restore()
+
+
+def _paint(canvas: Canvas, painter: QtGui.QPainter, target: QtCore.QRectF, *, by_item: bool = False) -> None:
+    """Draw the canvas's scene onto `painter` filling `target`, in export mode (`by_item`: item
+    by item, for SVG)."""
     painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
     painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
     # Heatmap cells are data: never interpolate them, and never store them as JPEG (a PDF's default).
@@ -154,8 +193,11 @@ def _paint(canvas: Canvas, painter: QtGui.QPainter, target: QtCore.QRectF) -> No
     try:
         for item in items:
             item.setExportMode(True, opts)
-        canvas.widget.scene().render(painter, target, canvas.source(),
-                                     QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
+        if by_item:
+            _paint_items(canvas, painter, target)
+        else:
+            canvas.widget.scene().render(painter, target, canvas.source(),
+                                         QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
     finally:
         for item in items:
             item.setExportMode(False)
@@ -207,7 +249,7 @@ def svg_bytes(canvas: Canvas, title: str = "") -> bytes:
     generator.setDescription("moe-inspector figure")
     painter = QtGui.QPainter(generator)
     try:
-        _paint(canvas, painter, canvas.source())
+        _paint(canvas, painter, canvas.source(), by_item=True)
     finally:
         painter.end()
     buffer.close()
