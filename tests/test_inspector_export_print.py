@@ -267,3 +267,16 @@ def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
     assert set(columns["cause_layer"]) == {str(cause_layer)}
     assert set(columns["cause_model_layer"]) == {str(moe_layers[cause_layer])}
     assert set(columns["layer"]) == {shown} and set(columns["model_layer"]) == {moe_layers[shown]}
+
+
+def test_runs_that_never_diverge_get_a_note_not_an_empty_chart(qapp, tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
+    if not example.exists():
+        pytest.skip("the example trace is not recorded")
+    out = tmp_path / "runs.pdf"
+    assert export(example, "runs", out, "--request", "0", "--condition", "MoE dropless, native",
+                  "--size", "page", "--dpi", "72") == 0
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
+    assert "no run diverges from the reference" in text and "causes of the 0" not in text
