@@ -104,7 +104,8 @@ def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     figure = PairFigure(layout, style, with_text=fit < 2, stacked=fit % 2 == 1)
     figure.set_data(data)
     if fit >= 2:
-        figure.left_out = ["the completions and the cause (`moe-inspector explain` prints the cause)"]
+        _leave_out(layout, figure, "the completions, the cause (`moe-inspector explain` prints it) and the "
+                   "key of colours (the app's Side by side tab shows it)", figure.legend)
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows

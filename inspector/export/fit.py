@@ -23,7 +23,7 @@ def _name(plot: pg.PlotItem) -> str:
 def problems(canvas: Canvas) -> list[str]:
     """What keeps the figure from fitting its page, one phrase each (none when it fits)."""
     dpi, width, height = canvas.dpi, canvas.size.width(), canvas.size.height()
-    out = []
+    out, titles = [], []
     for item in canvas.layout.items:
         rect = item.sceneBoundingRect()
         if rect.bottom() > height + 1 or rect.right() > width + 1:
@@ -37,6 +37,13 @@ def problems(canvas: Canvas) -> list[str]:
             if area.height() < MIN_PANEL_IN * dpi or (not narrow and area.width() < MIN_PLOT_WIDTH_IN * dpi):
                 out.append(f"the plot {_name(item)!r} gets {area.width() / dpi:.2f} x "
                            f"{area.height() / dpi:.2f} in")
+            left = item.getAxis("left")
+            if not narrow and left.isVisible() and left.label.isVisible() and left.labelText:
+                titles.append((left.labelText, left.label.sceneBoundingRect()))
+    for i, (text, rect) in enumerate(titles):
+        clash = next((other for other, r in titles[i + 1:] if r.intersects(rect)), None)
+        if clash is not None:
+            out.append(f"the axis titles {text!r} and {clash!r} overlap")
     out.extend(f"text {t} is cut off" for t in overflow(canvas)[:1])
     return out
 

@@ -84,7 +84,7 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
     from inspector.export.fit import add_note, problems
     from inspector.export.render import Canvas
 
-    found: list[str] = []
+    closest: list[str] = []
     for fit in range(export.spec.fits):
         canvas = Canvas(page, style.background)
         figure = export.draw(canvas.layout, style, fit)
@@ -93,6 +93,8 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
         if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
             _fit_height(canvas, figure, style)
         found = problems(canvas)
+        if not closest or len(found) < len(closest):
+            closest = found
         if not found:
             if fit:
                 log.info("%s: a compact layout (%d) fits %s", export.view, fit, page.describe())
@@ -100,7 +102,7 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
         canvas.close()
     w_in, h_in = page.inches
     raise RenderError(f"the {export.view} figure does not fit {w_in:.2f} x {h_in:.2f} in at "
-                      f"{style.font_size:g} pt: {found[0]}; give a taller page (--height), a page preset "
+                      f"{style.font_size:g} pt: {closest[0]}; give a taller page (--height), a page preset "
                       f"(--size column, page or slide) or a smaller --font-pt (at least {MIN_FONT_PT:g})")
 
 

@@ -3,10 +3,10 @@
 A figure is laid out on a hidden `pg.GraphicsLayoutWidget` (a `Canvas`) at the page's size in
 screen units, so a font of 10 points is 10/72 inch on paper whatever the DPI, then its scene is
 drawn through `QPainter` onto the target: a `QImage` (PNG, with the DPI in its pHYs chunk),
-`QSvgGenerator` (item by item, see `_paint_items`) or `QPdfWriter`. Vector targets keep axes, ticks and text as vector and text as
-text. Heatmaps stay sharp: painters never smooth pixmaps, and before a vector export each image is
-repeated cell by cell (nearest neighbour) up to the output resolution, so a viewer that smooths
-embedded images cannot blur cell edges.
+`QSvgGenerator` (item by item, see `_paint_items`) or `QPdfWriter`. Vector targets keep axes,
+ticks and text as vector and text as text. Heatmaps stay sharp: painters never smooth pixmaps,
+and before a vector export each image is repeated cell by cell (nearest neighbour) up to the
+output resolution, so a viewer that smooths embedded images cannot blur cell edges.
 """
 
 from __future__ import annotations
