@@ -1,4 +1,4 @@
-"""The main window's menus: File (open, recent, reload, close, export, quit), Edit (copy figure),
+"""The main window's menus: File (open, recent, examples, reload, close, export, quit), Edit (copy figure),
 View, Navigate and Help.
 
 Every action is also added to the window itself, so its shortcut works whatever has focus.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inspector.app.example import EXAMPLES
 from inspector.qt import QtGui, QtWidgets
 
 
@@ -41,6 +42,7 @@ def build_menus(window) -> Menus:
                "Open a trace file")
     recent = file.addMenu("Open &Recent")
     recent.aboutToShow.connect(window.fill_recent)
+    fill_examples(file.addMenu("Open E&xample"), window.open_path)
     reload = add_action(window, file, "&Reload", window.reload, "F5", "Read the file again")
     close = add_action(window, file, "&Close", window.close_trace, "Ctrl+W", "Close the trace")
     file.addSeparator()
@@ -76,6 +78,17 @@ def _export(name: str, window) -> None:
     from inspector.app import export_dialog as dialog
 
     getattr(dialog, name)(window, dialog.current_view(window))
+
+
+def fill_examples(menu: QtWidgets.QMenu, open_path) -> None:
+    """One entry per shipped example trace; a missing one is shown disabled."""
+    for example in EXAMPLES:
+        action = menu.addAction(example.title)
+        action.setToolTip(example.about)
+        action.setStatusTip(example.about)
+        action.setEnabled(example.path.exists())
+        action.triggered.connect(lambda checked=False, p=str(example.path): open_path(p))
+    menu.setToolTipsVisible(True)
 
 
 def fill_recent(menu: QtWidgets.QMenu, files: list[str], open_path, clear) -> None:

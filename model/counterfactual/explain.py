@@ -111,7 +111,7 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
         meta = trace.meta
     torch_device = resolve_device(device)
     if meta.get("model_source") == "huggingface":
-        model, stem = load_hf_model(meta, checkpoint, torch_device)
+        model, stem = load_hf_model(meta, checkpoint, torch_device, path)
     else:
         stem = resolve_checkpoint(meta, path, checkpoint)
         model = load_model(meta, stem, torch_device)

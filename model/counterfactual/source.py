@@ -94,14 +94,20 @@ def load_model(meta: dict, stem: Path, device: torch.device) -> torch.nn.Module:
 _HF_PROVENANCE = ("_name_or_path", "transformers_version", "dtype", "torch_dtype")
 
 
-def load_hf_model(meta: dict, given: str | None, device: torch.device):
+def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_path: str | Path = "."):
     """(model, name) of a Hugging Face trace (`model_source` "huggingface"): the folder or hub id given
-    or the one the trace names in `checkpoint`, in the trace's dtype, checked against `model_config`."""
+    or the one the trace names in `checkpoint`, in the trace's dtype, checked against `model_config`.
+    A relative folder the trace names is looked for from here, beside the trace and in the repository."""
     from model.hf.load import HFLoadError, load_hf
 
-    name = given or meta.get("checkpoint")
-    if not name:
+    named = given or meta.get("checkpoint")
+    if not named:
         raise ExplainError("--checkpoint: the trace names no Hugging Face model; give its folder")
+    name = named
+    if not given and not Path(named).is_absolute():
+        places = (Path(named), Path(trace_path).parent / named, ASSETS.parent / named)
+        found = [p for p in places if p.is_dir()]
+        name = str(found[0]) if found else named
     try:
         model = load_hf(str(name), dtype=str(meta.get("dtype", "float32")), device=device)
     except HFLoadError as exc:
@@ -116,7 +122,7 @@ def load_hf_model(meta: dict, given: str | None, device: torch.device):
         shown = ", ".join(f"{k} {loaded.get(k)!r} (trace {recorded.get(k)!r})" for k in differ[:4])
         raise ExplainError(f"--checkpoint: {name} is not the trace's model: {shown}")
     log.info("rerunning with %s on %s", name, device)
-    return model, str(name)
+    return model, str(named)
 
 
 def _weights(stem: Path) -> Path:

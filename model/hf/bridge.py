@@ -151,12 +151,13 @@ class HFMoEModel:
 
     def trace_meta(self, kernel_mode: str) -> dict:
         """Root attributes a trace of this model adds: `checkpoint` (what `explain` loads), the
-        tokenizer's name, and `kernel_coverage` (what each kernel mode covers, `model.hf.kernels`)."""
+        tokenizer's name, and `kernel_coverage` (what each kernel mode covers, `model.hf.kernels`).
+        A folder inside the repository is named relative to its root, so a clone elsewhere finds it."""
         check_mode(kernel_mode)
         source = Path(self.source)
-        where = str(source.resolve()) if self.source and source.exists() else self.source
+        where = _portable(source.resolve()) if self.source and source.exists() else self.source
         return {"checkpoint": where, "model_source": "huggingface",
-                "tokenizer": getattr(self.tokenizer, "name_or_path", "") or where,
+                "tokenizer": _tokenizer_name(self.tokenizer, self.source, where),
                 "kernel_coverage": {m: dict(c) for m, c in hf_kernels.COVERAGE.items()}}
 
     def close(self) -> None:
@@ -208,3 +209,15 @@ class HFMoEModel:
         if to_right is not None:
             logits = logits.gather(1, to_right[..., None].expand(B, T, logits.shape[-1]))
         return ForwardOutput(logits, ctx.routing)
+
+
+def _portable(folder: Path) -> str:
+    """`folder` relative to the repository root when it lies inside it, else absolute."""
+    root = Path(__file__).resolve().parents[2]
+    return str(folder.relative_to(root)) if folder.is_relative_to(root) else str(folder)
+
+
+def _tokenizer_name(tokenizer, source: str, where: str) -> str:
+    """The tokenizer's name; the model's own (portable) name when it came from the model's folder."""
+    name = getattr(tokenizer, "name_or_path", "") or ""
+    return where if not name or name == source else name
