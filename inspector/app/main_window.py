@@ -32,6 +32,8 @@ TRACE_FILTER = "Traces (*.h5 *.hdf5 *.trace);;All files (*)"
 NAVIGATION_PAUSE_S = 0.4
 #: Milliseconds a reload waits for the background summary to close its handle on the file.
 RELOAD_WAIT_MS = 10000
+#: Width of the run browser and details column at first launch.
+LEFT_PX = 340
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -85,9 +87,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.main.setObjectName("main")
         self.main.addWidget(self.left)
         self.main.addWidget(self.right)
-        self.main.setStretchFactor(0, 2)
-        self.main.setStretchFactor(1, 5)
-        self.main.setSizes([520, 1080])
+        self.main.setStretchFactor(0, 0)   # the browser keeps its width; the views take the rest
+        self.main.setStretchFactor(1, 1)
+        self.browser.setMinimumWidth(300)
+        self.main.setSizes([LEFT_PX, 1500 - LEFT_PX])
         self.right.setSizes([700, 190])
 
         self.welcome = WelcomePage()

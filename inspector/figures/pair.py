@@ -231,7 +231,7 @@ class PairFigure:
         for fig, name, color in ((self.heat_a, "A", A_COLOR), (self.heat_b, "B", B_COLOR)):
             d = fig.data
             dropped = int((~d.kept).sum())
-            fig.plot.setTitle(f"{name}: run {d.run} row {d.row} · layer {d.layer} · {dropped} dropped",
+            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · layer {d.layer} · {dropped} dropped",
                               color=color, size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
@@ -249,7 +249,7 @@ class PairFigure:
                                 [v.layer] if v.position >= 0 and v.layer >= 0 else [])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
         self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
-        self.map.setTitle("where routing differs (layer x position)", color=self.style.foreground,
+        self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
                           size=f"{self.style.font_size}pt")
         self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
         self._set_curves(data)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from inspector.export.registry import SPECS, Export, ViewSpec
 from inspector.qt import QtCore, QtWidgets, Signal
+from inspector.views.hover import HoverLine
 from traces import TraceError
 
 if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
@@ -22,6 +23,9 @@ if TYPE_CHECKING:  # the app owns the views; they only receive its state and set
     from inspector.app.state import InspectorState
 
 log = logging.getLogger(__name__)
+
+#: The least height, in pixels, of a heatmap's or a bar chart's data area; below it a view scrolls.
+MIN_PLOT_PX = 120
 
 
 class View(QtWidgets.QWidget):
@@ -51,6 +55,9 @@ class View(QtWidgets.QWidget):
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: #b03a2e; padding: 4px;")
         self.message.hide()
+        # A readout describes one cell of one run, layer and file: any change of those blanks it.
+        for signal in (state.trace_changed, state.run_changed, state.row_changed, state.layer_changed):
+            signal.connect(self.clear_hover)
 
     # -- redraw scheduling ----------------------------------------------------------------------
 
@@ -85,7 +92,46 @@ class View(QtWidgets.QWidget):
             self.show_message(f"This part of the trace cannot be read: {exc}")
         else:
             self.show_message(None)
+        self.fit_graphics()
         self.drawn.emit()
+
+    def scrolled_layout(self) -> QtWidgets.QVBoxLayout:
+        """The layout of the view's content, inside a scroll area: below the content's minimum size
+        (`keep_graphics_at_least`) the view scrolls instead of squeezing its plots."""
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        self.scroller = QtWidgets.QScrollArea()
+        self.scroller.setWidgetResizable(True)
+        self.scroller.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        body = QtWidgets.QWidget()
+        self.scroller.setWidget(body)
+        outer.addWidget(self.scroller)
+        layout = QtWidgets.QVBoxLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        return layout
+
+    def keep_graphics_at_least(self, graphics: QtWidgets.QWidget, width: int, height: int) -> None:
+        """Never squeeze `graphics` (a `pg.GraphicsLayoutWidget`) below `width` x `height` nor below
+        what its plots, titles and legends need: the scroll area scrolls instead of clipping them."""
+        self._graphics_floor = (graphics, width, height)
+        graphics.setMinimumSize(width, height)
+
+    def fit_graphics(self) -> None:
+        """Raise the graphics' minimum size to what its layout needs now (titles change with the data)."""
+        floor = getattr(self, "_graphics_floor", None)
+        if floor is None:
+            return
+        graphics, width, height = floor
+        graphics.ci.layout.invalidate()
+        need = graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
+        pad = 2 * graphics.frameWidth() + 4
+        graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),
+                                max(height, math.ceil(need.height()) + pad))
+
+    def clear_hover(self, *args) -> None:
+        """Blank the hover readouts: what they describe is no longer on screen."""
+        for line in self.findChildren(HoverLine):
+            line.show_text(None)
 
     def show_message(self, text: str | None) -> None:
         self.message.setVisible(bool(text))

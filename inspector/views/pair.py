@@ -16,7 +16,7 @@ from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtGui, QtWidgets, pg
-from inspector.views.base import View
+from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine
 from inspector.views.pair_picker import PairPicker
 from inspector.views.token_text import TokenText
@@ -65,8 +65,11 @@ class PairView(View):
         self.hover = HoverLine(HINT)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
         self.graphics.scene().sigMouseClicked.connect(self._scene_clicked)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        for plot in self.figure.heatmaps:
+            plot.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 300)
+        self.texts.setMinimumHeight(90)
+        layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
