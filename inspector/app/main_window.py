@@ -20,7 +20,7 @@ from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
 from inspector.app.state import InspectorState
 from inspector.app.welcome import WelcomePage
-from inspector.figure_data.browser import RunInfo
+from inspector.figure_data.browser import RunInfo, first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.views import VIEWS, View
 from traces import TraceError
@@ -33,7 +33,7 @@ NAVIGATION_PAUSE_S = 0.4
 #: Milliseconds a reload waits for the background summary to close its handle on the file.
 RELOAD_WAIT_MS = 10000
 #: Width of the run browser and details column at first launch.
-LEFT_PX = 340
+LEFT_PX = 320
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -368,6 +368,52 @@ class MainWindow(QtWidgets.QMainWindow):
             self.browser.model.mark_unusable(name, str(exc))
             show_error(self, "Cannot show run", str(exc))
 
+    def _pair_view(self) -> View | None:
+        return next((v for v in self.views if v.name == "pair"), None)
+
+    def _first_divergent(self) -> str | None:
+        """The first run (write order) whose probe completion leaves its reference's: from the
+        browser's marks once read, else from the file."""
+        model = self.browser.model
+        marked = [n for n in self.state.names if model.mark(n).startswith("≠")]
+        if marked:
+            return marked[0]
+        try:
+            return first_divergent_run(self.state.trace)
+        except TraceError as exc:
+            log.warning("first divergent run: %s", exc)
+            return None
+
+    def go_to_divergence(self) -> None:
+        """Side by side on the first differing token of the first divergent run (this one when it
+        diverges)."""
+        pair = self._pair_view()
+        if self.state.trace is None or pair is None:
+            return
+        run = self.state.run
+        if run is None or not self.browser.model.mark(run.name).startswith("≠"):
+            name = self._first_divergent()
+            if name is None:
+                self._idle("No run's completion leaves its reference's: there is no divergence to go to")
+                return
+            self.state.set_run(name)
+        self.tabs.setCurrentWidget(pair)
+        pair.refresh()
+        if not pair.go_to_divergence():
+            self._idle("The two runs compared agree: there is no divergence to go to")
+
+    def go_to_cause(self) -> None:
+        """Side by side on the layer and position of the cause of the pair shown."""
+        pair = self._pair_view()
+        if self.state.trace is None or pair is None:
+            return
+        self.tabs.setCurrentWidget(pair)
+        pair.refresh()
+        if pair.data is None:
+            self._idle("No pair of runs to explain in this trace")
+        else:
+            pair.go_to_cause()
+
     def _reference_chosen(self, name) -> None:
         self.state.set_reference(name)
         self.browser.model.set_reference(name)
@@ -405,6 +451,8 @@ class MainWindow(QtWidgets.QMainWindow):
             # First launch: most of the screen, at most 1500 x 950.
             free = screen.availableGeometry()
             self.resize(min(1500, int(free.width() * 0.92)), min(950, int(free.height() * 0.92)))
+            left = min(max(int(self.width() * 0.24), LEFT_PX), 440)
+            self.main.setSizes([left, self.width() - left])
         state = s.bytes("window/state")
         if state is not None:
             self.restoreState(state)

@@ -182,3 +182,34 @@ def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) ->
         return ""
     t = first_difference(stats[name].completion, stats[reference].completion)
     return "=" if t is None else f"≠ @{stats[name].prompt_len + t}"
+
+
+def first_divergent_run(trace, limit: int = 64) -> str | None:
+    """The first run (of the first `limit`, write order) whose probe completion differs from its
+    reference's (`default_references`); None when none does. Reads attributes and the probe rows'
+    tokens only, so it is cheap enough to pick the run a trace opens on."""
+    infos: list[RunInfo] = []
+    completions: dict[str, np.ndarray] = {}
+
+    def completion(info: RunInfo) -> np.ndarray:
+        if info.name not in completions:
+            run = trace.run(info.name)
+            row = info.focus_row
+            start, end = int(run.prompt_len[row]), run.row_length(row)
+            completions[info.name] = np.asarray(run.tokens[row, start:end])
+        return completions[info.name]
+
+    by_name: dict[str, RunInfo] = {}
+    for name in list(trace.run_names)[:limit]:
+        run = trace.run(name)
+        if not run.complete or run.probe_row < 0:
+            continue
+        info = run_info(run)
+        infos.append(info)
+        by_name[name] = info
+        reference = default_references(infos)[name]
+        if reference == name:
+            continue
+        if first_difference(completion(info), completion(by_name[reference])) is not None:
+            return name
+    return None

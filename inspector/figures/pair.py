@@ -231,12 +231,12 @@ class PairFigure:
         for fig, name, color in ((self.heat_a, "A", A_COLOR), (self.heat_b, "B", B_COLOR)):
             d = fig.data
             dropped = int((~d.kept).sum())
-            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · layer {d.layer} · {dropped} dropped",
+            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · {dropped} dropped",
                               color=color, size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
         self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
-        self.strip.setTitle(f"layer {data.layer}: what differs",
+        self.strip.setTitle(f"layer {data.layer} (heatmaps above): what differs",
                             color=self.style.foreground, size=f"{self.style.font_size}pt")
         self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
         self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))

@@ -28,6 +28,14 @@ log = logging.getLogger(__name__)
 MIN_PLOT_PX = 120
 
 
+class _FillLayout(QtWidgets.QVBoxLayout):
+    """A column whose scroll area fills the viewport down to the content's minimum height: with
+    height-for-width (wrapped labels) a `QScrollArea` would size it to its preferred height instead."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt's name)
+        return False
+
+
 class View(QtWidgets.QWidget):
     """Base class of the views of `inspector.views.VIEWS`, one per declaration of `SPECS`."""
 
@@ -92,7 +100,7 @@ class View(QtWidgets.QWidget):
             self.show_message(f"This part of the trace cannot be read: {exc}")
         else:
             self.show_message(None)
-        self.fit_graphics()
+        QtCore.QTimer.singleShot(0, self.fit_graphics)  # once the plots have laid out their new titles
         self.drawn.emit()
 
     def scrolled_layout(self) -> QtWidgets.QVBoxLayout:
@@ -106,7 +114,7 @@ class View(QtWidgets.QWidget):
         body = QtWidgets.QWidget()
         self.scroller.setWidget(body)
         outer.addWidget(self.scroller)
-        layout = QtWidgets.QVBoxLayout(body)
+        layout = _FillLayout(body)
         layout.setContentsMargins(4, 4, 4, 4)
         return layout
 
@@ -122,7 +130,8 @@ class View(QtWidgets.QWidget):
         if floor is None:
             return
         graphics, width, height = floor
-        graphics.ci.layout.invalidate()
+        for _ in range(4):  # nested layouts post their size changes one level per round
+            QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
         need = graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
         pad = 2 * graphics.frameWidth() + 4
         graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),

@@ -8,6 +8,8 @@ view.
 
 from __future__ import annotations
 
+import numpy as np
+
 from inspector.export.registry import Export
 from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, find_record
@@ -76,6 +78,7 @@ class PairView(View):
         layout.addWidget(self.splitter, 1)
         layout.addWidget(self.hover)
         self._shown: tuple | None = None
+        self._pair_shown: tuple | None = None   # the (A, B) drawn last: a new pair opens on its cause
         self.picker.changed.connect(self.invalidate)
         for box in (self.text_a, self.text_b):
             box.token_clicked.connect(self.state.set_position)
@@ -163,6 +166,11 @@ class PairView(View):
         except ValueError as exc:
             self._say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
             return
+        pair_key = (a.key, b.key)
+        if pair_key != self._pair_shown and self.go_to_cause(data):  # a new pair opens on its cause
+            self._pair_shown = pair_key
+            return  # the layer change redraws
+        self._pair_shown = pair_key
         problems = "; ".join(source.table_problems)
         self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
         key = (data.request, data.length)
@@ -173,6 +181,36 @@ class PairView(View):
 
     def clear(self) -> None:
         self._shown = None
+        self._pair_shown = None
+
+    def go_to_cause(self, data=None) -> bool:
+        """Select the cause's layer and position (the layer of the first difference when the cause is
+        at the logits); False when there is none or it is selected already."""
+        data = data or self.data
+        if data is None:
+            return False
+        v = data.verdict
+        layer = v.layer
+        if layer < 0:  # a cause at the logits, or none: the layer whose routing differs first
+            first = data.first_differences()
+            differing = np.flatnonzero(first >= 0)
+            layer = int(differing[np.argmin(first[differing])]) if differing.size else -1
+        position = v.position if v.position >= 0 else data.t_star
+        moved = False
+        if 0 <= layer < data.n_layers and layer != self.state.layer:
+            self.state.set_layer(layer)
+            moved = True
+        if position >= 0 and position != self.state.position:
+            self.state.set_position(position)
+        return moved
+
+    def go_to_divergence(self) -> bool:
+        """Select the first differing token (t*); False when the completions agree."""
+        data = self.data
+        if data is None or data.t_star < 0:
+            return False
+        self.state.set_position(data.t_star)
+        return True
 
     def _set_texts(self, scroll_to_t_star: bool = False) -> None:
         data = self.figure.data
