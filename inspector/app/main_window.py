@@ -308,6 +308,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _summary_done(self, job: SummaryJob) -> None:
         if job is self._summary_job:
             self._summary_job = None
+            self.browser.model.regroup()
             if not job.cancelled and self.state.trace is not None:
                 self._idle(self._trace_summary())
 

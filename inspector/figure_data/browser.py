@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inspector.figure_data.tokens import preview
+from traces import TraceError
 from traces.analysis import divergence
 
 
@@ -201,15 +202,17 @@ def first_divergent_run(trace, limit: int = 64) -> str | None:
 
     by_name: dict[str, RunInfo] = {}
     for name in list(trace.run_names)[:limit]:
-        run = trace.run(name)
-        if not run.complete or run.probe_row < 0:
+        try:
+            run = trace.run(name)
+            if not run.complete or run.probe_row < 0:
+                continue
+            info = run_info(run)
+            reference = default_references([*infos, info])[name]
+            if reference != name and first_difference(completion(info),
+                                                       completion(by_name[reference])) is not None:
+                return name
+        except TraceError:  # a damaged run is neither shown first nor anyone's reference
             continue
-        info = run_info(run)
         infos.append(info)
         by_name[name] = info
-        reference = default_references(infos)[name]
-        if reference == name:
-            continue
-        if first_difference(completion(info), completion(by_name[reference])) is not None:
-            return name
     return None

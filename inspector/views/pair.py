@@ -155,22 +155,24 @@ class PairView(View):
             self._say("Runs A and B are the same run: pick two different runs to compare.")
             return
         row_a, row_b = source.row(a.run, a.row), source.row(b.run, b.row)
-        layer = min(self.state.layer, row_a.n_layers - 1)
         record = find_record(source.records(), b.run, b.row, a.run, a.row)
-        try:
-            data = pair_figure_data(
+
+        def read(layer: int):
+            return pair_figure_data(
                 row_a, row_b, layer, vocab=source.vocab, capacity_a=source.capacity(a.run, layer),
                 capacity_b=source.capacity(b.run, layer), moe_layers=source.moe_layers,
                 record=record,
                 request_ids={a.run: source.request_ids(a.run), b.run: source.request_ids(b.run)})
+
+        try:
+            data = read(min(self.state.layer, row_a.n_layers - 1))
+            pair_key = (a.key, b.key)
+            if pair_key != self._pair_shown and self.go_to_cause(data):  # a new pair opens on its cause
+                data = read(min(self.state.layer, row_a.n_layers - 1))
+            self._pair_shown = pair_key
         except ValueError as exc:
             self._say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
             return
-        pair_key = (a.key, b.key)
-        if pair_key != self._pair_shown and self.go_to_cause(data):  # a new pair opens on its cause
-            self._pair_shown = pair_key
-            return  # the layer change redraws
-        self._pair_shown = pair_key
         problems = "; ".join(source.table_problems)
         self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
         key = (data.request, data.length)
