@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from inspector.app.browser import RunBrowser
 from inspector.app.details import DetailsPanel
-from inspector.app.errors import show_error
+from inspector.app.errors import open_error_text, show_error
 from inspector.app.live import LiveFollower
 from inspector.app.loader import OpenJob, SummaryJob
 from inspector.app.menus import build_menus, fill_recent
@@ -91,7 +91,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.main.setStretchFactor(1, 1)
         self.browser.setMinimumWidth(300)
         self.main.setSizes([LEFT_PX, 1500 - LEFT_PX])
-        self.right.setSizes([700, 190])
+        self.right.setSizes([750, 165])
 
         self.welcome = WelcomePage()
         self.stack = QtWidgets.QStackedWidget()
@@ -197,7 +197,8 @@ class MainWindow(QtWidgets.QMainWindow):
             old.close()
         self.browser.set_runs(list(trace.run_names), infos, unusable)
         self.settings.add_recent(trace.path)
-        self.setWindowTitle(f"moe-inspector — {os.path.basename(trace.path)}")
+        # The platform adds the application's name ("example.h5 — moe-inspector").
+        self.setWindowTitle(os.path.basename(trace.path))
         self.setWindowFilePath(trace.path)
         self.stack.setCurrentWidget(self.main)
         self._update_actions()
@@ -230,7 +231,9 @@ class MainWindow(QtWidgets.QMainWindow):
         if not os.path.exists(path):
             self.settings.remove_recent(path)
         self._idle(f"Could not open {os.path.basename(path)}")
-        show_error(self, "Cannot open trace", message)
+        show_error(self, "Cannot open trace", open_error_text(path, message))
+        if self.state.trace is not None:  # the trace still shown is what the status bar describes
+            self._idle(self._trace_summary())
         self.open_finished.emit(False)
 
     def reload(self) -> None:

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from inspector.export.registry import SPECS, Export, ViewSpec
-from inspector.qt import QtCore, QtWidgets, Signal
+from inspector.qt import QtCore, QtWidgets, Signal, pg
 from inspector.views.hover import HoverLine
 from traces import TraceError
 
@@ -100,14 +100,16 @@ class View(QtWidgets.QWidget):
             self.show_message(f"This part of the trace cannot be read: {exc}")
         else:
             self.show_message(None)
-        QtCore.QTimer.singleShot(0, self.fit_graphics)  # once the plots have laid out their new titles
+        if hasattr(self, "_fit_timer"):
+            self._fit_timer.start()  # once the plots have laid out their new titles
         self.drawn.emit()
 
     def scrolled_layout(self) -> QtWidgets.QVBoxLayout:
         """The layout of the view's content, inside a scroll area: below the content's minimum size
         (`keep_graphics_at_least`) the view scrolls instead of squeezing its plots."""
-        outer = QtWidgets.QVBoxLayout(self)
+        outer = self._outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
         self.scroller = QtWidgets.QScrollArea()
         self.scroller.setWidgetResizable(True)
         self.scroller.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
@@ -118,11 +120,19 @@ class View(QtWidgets.QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         return layout
 
+    def pin_below(self, widget: QtWidgets.QWidget) -> None:
+        """Put `widget` (the hover readout) under the scroll area, always in view."""
+        self._outer.addWidget(widget)
+
     def keep_graphics_at_least(self, graphics: QtWidgets.QWidget, width: int, height: int) -> None:
         """Never squeeze `graphics` (a `pg.GraphicsLayoutWidget`) below `width` x `height` nor below
         what its plots, titles and legends need: the scroll area scrolls instead of clipping them."""
         self._graphics_floor = (graphics, width, height)
         graphics.setMinimumSize(width, height)
+        self._fit_timer = QtCore.QTimer(self)
+        self._fit_timer.setSingleShot(True)
+        self._fit_timer.setInterval(0)
+        self._fit_timer.timeout.connect(self.fit_graphics)
 
     def fit_graphics(self) -> None:
         """Raise the graphics' minimum size to what its layout needs now (titles change with the data)."""
@@ -132,6 +142,12 @@ class View(QtWidgets.QWidget):
         graphics, width, height = floor
         for _ in range(4):  # nested layouts post their size changes one level per round
             QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
+        # pyqtgraph's nested layouts do not always tell the outer one that they need more room now
+        # (a longer title): without this the outer grid squeezes a column below its minimum.
+        for item in [*graphics.ci.items, graphics.ci]:
+            if isinstance(item, pg.GraphicsLayout):
+                item.layout.invalidate()
+                item.layout.activate()
         need = graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
         pad = 2 * graphics.frameWidth() + 4
         graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),

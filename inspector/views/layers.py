@@ -46,7 +46,7 @@ class LayersView(View):
         layout.addLayout(top)
         layout.addWidget(self.message)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._shown_key: tuple | None = None
         for signal in (state.trace_changed, state.run_changed, state.row_changed):
             signal.connect(self.invalidate)

@@ -49,7 +49,7 @@ class LoadView(View):
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._updating = False
         self._group_choice: int | None = None   # None: follow the probe's (or focused token's) group
         self.step.valueChanged.connect(self._step_changed)

@@ -69,14 +69,17 @@ class PairView(View):
         self.graphics.scene().sigMouseClicked.connect(self._scene_clicked)
         for plot in self.figure.heatmaps:
             plot.vb.setMinimumHeight(MIN_PLOT_PX)
-        self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 300)
-        self.texts.setMinimumHeight(90)
+        self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 240)
+        self.texts.setMinimumHeight(64)
+        self.graphics.ci.setContentsMargins(4, 4, 4, 4)
+        self.figure.strip.getAxis("bottom").showLabel(False)  # the right column's axis names the positions
+        self.figure.strip.vb.setMinimumHeight(42)  # its three rows readable
         layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
         layout.addWidget(self.splitter, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._shown: tuple | None = None
         self._pair_shown: tuple | None = None   # the (A, B) drawn last: a new pair opens on its cause
         self.picker.changed.connect(self.invalidate)

@@ -66,7 +66,7 @@ class RoutingView(View):
         layout.addWidget(legend)
         layout.addWidget(self.message)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self.colormap.currentTextChanged.connect(self.figure.set_colormap)
         self.fit.toggled.connect(self._apply_levels)
         self._shown_key: tuple | None = None

@@ -79,6 +79,8 @@ class RunsView(View):
         self.hover = HoverLine("Hover over a cell: the run, its completion cluster, its t* and cause. Click "
                                "to select the position in every view.")
         connect_hover(self.graphics, self.figure.map, self.figure.hover_text, self.hover, self._clicked)
+        self.figure.map.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX * 2 // 3)
         self.keep_graphics_at_least(self.graphics, 420, 2 * MIN_PLOT_PX + 230)
         side.setMinimumWidth(300)
         layout = self.scrolled_layout()
@@ -86,7 +88,7 @@ class RunsView(View):
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
         layout.addWidget(self.splitter, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._key: tuple | None = None
         self.request.activated.connect(self._request_picked)
         self.condition.activated.connect(self._condition_picked)
