@@ -401,6 +401,7 @@ class RunBrowser(QtWidgets.QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # run names differ at both ends
         self.table.header().setStretchLastSection(False)
         self.table.setWordWrap(False)
+        self.table.setMinimumHeight(160)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.selectionModel().currentRowChanged.connect(self._current_changed)

@@ -24,6 +24,7 @@ def show_error(parent: QtWidgets.QWidget | None, title: str, text: str) -> None:
 
 
 _TRUNCATED = re.compile(r"truncated file: eof = (\d+).*stored_eof = (\d+)")
+_H5PY_OPEN = re.compile(r"found OSError: Unable to (?:synchronously )?open file \((.*)\)")
 
 
 def open_error_text(path: str, message: str) -> str:
@@ -36,11 +37,12 @@ def open_error_text(path: str, message: str) -> str:
     truncated = _TRUNCATED.search(text)
     if truncated:
         have, want = (int(g) for g in truncated.groups())
-        return (f"{name} is truncated: it holds {have:,} bytes of the {want:,} its header announces "
-                f"(a copy or a recording that did not finish). Copy the whole file again.")
-    if text.startswith("expected "):
-        return f"{name} cannot be opened: {text}."
-    return f"{name} cannot be opened: {text}"
+        sentence = (f"{name} is truncated: it holds {have:,} bytes of the {want:,} its header announces "
+                    f"(a copy or a recording that did not finish). Copy the whole file again.")
+    else:
+        text = _H5PY_OPEN.sub(lambda m: f"found a damaged HDF5 file ({m.group(1)})", text)
+        sentence = f"{name} cannot be opened: {text.rstrip('.')}."
+    return f"{sentence}\n\nFile: {path}"
 
 
 def user_message(exc: BaseException) -> str:

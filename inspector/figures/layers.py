@@ -74,7 +74,7 @@ class LayersFigure:
         self.marks.set_mark("boundary", data.prompt_len - 0.5 if 0 < data.prompt_len < T else None,
                             "prompt | generation", self.style.foreground)
         self._set_legend(data.n_experts)
-        self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request}) · top-1 expert per "
+        self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request})<br>top-1 expert per "
                            f"layer · ✕ = dropped candidate ({int(data.n_dropped.sum())})",
                            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-1.5, yMax=L + 0.5)

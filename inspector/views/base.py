@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: The least height, in pixels, of a heatmap's or a bar chart's data area; below it a view scrolls.
 MIN_PLOT_PX = 120
+#: The least height of a table: a header and three rows.
+MIN_TABLE_PX = 90
 
 
 class _FillLayout(QtWidgets.QVBoxLayout):

@@ -10,7 +10,7 @@ from inspector.figure_data.runs import RunsData, runs_figure_data
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
-from inspector.views.base import MIN_PLOT_PX, View
+from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from traces.analysis import mode_reference
 
@@ -80,6 +80,8 @@ class RunsView(View):
                                "to select the position in every view.")
         connect_hover(self.graphics, self.figure.map, self.figure.hover_text, self.hover, self._clicked)
         self.figure.map.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.tree.setMinimumHeight(MIN_TABLE_PX)
+        self.causes.setMinimumHeight(MIN_TABLE_PX)
         self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX * 2 // 3)
         self.keep_graphics_at_least(self.graphics, 420, 2 * MIN_PLOT_PX + 230)
         side.setMinimumWidth(300)
