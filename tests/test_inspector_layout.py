@@ -100,6 +100,7 @@ def test_hover_readout_clears_on_a_run_layer_or_file_change(qtbot, example_windo
     show(qtbot, w, routing)
 
     def hover_a_cell(t: int) -> None:  # a new cell each time: the mouse has to move
+        QtWidgets.QToolTip.hideText()  # the last cell's tooltip would take the mouse
         scene = routing.figure.plot.vb.mapViewToScene(QtCore.QPointF(t, 1))
         qtbot.mouseMove(routing.graphics.viewport(), routing.graphics.mapFromScene(scene))
         qtbot.waitUntil(lambda: f"position {t}" in routing.hover.text(), timeout=3000)
@@ -109,8 +110,9 @@ def test_hover_readout_clears_on_a_run_layer_or_file_change(qtbot, example_windo
         w.state.step_run(1)
     assert routing.hover.text() == routing.hover.hint
     hover_a_cell(31)
-    w.state.step_layer(1 if w.state.layer == 0 else -1)
-    assert routing.hover.text() == routing.hover.hint
+    with qtbot.waitSignal(routing.drawn, timeout=5000):
+        w.state.step_layer(1 if w.state.layer == 0 else -1)
+        assert routing.hover.text() == routing.hover.hint
     hover_a_cell(32)
     w.close_trace()
     assert all(line.text() == line.hint for v in w.views for line in [getattr(v, "hover", None)] if line)
