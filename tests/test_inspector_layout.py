@@ -92,6 +92,10 @@ def test_every_view_holds_at_every_size(qtbot, example_window):
             need = view.graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
             size = view.graphics.size()
             assert size.width() >= need.width() - 1 and size.height() >= need.height() - 1, where
+            # Only the smallest size scrolls, and only vertically.
+            assert view.scroller.horizontalScrollBar().maximum() == 0, where
+            if width > SIZES[0][0]:
+                assert view.scroller.verticalScrollBar().maximum() == 0, where
 
 
 def test_hover_readout_clears_on_a_run_layer_or_file_change(qtbot, example_window):

@@ -32,8 +32,10 @@ TRACE_FILTER = "Traces (*.h5 *.hdf5 *.trace);;All files (*)"
 NAVIGATION_PAUSE_S = 0.4
 #: Milliseconds a reload waits for the background summary to close its handle on the file.
 RELOAD_WAIT_MS = 10000
-#: Width of the run browser and details column at first launch.
+#: Width of the run browser and details column at first launch; in a narrower window it gives
+#: back what it has beyond LEFT_SHARE of the width (never below LEFT_PX), so the views keep theirs.
 LEFT_PX = 320
+LEFT_SHARE = 0.25
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -82,16 +84,16 @@ class MainWindow(QtWidgets.QMainWindow):
             else:
                 self.tabs.addTab(view, view.title)
         self.right.setStretchFactor(0, 4)
-        self.right.setStretchFactor(1, 1)
+        self.right.setStretchFactor(1, 0)   # the text strip keeps its height; the tabs take the rest
         self.main = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
         self.main.setObjectName("main")
         self.main.addWidget(self.left)
         self.main.addWidget(self.right)
-        self.main.setStretchFactor(0, 0)   # the browser keeps its width; the views take the rest
+        self.main.setStretchFactor(0, 0)   # the views take a change of the window's width
         self.main.setStretchFactor(1, 1)
         self.browser.setMinimumWidth(300)
         self.main.setSizes([LEFT_PX, 1500 - LEFT_PX])
-        self.right.setSizes([750, 165])
+        self.right.setSizes([760, 155])
 
         self.welcome = WelcomePage()
         self.stack = QtWidgets.QStackedWidget()
@@ -427,6 +429,13 @@ class MainWindow(QtWidgets.QMainWindow):
         from inspector.app.export_dialog import export_dialog  # on first use, like the menus
 
         export_dialog(self, view)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        sizes = self.main.sizes()
+        cap = max(LEFT_PX, int(self.width() * LEFT_SHARE))
+        if len(sizes) == 2 and sizes[0] > cap:
+            self.main.setSizes([cap, sizes[0] + sizes[1] - cap])
 
     # -- drag and drop --------------------------------------------------------------------------
 

@@ -139,7 +139,8 @@ class PairFigure:
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
         self.heat_a = RoutingFigure(left, self.style, row=0)
         self.heat_b = RoutingFigure(left, self.style, row=1)
-        self.strip = _plot(left, 2, self.style, CategoryAxis("left", STRIP_TICKS))
+        # Its three rows are short: their names may sit closer than other ticks, never left out.
+        self.strip = _plot(left, 2, self.style, CategoryAxis("left", STRIP_TICKS, min_gap_px=12))
         self.strip.invertY(True)
         self.strip_image = pg.ImageItem(axisOrder="row-major")
         self.strip.addItem(self.strip_image)

@@ -125,6 +125,7 @@ class TextFigure:
             f"run {html.escape(data.run)} · row {data.row} (request {data.request}) · {data.prompt_len} "
             f"prompt tokens (grey), {n_gen} generated (bold, underlined)<br>"
             f"shade: {html.escape(caption)} &nbsp; {scale_html(rgb, low, high)}")
+        self.caption.setMaximumHeight(self.caption.minimumHeight())  # the text gets any extra room
 
     def token_at_char(self, char: int) -> int | None:
         """Token index containing plain-text character `char`, or None."""

@@ -88,6 +88,11 @@ class View(QtWidgets.QWidget):
         if self._dirty:
             self.invalidate()
 
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if hasattr(self, "_fit_timer"):  # wrapped text (a headline) needs other heights at other widths
+            self._fit_timer.start()
+
     def refresh(self) -> None:
         """Redraw now from the state (catching unreadable data into a message)."""
         self._dirty = False
@@ -154,6 +159,17 @@ class View(QtWidgets.QWidget):
         pad = 2 * graphics.frameWidth() + 4
         graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),
                                 max(height, math.ceil(need.height()) + pad))
+        splitter = graphics.parentWidget()
+        if isinstance(splitter, QtWidgets.QSplitter):  # a splitter keeps its sizes: give the graphics
+            sizes = splitter.sizes()                     # their new minimum from the other panes
+            i = splitter.indexOf(graphics)
+            vertical = splitter.orientation() == QtCore.Qt.Orientation.Vertical
+            short = (graphics.minimumHeight() if vertical else graphics.minimumWidth()) - sizes[i]
+            if short > 0 and len(sizes) > 1:
+                other = max((j for j in range(len(sizes)) if j != i), key=lambda j: sizes[j])
+                sizes[i] += short
+                sizes[other] = max(sizes[other] - short, 0)
+                splitter.setSizes(sizes)
 
     def clear_hover(self, *args) -> None:
         """Blank the hover readouts: what they describe is no longer on screen."""

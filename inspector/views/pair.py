@@ -70,10 +70,10 @@ class PairView(View):
         for plot in self.figure.heatmaps:
             plot.vb.setMinimumHeight(MIN_PLOT_PX)
         self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 240)
-        self.texts.setMinimumHeight(64)
+        self.texts.setMinimumHeight(50)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.figure.strip.getAxis("bottom").showLabel(False)  # the right column's axis names the positions
-        self.figure.strip.vb.setMinimumHeight(42)  # its three rows readable
+        self.figure.strip.vb.setMinimumHeight(42)  # its three rows and their names readable
         layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
