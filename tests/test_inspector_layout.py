@@ -186,6 +186,16 @@ def test_mark_axis_keeps_close_labels_apart(qtbot):
     assert not any(a.intersects(b) for i, a in enumerate(rects) for b in rects[i + 1:])
 
 
+def test_runs_hover_names_the_split_under_the_mouse(qtbot, example_window):
+    w = example_window
+    runs = next(v for v in w.views if v.name == "runs")
+    show(qtbot, w, runs)
+    position, counts = runs.data.split_points[0]
+    text = runs.data.describe_cell(position, 0)
+    assert f"runs split here: {'/'.join(str(n) for n in counts)}" in text
+    assert runs.figure.split_axis.marks()  # and above the map
+
+
 def test_count_axis_ticks_whole_numbers_only():
     axis = CountAxis("left")
     for low, high in ((0, 1.6), (-0.2, 0.2), (0, 37.4), (0, 1200)):
