@@ -32,6 +32,10 @@ def tiny_model():
     return make
 
 
+#: The size of the test windows: the app's first-launch size on a 1600 x 1000 screen.
+WINDOW_SIZE = (1472, 920)
+
+
 @pytest.fixture(scope="session")
 def trace_path(tmp_path_factory):
     """A synthetic trace of 4 runs (L=3, E=6, K=2, V=128, B=5, T=40, R=3) at capacity factor 0.5,
@@ -66,6 +70,7 @@ def make_window(qtbot, tmp_path, isolated_settings):
         ini = QtCore.QSettings.Format.IniFormat
         w = MainWindow(Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), ini)))
         qtbot.addWidget(w)
+        w.resize(*WINDOW_SIZE)  # the offscreen screen is small: every plot in view, none scrolled away
         w.show()
         qtbot.waitExposed(w)
         made.append(w)

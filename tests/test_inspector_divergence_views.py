@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_inspector_divergence_data import T, write_known_trace
 
-from inspector.app.browser import COL, NAME_ROLE
+from inspector.app.browser import COL
 from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.pair import PairFigure
 from inspector.figures.runs import RunsFigure
@@ -152,7 +152,11 @@ def test_hover_names_what_differs_at_the_cause(qtbot, window):
 def test_layer_follows_the_navigation_bar(qtbot, window):
     v = show(qtbot, window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
-    assert window.state.layer == 0
+    # A new pair opens on its cause: B's candidate dropped at layer 1, position 1.
+    assert (window.state.layer, window.state.position) == (1, 1) and v.data.layer == 1
+    with qtbot.waitSignal(v.drawn, timeout=5000):
+        window.navigation.layer.setValue(0)
+    assert v.data.layer == 0 and v.figure.heat_a.data.layer == v.figure.heat_b.data.layer == 0
     assert not (v.data.strip() == 1).any()  # nothing differs at layer 0 before t*
     with qtbot.waitSignal(v.drawn, timeout=5000):
         window.navigation.layer.setValue(1)
@@ -162,10 +166,8 @@ def test_layer_follows_the_navigation_bar(qtbot, window):
 
 def test_run_b_follows_the_run_browser(qtbot, window):
     v = show(qtbot, window, PairView)
-    proxy = window.browser.proxy
-    row = next(r for r in range(proxy.rowCount()) if proxy.index(r, COL["run"]).data(NAME_ROLE) == "flip")
     with qtbot.waitSignal(v.drawn, timeout=5000):
-        window.browser.table.setCurrentIndex(proxy.index(row, COL["run"]))
+        window.browser.table.setCurrentIndex(window.browser.proxy_index("flip", COL["run"]))
     assert v.data.run_b == "flip" and v.data.run_a == "alone"
 
 

@@ -112,7 +112,7 @@ def test_damaged_run_is_listed_not_fatal(qtbot, window, dialogs, good, tmp_path)
     assert window.state.names == ["r000"]
     assert "kept" in model.unusable["r001"] and "incomplete" in model.unusable["r002"]
     assert "2 incomplete or damaged" in window.browser.count.text()
-    greyed = model.index(model.row_of("r002"), 1)
+    greyed = model.index_of("r002", 1)
     assert model.flags(greyed) == QtCore.Qt.ItemFlag.NoItemFlags  # listed, not selectable
     # Selecting a damaged run before the background check reached it: one dialog, nothing else.
     window.state.unusable.discard("r001")

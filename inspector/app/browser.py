@@ -1,5 +1,6 @@
-"""The run browser: one table row per run with its composition, drops, completion and whether the
-completion differs from its reference run; selecting a row selects the run."""
+"""The run browser: the runs grouped by condition (each group names its reference), one row per
+run with its composition, drops, completion and whether the completion differs from its
+reference run; selecting a row selects the run."""
 
 from __future__ import annotations
 
@@ -15,16 +16,17 @@ class Column:
     tip: str
 
 
-# The columns a user compares runs by come first; the composition details follow.
+# The columns a user compares runs by come first; the composition details follow. The condition
+# is each group's heading.
 COLUMNS = (
-    Column("#", "write order of the run in the file"),
-    Column("run", "run name"),
-    Column("vs ref", "completion against the reference run: = same, ≠ @p first differs at position p"),
+    Column("run", "run name (hover for the whole name and its label)"),
+    Column("vs ref", "completion against the reference run of its request and condition: "
+                     "ref = that reference, = same, ≠ @p first differs at position p"),
     Column("probe drops", "dropped candidates of the probe row (row 0 without a probe)"),
     Column("drops", "dropped candidates of the whole batch (share of all candidates)"),
     Column("completion", "generated text of the probe row"),
     Column("label", "human label of the batch composition"),
-    Column("condition", "experiment condition"),
+    Column("#", "write order of the run in the file"),
     Column("B", "batch size"),
     Column("requests", "request id in each row"),
     Column("probe", "row of the probe request (-: none)"),
@@ -32,13 +34,29 @@ COLUMNS = (
     Column("kernels", "kernel mode"),
 )
 COL = {c.title: i for i, c in enumerate(COLUMNS)}
+WIDTHS = {"run": 190, "vs ref": 58, "probe drops": 84, "drops": 104, "completion": 240, "label": 150,
+          "#": 36, "B": 32, "requests": 110, "probe": 44, "routing": 260, "kernels": 90}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 NAME_ROLE = Qt.ItemDataRole.UserRole + 2
+GROUP_ROLE = Qt.ItemDataRole.UserRole + 3   # the condition of a group heading (None on a run)
+#: Groups of runs whose condition is not known yet, or that cannot be shown.
+PENDING, DAMAGED = "\x00reading", "\x00damaged"
+#: Milliseconds between regroupings while run attributes arrive from the background.
+REGROUP_MS = 120
 
 
-class RunTableModel(QtCore.QAbstractTableModel):
-    """One row per run, in write order, incomplete runs last. A run's attributes and stats arrive
-    from the background (`add_run`) and fill its row; unusable runs are greyed with the reason."""
+@dataclass
+class Group:
+    key: str            # the condition, or PENDING / DAMAGED
+    names: list[str]
+
+
+class RunTableModel(QtCore.QAbstractItemModel):
+    """Runs grouped by condition (groups in write order of their first run; runs still being read,
+    then unusable runs, last). A run's attributes and stats arrive from the background (`add_run`)
+    and fill its row; unusable runs are greyed with the reason.
+
+    Indexes: a group heading has internal id 0, a run of group g has g + 1."""
 
     def __init__(self, parent: QtCore.QObject | None = None) -> None:
         super().__init__(parent)
@@ -47,7 +65,13 @@ class RunTableModel(QtCore.QAbstractTableModel):
         self.stats: dict[str, RunStats] = {}
         self.unusable: dict[str, str] = {}   # run name -> why it cannot be shown
         self.chosen_reference: str | None = None
+        self.groups: list[Group] = []
+        self._where: dict[str, tuple[int, int]] = {}   # run -> (group, row in group)
         self._refs: dict[str, str] | None = None
+        self._regroup_timer = QtCore.QTimer(self)
+        self._regroup_timer.setSingleShot(True)
+        self._regroup_timer.setInterval(REGROUP_MS)
+        self._regroup_timer.timeout.connect(self.regroup)
 
     def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str]) -> None:
         """Rows for `names` (then any unusable run not among them); `infos` known so far."""
@@ -58,25 +82,28 @@ class RunTableModel(QtCore.QAbstractTableModel):
         self.stats = {}
         self.chosen_reference = None
         self._refs = None
+        self.groups = self._grouped()
+        self._index_groups()
         self.endResetModel()
 
     def add_run(self, info: RunInfo, stats: RunStats | None = None) -> None:
+        moved = self.group_key(info.name) != info.condition
         self.infos[info.name] = info
         if stats is not None:
             self.stats[info.name] = stats
         self._refs = None
-        r = self.row_of(info.name)
-        if r >= 0:
-            self.dataChanged.emit(self.index(r, 0), self.index(r, len(COLUMNS) - 1))
-        self._changed_all(COL["vs ref"], COL["vs ref"])  # a new run may be another's reference
+        if moved:
+            self._regroup_timer.start()
+        index = self.index_of(info.name)
+        if index.isValid():
+            self.dataChanged.emit(index, index.siblingAtColumn(len(COLUMNS) - 1))
+        self._changed_all()  # a new run may be another's reference
 
     def mark_unusable(self, name: str, why: str) -> None:
         self.unusable[name] = why
         if name not in self.names:
-            self.beginInsertRows(QtCore.QModelIndex(), len(self.names), len(self.names))
             self.names.append(name)
-            self.endInsertRows()
-        self._changed_all(0, len(COLUMNS) - 1)
+        self.regroup()
 
     @property
     def refs(self) -> dict[str, str]:
@@ -88,25 +115,117 @@ class RunTableModel(QtCore.QAbstractTableModel):
     def set_reference(self, name: str | None) -> None:
         self.chosen_reference = name
         self._refs = None
-        self._changed_all(0, len(COLUMNS) - 1)
+        self._changed_all()
 
-    def _changed_all(self, first: int, last: int) -> None:
-        if self.rowCount():
-            self.dataChanged.emit(self.index(0, first), self.index(self.rowCount() - 1, last))
+    def _changed_all(self) -> None:
+        last = len(COLUMNS) - 1
+        for g, group in enumerate(self.groups):
+            self.dataChanged.emit(self.index(g, 0), self.index(g, last))
+            if group.names:
+                parent = self.index(g, 0)
+                end = self.index(len(group.names) - 1, last, parent)
+                self.dataChanged.emit(self.index(0, 0, parent), end)
 
     def mark(self, name: str) -> str:
         return divergence_mark(name, self.refs.get(name, name), self.stats)
 
     def usable(self, name: str) -> bool:
-        return name in self.names and name not in self.unusable
+        return name in self._where and name not in self.unusable
+
+    # -- grouping -------------------------------------------------------------------------------
+
+    def group_key(self, name: str) -> str:
+        if name in self.unusable:
+            return DAMAGED
+        info = self.infos.get(name)
+        return PENDING if info is None else info.condition
+
+    def _grouped(self) -> list[Group]:
+        groups: dict[str, Group] = {}
+        for name in self.names:
+            key = self.group_key(name)
+            groups.setdefault(key, Group(key, [])).names.append(name)
+        last = [groups.pop(k) for k in (PENDING, DAMAGED) if k in groups]
+        return [*groups.values(), *last]
+
+    def _index_groups(self) -> None:
+        self._where = {n: (g, r) for g, group in enumerate(self.groups) for r, n in enumerate(group.names)}
+
+    def regroup(self) -> None:
+        """Move runs to the groups of their conditions, keeping the view's selection and expansion."""
+        self._regroup_timer.stop()
+        groups = self._grouped()
+        if [(g.key, g.names) for g in groups] == [(g.key, g.names) for g in self.groups]:
+            return
+        self.layoutAboutToBeChanged.emit()
+        old = self.persistentIndexList()
+        keys = [(self.data(i, NAME_ROLE), self.data(i, GROUP_ROLE), i.column()) for i in old]
+        self.groups = groups
+        self._index_groups()
+        position = {g.key: i for i, g in enumerate(groups)}
+        new = []
+        for name, key, column in keys:
+            if name is not None and name in self._where:
+                new.append(self.index_of(name, column))
+            elif key is not None and key in position:
+                new.append(self.index(position[key], column))
+            else:
+                new.append(QtCore.QModelIndex())
+        self.changePersistentIndexList(old, new)
+        self.layoutChanged.emit()
+
+    def index_of(self, name: str, column: int = 0) -> QtCore.QModelIndex:
+        """The index of run `name` (invalid when it is not listed)."""
+        if name not in self._where:
+            return QtCore.QModelIndex()
+        g, r = self._where[name]
+        return self.createIndex(r, column, g + 1)
+
+    def group_title(self, group: Group) -> str:
+        n = len(group.names)
+        runs = f"{n} run{'s' if n != 1 else ''}"
+        if group.key == PENDING:
+            return f"reading run attributes… ({runs})"
+        if group.key == DAMAGED:
+            return f"incomplete or damaged ({runs}): cannot be shown"
+        refs = list(dict.fromkeys(self.refs.get(name, name) for name in group.names if name in self.infos))
+        ref = (f" · ref {refs[0]}" if len(refs) == 1 else
+               f" · {len(refs)} refs (one per request)" if refs else "")
+        return f"{group.key or '(no condition)'} · {runs}{ref}"
+
+    def group_tip(self, group: Group) -> str:
+        if group.key in (PENDING, DAMAGED):
+            return self.group_title(group)
+        refs = list(dict.fromkeys(self.refs.get(name, name) for name in group.names if name in self.infos))
+        return (f"condition {group.key or '(none)'}: {len(group.names)} runs. Each run is compared with the "
+                f"reference of its request in this condition (marked ref): {', '.join(refs) or '…'}")
 
     # -- Qt model API -----------------------------------------------------------------------------
 
+    def index(self, row, column, parent=None):
+        if not 0 <= column < len(COLUMNS):
+            return QtCore.QModelIndex()
+        if parent is None or not parent.isValid():
+            return self.createIndex(row, column, 0) if 0 <= row < len(self.groups) else QtCore.QModelIndex()
+        g = parent.row()
+        if parent.internalId() == 0 and 0 <= g < len(self.groups) and 0 <= row < len(self.groups[g].names):
+            return self.createIndex(row, column, g + 1)
+        return QtCore.QModelIndex()
+
+    def parent(self, index=None):
+        if index is None or not index.isValid() or index.internalId() == 0:
+            return QtCore.QModelIndex()
+        return self.createIndex(index.internalId() - 1, 0, 0)
+
     def rowCount(self, parent=None) -> int:  # noqa: N802
-        return 0 if parent is not None and parent.isValid() else len(self.names)
+        if parent is None or not parent.isValid():
+            return len(self.groups)
+        if parent.internalId() == 0 and parent.column() == 0 and 0 <= parent.row() < len(self.groups):
+            return len(self.groups[parent.row()].names)
+        return 0
 
     def columnCount(self, parent=None) -> int:  # noqa: N802
-        return 0 if parent is not None and parent.isValid() else len(COLUMNS)
+        return len(COLUMNS)
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
         if orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
@@ -116,23 +235,33 @@ class RunTableModel(QtCore.QAbstractTableModel):
                 return COLUMNS[section].tip
         return None
 
+    def _name(self, index) -> str | None:
+        if not index.isValid() or index.internalId() == 0:
+            return None
+        return self.groups[index.internalId() - 1].names[index.row()]
+
     def flags(self, index):
-        if self.names[index.row()] in self.unusable:
+        name = self._name(index)
+        if name is None:
+            return Qt.ItemFlag.ItemIsEnabled if index.isValid() else Qt.ItemFlag.NoItemFlags
+        if name in self.unusable:
             return Qt.ItemFlag.NoItemFlags
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
-        r, c = index.row(), index.column()
-        name = self.names[r]
+        c = index.column()
+        name = self._name(index)
+        if name is None:
+            return self._group_data(self.groups[index.row()], index.row(), c, role)
         if role == NAME_ROLE:
             return name
         if name in self.unusable:
             return self._unusable_data(name, c, role)
         info = self.infos.get(name)
         if info is None:
-            return self._pending_data(name, r, c, role)
+            return self._pending_data(name, c, role)
         if role in (Qt.ItemDataRole.DisplayRole, SORT_ROLE):
             return self._value(info, c, sort=role == SORT_ROLE)
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -149,6 +278,23 @@ class RunTableModel(QtCore.QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
+    def _group_data(self, group: Group, g: int, c: int, role):
+        if role == GROUP_ROLE:
+            return group.key
+        if role == Qt.ItemDataRole.DisplayRole and c == 0:
+            return self.group_title(group)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self.group_tip(group)
+        if role == SORT_ROLE:
+            return g  # groups keep their order under every sort
+        if role == Qt.ItemDataRole.FontRole:
+            font = QtGui.QFont()
+            font.setBold(True)
+            return font
+        if role == Qt.ItemDataRole.ForegroundRole:
+            return QtGui.QColor("#505050")
+        return None
+
     def _value(self, info: RunInfo, c: int, sort: bool):
         stats = self.stats.get(info.name)
         if c == COL["#"]:
@@ -157,8 +303,6 @@ class RunTableModel(QtCore.QAbstractTableModel):
             return info.name
         if c == COL["label"]:
             return info.label
-        if c == COL["condition"]:
-            return info.condition
         if c == COL["B"]:
             return info.batch_size
         if c == COL["requests"]:
@@ -186,39 +330,47 @@ class RunTableModel(QtCore.QAbstractTableModel):
         return None
 
     def _tooltip(self, info: RunInfo, c: int) -> str | None:
+        if c == COL["run"]:
+            return f"{info.name}\n{info.label}\ncondition: {info.condition or '(none)'}"
         if c == COL["routing"]:
             return info.routing_json or None
         if c == COL["requests"]:
             return ", ".join(str(r) for r in info.request_ids)
         if c == COL["vs ref"]:
-            return f"reference: {self.refs.get(info.name, info.name)}"
+            reference = self.refs.get(info.name, info.name)
+            if reference == info.name:
+                return (f"the reference of request {info.focus_request} in condition "
+                        f"{info.condition or '(none)'}: its other runs are compared with this one")
+            return f"reference: {reference} (the first run of request {info.focus_request} in this condition)"
         if c == COL["completion"] and info.name in self.stats:
             return self.stats[info.name].preview
+        if c == COL["label"]:
+            return info.label or None
         return None
 
-    def _pending_data(self, name: str, r: int, c: int, role):
+    def _pending_data(self, name: str, c: int, role):
         """A run whose attributes are still being read."""
         if role == Qt.ItemDataRole.DisplayRole:
-            return {COL["#"]: r, COL["run"]: name}.get(c, "…")
+            return name if c == COL["run"] else "…"
+        if role == Qt.ItemDataRole.ToolTipRole and c == COL["run"]:
+            return name
         if role == SORT_ROLE:
-            return {COL["#"]: r, COL["run"]: name}.get(c, -1)
+            return name if c == COL["run"] else -1
         return None
 
     def _unusable_data(self, name: str, c: int, role):
-        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return {COL["run"]: name, COL["label"]: self.unusable[name]}.get(c)
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole) and c == COL["run"]:
+            return f"{name}: {self.unusable[name]}"  # spans the row: the reason stays in view
         if role == SORT_ROLE:
-            return 1 << 30 if c == COL["#"] else ""
+            return name if c == COL["run"] else ""
         if role == Qt.ItemDataRole.ForegroundRole:
             return QtGui.QColor("#999999")
         return None
 
-    def row_of(self, name: str) -> int:
-        return self.names.index(name) if name in self.names else -1
-
 
 class RunBrowser(QtWidgets.QWidget):
-    """Filter box and sortable table of runs; emits `run_selected(name)` and `reference_chosen(name)`."""
+    """Filter box and sortable tree of runs grouped by condition; emits `run_selected(name)` and
+    `reference_chosen(name)`."""
 
     run_selected = Signal(str)
     reference_chosen = Signal(object)  # run name or None for the default references
@@ -231,60 +383,99 @@ class RunBrowser(QtWidgets.QWidget):
         self.proxy.setSortRole(SORT_ROLE)
         self.proxy.setFilterKeyColumn(-1)
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.proxy.setRecursiveFilteringEnabled(True)   # a matching run keeps its group
+        self.proxy.setAutoAcceptChildRows(True)         # a matching condition keeps its runs
         self.filter = QtWidgets.QLineEdit()
         self.filter.setPlaceholderText("Filter runs (name, condition, routing, completion, …)")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.table = QtWidgets.QTableView()
+        self.table = QtWidgets.QTreeView()
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(COL["#"], Qt.SortOrder.AscendingOrder)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(22)
-        self.table.horizontalHeader().setStretchLastSection(False)
+        self.table.setUniformRowHeights(True)
+        self.table.setIndentation(14)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # run names differ at both ends
+        self.table.header().setStretchLastSection(False)
         self.table.setWordWrap(False)
+        self.table.setMinimumHeight(160)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.selectionModel().currentRowChanged.connect(self._current_changed)
+        self.collapsed: set[str] = set()   # conditions the user folded
+        self.table.collapsed.connect(lambda i: self._folded(i, True))
+        self.table.expanded.connect(lambda i: self._folded(i, False))
         self.count = QtWidgets.QLabel()
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.filter)
         layout.addWidget(self.table)
         layout.addWidget(self.count)
-        self.proxy.rowsInserted.connect(self._update_count)
-        self.proxy.modelReset.connect(self._update_count)
+        for signal in (self.proxy.rowsInserted, self.proxy.modelReset, self.proxy.layoutChanged):
+            signal.connect(self._structure_changed)
         self.model.dataChanged.connect(self._update_count)
-        self.proxy.layoutChanged.connect(self._update_count)
-        self.filter.textChanged.connect(self._update_count)
+        self.filter.textChanged.connect(self._structure_changed)
+        self._applying = False
 
     def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str]) -> None:
         """Show the runs `names` (attributes known so far in `infos`) and, greyed, those that cannot
         be shown (name -> why)."""
         self.model.set_runs(names, infos, unusable)
-        for c, width in ((COL["#"], 32), (COL["run"], 64), (COL["vs ref"], 56), (COL["probe drops"], 90),
-                         (COL["drops"], 104), (COL["completion"], 260), (COL["label"], 150),
-                         (COL["condition"], 150), (COL["B"], 36), (COL["requests"], 110), (COL["probe"], 44),
-                         (COL["routing"], 260), (COL["kernels"], 90)):
-            self.table.setColumnWidth(c, width)
+        for title, width in WIDTHS.items():
+            self.table.setColumnWidth(COL[title], width)
+        self._structure_changed()
+
+    def _folded(self, index, folded: bool) -> None:
+        key = index.data(GROUP_ROLE)
+        if key is not None and not self._applying:
+            (self.collapsed.add if folded else self.collapsed.discard)(key)
+
+    def _structure_changed(self, *args) -> None:
+        """Headings and unusable runs span the row; groups stay folded as the user left them."""
+        self._applying = True
+        root = QtCore.QModelIndex()
+        for g in range(self.proxy.rowCount()):
+            group = self.proxy.index(g, 0)
+            self.table.setFirstColumnSpanned(g, root, True)
+            self.table.setExpanded(group, group.data(GROUP_ROLE) not in self.collapsed)
+            if group.data(GROUP_ROLE) == DAMAGED:
+                for r in range(self.proxy.rowCount(group)):
+                    self.table.setFirstColumnSpanned(r, group, True)
+        self._applying = False
         self._update_count()
 
+    def shown_names(self) -> list[str]:
+        """The runs listed now (filter applied), in display order."""
+        out = []
+        for g in range(self.proxy.rowCount()):
+            group = self.proxy.index(g, 0)
+            out += [self.proxy.index(r, 0, group).data(NAME_ROLE) for r in range(self.proxy.rowCount(group))]
+        return out
+
+    def proxy_index(self, name: str, column: int = 0) -> QtCore.QModelIndex:
+        """The displayed index of run `name` (invalid when filtered out)."""
+        return self.proxy.mapFromSource(self.model.index_of(name, column))
+
     def _update_count(self, *args) -> None:
-        shown, total = self.proxy.rowCount(), self.model.rowCount()
+        shown, total = len(self.shown_names()), len(self.model.names)
         n_bad = len(self.model.unusable)
         bad = f" ({n_bad} incomplete or damaged)" if n_bad else ""
-        self.count.setText(f"{shown} of {total} runs shown{bad}" if shown != total else f"{total} runs{bad}")
+        groups = sum(1 for g in self.model.groups if g.key not in (PENDING, DAMAGED))
+        where = f" in {groups} conditions" if groups > 1 else ""
+        self.count.setText(f"{shown} of {total} runs shown{bad}" if shown != total
+                           else f"{total} runs{where}{bad}")
 
     def select(self, name: str) -> None:
         """Make `name` the current row (without emitting when it already is)."""
-        source_row = self.model.row_of(name)
-        if source_row < 0:
+        index = self.proxy_index(name)
+        if not index.isValid():
             return
-        index = self.proxy.mapFromSource(self.model.index(source_row, COL["run"]))
-        if index.isValid() and self.table.currentIndex().row() != index.row():
+        if index.parent().isValid() and not self.table.isExpanded(index.parent()):
+            self.table.expand(index.parent())
+        if self.table.currentIndex().siblingAtColumn(0) != index:
             self.table.setCurrentIndex(index)
             self.table.scrollTo(index)
 

@@ -1,34 +1,71 @@
-"""The details panel under the run browser: the file's metadata and the selected run's."""
+"""The details panel under the run browser: the file's metadata and the selected run's, as small
+key/value tables."""
 
 from __future__ import annotations
 
 import html
+import json
 import os
 
 from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtWidgets
 
+#: Model settings named first in the details, in this order; the others follow by name.
+MODEL_KEYS = ("n_layers", "moe_layers", "n_experts", "top_k", "d_model", "n_heads", "expert_d_ff",
+              "dense_d_ff", "context", "vocab_size")
+
+
+def model_text(config) -> str:
+    """A model config (dict, or its JSON) as `key value` pairs, the usual ones first."""
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return config
+    if not isinstance(config, dict):
+        return "" if config is None else str(config)
+    keys = [k for k in MODEL_KEYS if k in config] + sorted(k for k in config if k not in MODEL_KEYS)
+
+    def value(v) -> str:
+        if isinstance(v, (list, tuple)):
+            return ",".join(str(x) for x in v) or "none"
+        if isinstance(v, dict):
+            return ", ".join(f"{a} {b}" for a, b in v.items()) or "none"
+        return str(v)
+
+    return " · ".join(f"{k} {value(config[k])}" for k in keys)
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    cells = "".join(f'<tr><td style="color: #606060; padding-right: 8px;">{html.escape(k)}</td>'
+                    f"<td>{html.escape(v)}</td></tr>" for k, v in rows if v)
+    return f'<table cellspacing="0" cellpadding="1">{cells}</table>'
+
 
 def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str:
-    """Rich text naming the file (producer, model, tokenizer, kernels, device) and the run."""
+    """Two small key/value tables: the file (producer, model, tokenizer, kernels, device) and the run."""
     if trace is None:
         return ""
     meta = trace.meta
     name = html.escape(os.path.basename(trace.path))
-    lines = [f"<b>{name}</b> — {html.escape(str(meta.get('producer', '')))}, {meta.get('created', '')}",
-             html.escape(f"model: {meta.get('model_config', '')}"),
-             f"tokenizer {meta.get('tokenizer', '')} · kernels {meta.get('kernel_mode', '')} · "
-             f"{meta.get('device', '')} {meta.get('dtype', '')} · torch {meta.get('torch_version', '')} · "
-             f"seed {meta.get('seed', '')}"]
+    device = f"{meta.get('device', '')} {meta.get('dtype', '')}".strip()
+    parts = [f"<b>{name}</b>", _table([
+        ("written by", f"{meta.get('producer', '')}, {meta.get('created', '')}".strip(", ")),
+        ("model", model_text(meta.get("model_config"))),
+        ("tokenizer", str(meta.get("tokenizer", ""))),
+        ("kernels", str(meta.get("kernel_mode", ""))),
+        ("device", device + (f" · torch {meta['torch_version']}" if meta.get("torch_version") else "")),
+        ("seed", str(meta.get("seed", ""))),
+    ])]
     if run is not None:
         dims = " ".join(f"{k}={v}" for k, v in run.dims.items())
-        lines.append(f"<br><b>run {html.escape(run.name)}</b> [{dims}]")
+        rows = [("dims", dims)]
         if info is not None:
-            lines.append(html.escape(f"{info.label} · condition {info.condition} · "
-                                     f"experiment {info.experiment}"))
-            lines.append(html.escape(f"routing: {info.routing}"))
-        lines.append(f"reference: {html.escape(reference or run.name)}")
-    return "<br>".join(lines)
+            rows += [("batch", info.label), ("condition", info.condition), ("experiment", info.experiment),
+                     ("routing", info.routing)]
+        rows.append(("reference", reference or run.name))
+        parts += [f"<br><b>run {html.escape(run.name)}</b>", _table(rows)]
+    return "".join(parts)
 
 
 class DetailsPanel(QtWidgets.QScrollArea):

@@ -7,6 +7,8 @@ app keeps running; `show_error` is the single place dialogs for bad input come f
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,6 +21,28 @@ log = logging.getLogger(__name__)
 def show_error(parent: QtWidgets.QWidget | None, title: str, text: str) -> None:
     """A modal error dialog (tests patch `QMessageBox.critical` to record it instead)."""
     QtWidgets.QMessageBox.critical(parent, title, text)
+
+
+_TRUNCATED = re.compile(r"truncated file: eof = (\d+).*stored_eof = (\d+)")
+_H5PY_OPEN = re.compile(r"found OSError: Unable to (?:synchronously )?open file \((.*)\)")
+
+
+def open_error_text(path: str, message: str) -> str:
+    """The reader's message on a file that cannot be opened, as a sentence about that file: without
+    the repeated path and HDF5 object path ("/: "), h5py's wording turned into plain words."""
+    name = os.path.basename(path.rstrip("/")) or path
+    text = message.strip()
+    for prefix in (f"{path}: ", "/: "):
+        text = text.removeprefix(prefix)
+    truncated = _TRUNCATED.search(text)
+    if truncated:
+        have, want = (int(g) for g in truncated.groups())
+        sentence = (f"{name} is truncated: it holds {have:,} bytes of the {want:,} its header announces "
+                    f"(a copy or a recording that did not finish). Copy the whole file again.")
+    else:
+        text = _H5PY_OPEN.sub(lambda m: f"found a damaged HDF5 file ({m.group(1)})", text)
+        sentence = f"{name} cannot be opened: {text.rstrip('.')}."
+    return f"{sentence}\n\nFile: {path}"
 
 
 def user_message(exc: BaseException) -> str:

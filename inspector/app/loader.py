@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from inspector.figure_data.browser import run_info, run_stats
+from inspector.figure_data.browser import first_divergent_run, run_info, run_stats
 from inspector.qt import QtCore, Signal
 from traces import TraceError, open_trace
 
@@ -37,10 +37,12 @@ class OpenSignals(QtCore.QObject):
 
 
 def open_first(path: str):
-    """Open `path` and read the attributes of its first usable run only, so a trace of thousands
-    of runs opens as fast as one of a single run; raises TraceError for the file.
+    """Open `path` and read the attributes of its first usable run only (and, to pick the run shown
+    first, the probe tokens of at most `first_divergent_run`'s limit of runs), so a trace of
+    thousands of runs opens as fast as one of a single run; raises TraceError for the file.
 
-    Returns (trace, info of the first usable run or None, unusable runs: name -> why). A run that
+    Returns (trace, info of the run to show first: the first divergent probe run, else the first
+    usable one, or None; unusable runs: name -> why). A run that
     fails its checks does not make the file unusable; the others are checked later (`SummaryJob`).
     """
     trace = open_trace(path)
@@ -54,6 +56,12 @@ def open_first(path: str):
             except TraceError as exc:
                 log.warning("run %s of %s is unusable: %s", name, path, exc)
                 unusable[name] = str(exc)
+        # Open on what matters: the first run whose probe completion leaves its reference's.
+        name = first_divergent_run(trace) if first is not None else None
+        if name is not None:
+            first = run_info(trace.run(name))
+    except TraceError as exc:  # a damaged run met while looking: open on the first usable one
+        log.warning("looking for the first divergent run of %s: %s", path, exc)
     except BaseException:
         trace.close()
         raise

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from inspector.app.browser import RunBrowser
 from inspector.app.details import DetailsPanel
-from inspector.app.errors import show_error
+from inspector.app.errors import open_error_text, show_error
 from inspector.app.live import LiveFollower
 from inspector.app.loader import OpenJob, SummaryJob
 from inspector.app.menus import build_menus, fill_recent
@@ -20,7 +20,7 @@ from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
 from inspector.app.state import InspectorState
 from inspector.app.welcome import WelcomePage
-from inspector.figure_data.browser import RunInfo
+from inspector.figure_data.browser import RunInfo, first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.views import VIEWS, View
 from traces import TraceError
@@ -32,6 +32,10 @@ TRACE_FILTER = "Traces (*.h5 *.hdf5 *.trace);;All files (*)"
 NAVIGATION_PAUSE_S = 0.4
 #: Milliseconds a reload waits for the background summary to close its handle on the file.
 RELOAD_WAIT_MS = 10000
+#: Width of the run browser and details column at first launch; in a narrower window it gives
+#: back what it has beyond LEFT_SHARE of the width (never below LEFT_PX), so the views keep theirs.
+LEFT_PX = 320
+LEFT_SHARE = 0.25
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -80,15 +84,16 @@ class MainWindow(QtWidgets.QMainWindow):
             else:
                 self.tabs.addTab(view, view.title)
         self.right.setStretchFactor(0, 4)
-        self.right.setStretchFactor(1, 1)
+        self.right.setStretchFactor(1, 0)   # the text strip keeps its height; the tabs take the rest
         self.main = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
         self.main.setObjectName("main")
         self.main.addWidget(self.left)
         self.main.addWidget(self.right)
-        self.main.setStretchFactor(0, 2)
-        self.main.setStretchFactor(1, 5)
-        self.main.setSizes([520, 1080])
-        self.right.setSizes([700, 190])
+        self.main.setStretchFactor(0, 0)   # the views take a change of the window's width
+        self.main.setStretchFactor(1, 1)
+        self.browser.setMinimumWidth(300)
+        self.main.setSizes([LEFT_PX, 1500 - LEFT_PX])
+        self.right.setSizes([760, 155])
 
         self.welcome = WelcomePage()
         self.stack = QtWidgets.QStackedWidget()
@@ -194,7 +199,8 @@ class MainWindow(QtWidgets.QMainWindow):
             old.close()
         self.browser.set_runs(list(trace.run_names), infos, unusable)
         self.settings.add_recent(trace.path)
-        self.setWindowTitle(f"moe-inspector — {os.path.basename(trace.path)}")
+        # The platform adds the application's name ("example.h5 — moe-inspector").
+        self.setWindowTitle(os.path.basename(trace.path))
         self.setWindowFilePath(trace.path)
         self.stack.setCurrentWidget(self.main)
         self._update_actions()
@@ -227,7 +233,9 @@ class MainWindow(QtWidgets.QMainWindow):
         if not os.path.exists(path):
             self.settings.remove_recent(path)
         self._idle(f"Could not open {os.path.basename(path)}")
-        show_error(self, "Cannot open trace", message)
+        show_error(self, "Cannot open trace", open_error_text(path, message))
+        if self.state.trace is not None:  # the trace still shown is what the status bar describes
+            self._idle(self._trace_summary())
         self.open_finished.emit(False)
 
     def reload(self) -> None:
@@ -305,6 +313,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _summary_done(self, job: SummaryJob) -> None:
         if job is self._summary_job:
             self._summary_job = None
+            self.browser.model.regroup()
             if not job.cancelled and self.state.trace is not None:
                 self._idle(self._trace_summary())
 
@@ -365,6 +374,52 @@ class MainWindow(QtWidgets.QMainWindow):
             self.browser.model.mark_unusable(name, str(exc))
             show_error(self, "Cannot show run", str(exc))
 
+    def _pair_view(self) -> View | None:
+        return next((v for v in self.views if v.name == "pair"), None)
+
+    def _first_divergent(self) -> str | None:
+        """The first run (write order) whose probe completion leaves its reference's: from the
+        browser's marks once read, else from the file."""
+        model = self.browser.model
+        marked = [n for n in self.state.names if model.mark(n).startswith("≠")]
+        if marked:
+            return marked[0]
+        try:
+            return first_divergent_run(self.state.trace)
+        except TraceError as exc:
+            log.warning("first divergent run: %s", exc)
+            return None
+
+    def go_to_divergence(self) -> None:
+        """Side by side on the first differing token of the first divergent run (this one when it
+        diverges)."""
+        pair = self._pair_view()
+        if self.state.trace is None or pair is None:
+            return
+        run = self.state.run
+        if run is None or not self.browser.model.mark(run.name).startswith("≠"):
+            name = self._first_divergent()
+            if name is None:
+                self._idle("No run's completion leaves its reference's: there is no divergence to go to")
+                return
+            self.state.set_run(name)
+        self.tabs.setCurrentWidget(pair)
+        pair.refresh()
+        if not pair.go_to_divergence():
+            self._idle("The two runs compared agree: there is no divergence to go to")
+
+    def go_to_cause(self) -> None:
+        """Side by side on the layer and position of the cause of the pair shown."""
+        pair = self._pair_view()
+        if self.state.trace is None or pair is None:
+            return
+        self.tabs.setCurrentWidget(pair)
+        pair.refresh()
+        if pair.data is None:
+            self._idle("No pair of runs to explain in this trace")
+        else:
+            pair.go_to_cause()
+
     def _reference_chosen(self, name) -> None:
         self.state.set_reference(name)
         self.browser.model.set_reference(name)
@@ -374,6 +429,13 @@ class MainWindow(QtWidgets.QMainWindow):
         from inspector.app.export_dialog import export_dialog  # on first use, like the menus
 
         export_dialog(self, view)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        sizes = self.main.sizes()
+        cap = max(LEFT_PX, int(self.width() * LEFT_SHARE))
+        if len(sizes) == 2 and sizes[0] > cap:
+            self.main.setSizes([cap, sizes[0] + sizes[1] - cap])
 
     # -- drag and drop --------------------------------------------------------------------------
 
@@ -402,6 +464,8 @@ class MainWindow(QtWidgets.QMainWindow):
             # First launch: most of the screen, at most 1500 x 950.
             free = screen.availableGeometry()
             self.resize(min(1500, int(free.width() * 0.92)), min(950, int(free.height() * 0.92)))
+            left = min(max(int(self.width() * 0.24), LEFT_PX), 440)
+            self.main.setSizes([left, self.width() - left])
         state = s.bytes("window/state")
         if state is not None:
             self.restoreState(state)

@@ -78,4 +78,4 @@ class NavigationBar(QtWidgets.QToolBar):
         L = self.state.n_layers
         moe = self.state.trace.moe_layers
         model = moe[self.state.layer] if self.state.layer < len(moe) else self.state.layer
-        self.layer_label.setText(f" {self.state.layer} of 0-{L - 1} (model layer {model})")
+        self.layer_label.setText(f" MoE layer {self.state.layer} of {L} (model layer {model})")

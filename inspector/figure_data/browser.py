@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inspector.figure_data.tokens import preview
+from traces import TraceError
 from traces.analysis import divergence
 
 
@@ -182,3 +183,36 @@ def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) ->
         return ""
     t = first_difference(stats[name].completion, stats[reference].completion)
     return "=" if t is None else f"≠ @{stats[name].prompt_len + t}"
+
+
+def first_divergent_run(trace, limit: int = 64) -> str | None:
+    """The first run (of the first `limit`, write order) whose probe completion differs from its
+    reference's (`default_references`); None when none does. Reads attributes and the probe rows'
+    tokens only, so it is cheap enough to pick the run a trace opens on."""
+    infos: list[RunInfo] = []
+    completions: dict[str, np.ndarray] = {}
+
+    def completion(info: RunInfo) -> np.ndarray:
+        if info.name not in completions:
+            run = trace.run(info.name)
+            row = info.focus_row
+            start, end = int(run.prompt_len[row]), run.row_length(row)
+            completions[info.name] = np.asarray(run.tokens[row, start:end])
+        return completions[info.name]
+
+    by_name: dict[str, RunInfo] = {}
+    for name in list(trace.run_names)[:limit]:
+        try:
+            run = trace.run(name)
+            if not run.complete or run.probe_row < 0:
+                continue
+            info = run_info(run)
+            reference = default_references([*infos, info])[name]
+            if reference != name and first_difference(completion(info),
+                                                       completion(by_name[reference])) is not None:
+                return name
+        except TraceError:  # a damaged run is neither shown first nor anyone's reference
+            continue
+        infos.append(info)
+        by_name[name] = info
+    return None

@@ -103,6 +103,9 @@ class RunsData:
                          f"{self.run_causes[r]}{confirmed}")
         else:
             lines.append("same completion as the reference")
+        splits = ["/".join(str(n) for n in counts) for position, counts in self.split_points if position == t]
+        if splits:  # also named above the map, where there is room
+            lines.append(f"runs split here: {'; '.join(splits)}")
         return "\n".join(lines)
 
     def to_columns(self) -> dict[str, np.ndarray]:

@@ -60,6 +60,14 @@ class TextData:
                     f"none >= {MARGIN_SAFE:g})")
         raise ValueError(f"unknown shading mode {mode!r}; expected one of {', '.join(SHADE_MODES)}")
 
+    def shade_ends(self, mode: str) -> tuple[str, str]:
+        """What no shade and full shade mean in `mode`, for the key of the strip."""
+        if mode == SHADE_MODES[0]:
+            return "0", f"{max(int(self.drops.sum(axis=0).max(initial=0)), 1)} dropped"
+        if mode == SHADE_MODES[1]:
+            return "0", f"{self.n_candidates} dropped"
+        return f"margin ≥ {MARGIN_SAFE:g}", f"≤ {MARGIN_TIE:g}"
+
     @property
     def smallest_margin(self) -> np.ndarray:
         """[T] smallest router margin over layers."""

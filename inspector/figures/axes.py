@@ -137,3 +137,33 @@ class TokenAxis(CategoryAxis):
         if self._labels:
             last = min(last, len(self._labels) - 1)
         return [(float(step), [float(v) for v in range(int(first), int(last) + 1, step)])]
+
+
+class CountAxis(pg.AxisItem):
+    """An axis of counts: ticks at whole numbers only ({1, 2, 5} x 10^n apart), never at 0.5."""
+
+    def __init__(self, orientation: str = "left", **kwargs) -> None:
+        super().__init__(orientation, **kwargs)
+        self.enableAutoSIPrefix(False)
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
+        minVal, maxVal = sorted((minVal, maxVal))
+        if size <= 0 or maxVal <= minVal:
+            return []
+        font = self.style.get("tickFont") or QtGui.QFont()
+        gap = QtGui.QFontMetricsF(font).height() * 1.6 if self.orientation in ("left", "right") else 40.0
+        step = nice_step(gap / (size / (maxVal - minVal)))
+        first = math.ceil(minVal / step) * step
+        return [(float(step), [float(v) for v in range(int(first), int(math.floor(maxVal)) + 1, step)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
+        return [str(int(round(v))) for v in values]
+
+
+class XZoomViewBox(pg.ViewBox):
+    """A view box whose mouse wheel zooms the x axis alone (positions, or experts of a bar chart);
+    with Shift held it zooms both axes, as a plain view box does."""
+
+    def wheelEvent(self, ev, axis=None):  # noqa: N802 (pyqtgraph's name)
+        shift = bool(ev.modifiers() & QtCore.Qt.KeyboardModifier.ShiftModifier)
+        super().wheelEvent(ev, axis=axis if shift or axis is not None else 0)

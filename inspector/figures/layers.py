@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from inspector.figure_data.layers import LayersData, describe_layers_cell
-from inspector.figures.axes import CategoryAxis, TokenAxis
-from inspector.figures.marks import CellMarks
+from inspector.figures.axes import CategoryAxis, TokenAxis, XZoomViewBox
+from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.style import PALETTE, FigureStyle, categorical_colors, place_legend
 from inspector.qt import QtCore, pg
 
@@ -32,8 +32,11 @@ class LayersFigure:
         self.data: LayersData | None = None
         self.x_axis = TokenAxis("bottom")
         self.y_axis = CategoryAxis("left")
-        self.plot: pg.PlotItem = layout.addPlot(row=row, col=0,
-                                                axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.marks = MarkAxis()
+        self.plot: pg.PlotItem = layout.addPlot(row=row, col=0, viewBox=XZoomViewBox(),
+                                                axisItems={"bottom": self.x_axis, "left": self.y_axis,
+                                                           "top": self.marks})
+        self.plot.showAxis("top")
         self.plot.setLabel("bottom", "position (token)")
         self.plot.setLabel("left", "MoE layer (model layer)")
         self.plot.invertY(True)
@@ -68,8 +71,10 @@ class LayersFigure:
         self.drops.set_cells(t, l)
         self.boundary.setPos(data.prompt_len - 0.5)
         self.boundary.setVisible(0 < data.prompt_len < T)
+        self.marks.set_mark("boundary", data.prompt_len - 0.5 if 0 < data.prompt_len < T else None,
+                            "prompt | generation", self.style.foreground)
         self._set_legend(data.n_experts)
-        self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request}) · top-1 expert per "
+        self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request})<br>top-1 expert per "
                            f"layer · ✕ = dropped candidate ({int(data.n_dropped.sum())})",
                            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-1.5, yMax=L + 0.5)

@@ -7,7 +7,7 @@ import numpy as np
 
 from inspector.figure_data.load import LoadData
 from inspector.figure_data.routing import capacity_text
-from inspector.figures.axes import CategoryAxis
+from inspector.figures.axes import CategoryAxis, CountAxis
 from inspector.figures.style import FigureStyle, place_legend, row_colors
 from inspector.qt import QtCore, QtGui, pg
 
@@ -29,10 +29,10 @@ class LoadFigure:
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
         self.style = style or FigureStyle()
         self.data: LoadData | None = None
-        self.totals: pg.PlotItem = layout.addPlot(row=row, col=0,
-                                                  axisItems={"bottom": CategoryAxis("bottom")})
-        self.shares: pg.PlotItem = layout.addPlot(row=row + 1, col=0,
-                                                  axisItems={"bottom": CategoryAxis("bottom")})
+        self.totals: pg.PlotItem = layout.addPlot(
+            row=row, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis()})
+        self.shares: pg.PlotItem = layout.addPlot(
+            row=row + 1, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis()})
         self.shares.setXLink(self.totals)
         for plot, ylabel in ((self.totals, "candidates"), (self.shares, "candidates by row")):
             plot.setLabel("bottom", "expert")
@@ -94,13 +94,14 @@ class LoadFigure:
             plot.setYRange(0, top, padding=0)
         step = "prefill" if data.step == 0 else f"decode step {data.step}"
         self.totals.setTitle(
-            f"run {data.run} · {step} · layer {data.layer} · group {data.group} · capacity "
+            f"run {data.run} · {step} · layer {data.layer} · group {data.group}<br>capacity "
             f"{capacity_text(cap)} · requested {int(data.requested.sum())}, kept {int(data.kept.sum())}, "
             f"dropped {int(data.dropped.sum())}",
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         probe = f"probe = row {data.probe_row}" if data.probe_row >= 0 else "no probe row"
-        self.shares.setTitle(f"who filled the buffers: kept (solid) and dropped (hatched) candidates of each "
-                             f"row · {probe}", color=self.style.foreground, size=f"{self.style.font_size}pt")
+        self.shares.setTitle(f"who filled the buffers: kept (solid) and dropped (hatched)<br>candidates of "
+                             f"each row · {probe}",
+                             color=self.style.foreground, size=f"{self.style.font_size}pt")
 
     def _set_shares(self, data: LoadData) -> None:
         B = data.row_kept.shape[0]

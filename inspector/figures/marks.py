@@ -135,3 +135,93 @@ class CellMarks(pg.GraphicsObject):
         painter.setBrush(self._brush)
         painter.drawRects([QtCore.QRectF(a - hx, b - hy, 2 * hx, 2 * hy)
                            for a, b in zip(x.tolist(), y.tolist(), strict=True)])
+
+
+class MarkAxis(pg.AxisItem):
+    """A top axis naming marks of the x axis (the prompt | generation boundary, t*, the splits of
+    the runs) above the data area, where they hide no cell.
+
+    Each label is centred on its x in its own colour, kept inside the axis, and put on the first
+    of `rows` text rows where it overlaps no other label, else just right of the labels of the
+    first row; one that fits nowhere is left out (the hover readout still names it). No tick
+    marks, no axis line."""
+
+    def __init__(self, rows: int = 1, **kwargs) -> None:
+        super().__init__("top", **kwargs)
+        self.rows = rows
+        self._marks: dict[str, tuple[float, str, str]] = {}
+        self.placed: list[tuple[str, QtCore.QRectF]] = []   # the labels drawn last, in axis coordinates
+        self.setPen(pg.mkPen(None))
+        self.setStyle(tickLength=0, showValues=False)
+        self.setHeight(self._row_height() * rows + 4)
+
+    def _row_height(self) -> int:
+        return QtGui.QFontMetrics(self.style.get("tickFont") or QtGui.QFont()).height() + 2
+
+    def set_mark(self, key: str, x: float | None, text: str = "", color: str = "#000000") -> None:
+        """Name position `x` with `text` (None removes the mark `key`)."""
+        if x is None:
+            self._marks.pop(key, None)
+        else:
+            self._marks[key] = (float(x), text, color)
+        self.picture = None
+        self.update()
+
+    def clear_marks(self) -> None:
+        self._marks.clear()
+        self.picture = None
+        self.update()
+
+    def marks(self) -> dict[str, tuple[float, str, str]]:
+        return dict(self._marks)
+
+    def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().setTickFont(font)
+        self.setHeight(self._row_height() * self.rows + 4)
+
+    def _layout(self, metrics: QtGui.QFontMetricsF) -> list[tuple[str, str, QtCore.QRectF]]:
+        view = self.linkedView()
+        if view is None or not self._marks:
+            return []
+        (x0, x1), _ = view.viewRange()
+        width, row_h = self.width(), self._row_height()
+        rows: list[list[tuple[float, float]]] = [[] for _ in range(self.rows)]
+        out = []
+        for x, text, color in sorted(self._marks.values(), key=lambda m: m[0]):
+            if not x0 <= x <= x1:
+                continue
+            px = self.mapFromItem(view, view.mapFromView(QtCore.QPointF(x, 0))).x()
+            w = metrics.horizontalAdvance(text) + 6
+            left = min(max(px - w / 2, 0.0), max(width - w, 0.0))
+            free = [r for r, taken in enumerate(rows)
+                    if all(left + w + 3 <= a or left >= b + 3 for a, b in taken)]
+            if not free and rows[0]:  # next to the nearest label instead, when the axis has room
+                pushed = max(b for _, b in rows[0]) + 4
+                if pushed + w <= width:
+                    left, free = pushed, [0]
+            if free:
+                rows[free[0]].append((left, left + w))
+                top = self.height() - (free[0] + 1) * row_h - 1
+                out.append((text, color, QtCore.QRectF(left, top, w, row_h)))
+        return out
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
+        return []
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802 (pyqtgraph's name)
+        font = self.style.get("tickFont") or QtGui.QFont()
+        p.setFont(font)
+        self.placed = []
+        for text, color, rect in self._layout(QtGui.QFontMetricsF(font)):
+            p.setPen(pg.mkPen(color))
+            p.drawText(rect, int(QtCore.Qt.AlignmentFlag.AlignCenter), text)
+            self.placed.append((text, rect))
+
+    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(ev)
+        self.picture = None
+
+    def linkedViewChanged(self, view, newRange=None) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().linkedViewChanged(view, newRange)
+        self.picture = None
+        self.update()

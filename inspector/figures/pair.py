@@ -24,9 +24,9 @@ from inspector.figure_data.pair import (
     PairData,
 )
 from inspector.figure_data.routing import describe_cell
-from inspector.figures.axes import CategoryAxis, TokenAxis
+from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
-from inspector.figures.marks import CellMarks
+from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, pg
@@ -97,11 +97,15 @@ class DecadeAxis(pg.AxisItem):
 
 
 def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.AxisItem | None = None,
-          ylabel: str = "") -> pg.PlotItem:
+          ylabel: str = "", top: pg.AxisItem | None = None) -> pg.PlotItem:
     axes = {"bottom": TokenAxis("bottom")}
     if left is not None:
         axes["left"] = left
-    plot = layout.addPlot(row=row, col=0, axisItems=axes)
+    if top is not None:
+        axes["top"] = top
+    plot = layout.addPlot(row=row, col=0, axisItems=axes, viewBox=XZoomViewBox())
+    if top is not None:
+        plot.showAxis("top")
     plot.setMenuEnabled(False)
     plot.hideButtons()
     plot.setLabel("left", ylabel)
@@ -138,7 +142,8 @@ class PairFigure:
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
         self.heat_a = RoutingFigure(left, self.style, row=0)
         self.heat_b = RoutingFigure(left, self.style, row=1)
-        self.strip = _plot(left, 2, self.style, CategoryAxis("left", STRIP_TICKS))
+        # Its three rows are short: their names may sit closer than other ticks, never left out.
+        self.strip = _plot(left, 2, self.style, CategoryAxis("left", STRIP_TICKS, min_gap_px=12))
         self.strip.invertY(True)
         self.strip_image = pg.ImageItem(axisOrder="row-major")
         self.strip.addItem(self.strip_image)
@@ -146,7 +151,8 @@ class PairFigure:
             left.layout.setRowStretchFactor(i, s)
         # Right: the map of what differs, and the curves.
         self.map_axis = CategoryAxis("left")
-        self.map = _plot(right, 0, self.style, self.map_axis, "layer")
+        self.map_marks = MarkAxis()
+        self.map = _plot(right, 0, self.style, self.map_axis, "layer", top=self.map_marks)
         self.map.invertY(True)
         self.map_image = pg.ImageItem(axisOrder="row-major")
         self.map.addItem(self.map_image)
@@ -168,7 +174,7 @@ class PairFigure:
                                            name="max |logit difference|")
         self.margin_curve = self.logits.plot(pen=pg.mkPen(MARGIN_COLOR, width=1.2), connect="finite",
                                              name="A's top-2 margin")
-        self.drops = _plot(right, 3, self.style, None, "dropped")
+        self.drops = _plot(right, 3, self.style, CountAxis("left"), "dropped")
         self.drops_a = self.drops.plot(pen=pg.mkPen(A_COLOR, width=1.5), stepMode="center", name="A")
         self.drops_b = self.drops.plot(pen=pg.mkPen(B_COLOR, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
                                        stepMode="center", name="B")
@@ -190,6 +196,7 @@ class PairFigure:
             # x-linked with the panel below, whose axis shows the positions.
             plot.hideAxis("bottom")
         self.heat_b.colorbar.axis.setLabel("")
+        self.heat_b.plot.hideAxis("top")  # x-linked with A, whose marks name the boundary and t*
         for plot in (self.strip, self.drops):
             plot.setLabel("bottom", "position (token)")
         for plot in (self.kl, self.logits, self.drops):
@@ -199,25 +206,22 @@ class PairFigure:
             plot.setAutoVisible(y=True)
             plot.enableAutoRange(y=True)
             plot.showGrid(y=True, alpha=0.2)
+        self.drops.enableAutoRange(y=False)  # counts from 0: an all-zero curve gets 0..1, not ±0.2
         self.not_compared = []
         for plot in (self.kl, self.logits):
             region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
             region.setZValue(-10)
             plot.addItem(region)
             self.not_compared.append(region)
-        self.t_star_lines = self._lines(T_STAR_COLOR, QtCore.Qt.PenStyle.DashLine, 1.5, "t*")
-        self.selected_lines = self._lines(SELECTED_COLOR, QtCore.Qt.PenStyle.SolidLine, 1.5, None)
+        self.t_star_lines = self._lines(T_STAR_COLOR, QtCore.Qt.PenStyle.DashLine, 1.5)
+        self.selected_lines = self._lines(SELECTED_COLOR, QtCore.Qt.PenStyle.SolidLine, 1.5)
         self.set_selected(None)
 
-    def _lines(self, color: str, dash, width: float, label: str | None) -> list[pg.InfiniteLine]:
+    def _lines(self, color: str, dash, width: float) -> list[pg.InfiniteLine]:
         lines = []
         for i, plot in enumerate(self.plots):
-            opts = {}
-            if label is not None and plot in (self.heat_a.plot, self.map):
-                opts = {"label": label, "labelOpts": {"position": 0.95, "color": color,
-                                                      "fill": (255, 255, 255, 200)}}
             pen = pg.mkPen(color, width=width, style=dash)
-            line = pg.InfiniteLine(angle=90, movable=False, pen=pen, **opts)
+            line = pg.InfiniteLine(angle=90, movable=False, pen=pen)
             line.setZValue(40 + i)
             plot.addItem(line, ignoreBounds=True)
             lines.append(line)
@@ -234,12 +238,12 @@ class PairFigure:
         for fig, name, color in ((self.heat_a, "A", A_COLOR), (self.heat_b, "B", B_COLOR)):
             d = fig.data
             dropped = int((~d.kept).sum())
-            fig.plot.setTitle(f"{name}: run {d.run} row {d.row} · layer {d.layer} · {dropped} dropped",
+            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · {dropped} dropped",
                               color=color, size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
         self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
-        self.strip.setTitle(f"layer {data.layer}: what differs",
+        self.strip.setTitle(f"layer {data.layer} (heatmaps above): what differs",
                             color=self.style.foreground, size=f"{self.style.font_size}pt")
         self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
         self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
@@ -252,7 +256,7 @@ class PairFigure:
                                 [v.layer] if v.position >= 0 and v.layer >= 0 else [])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
         self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
-        self.map.setTitle("where routing differs (layer x position)", color=self.style.foreground,
+        self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
                           size=f"{self.style.font_size}pt")
         self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
         self._set_curves(data)
@@ -263,6 +267,8 @@ class PairFigure:
         for line in self.t_star_lines:
             line.setVisible(data.t_star >= 0)
             line.setPos(data.t_star)
+        for marks in (self.heat_a.marks, self.map_marks):  # named above the panels, not on the cells
+            marks.set_mark("t*", data.t_star if data.t_star >= 0 else None, "t*", T_STAR_COLOR)
         self.strip.vb.setRange(yRange=(-0.5, 2.5), padding=0)
         for plot in (self.strip, self.map):
             plot.vb.setLimits(yMin=-1.0, yMax=max(L, 3) + 0.0)
@@ -281,6 +287,8 @@ class PairFigure:
         edges = np.arange(data.length + 1, dtype=np.float64) - 0.5
         self.drops_a.setData(edges, np.nan_to_num(data.drops_a), stepMode="center")
         self.drops_b.setData(edges, np.nan_to_num(data.drops_b), stepMode="center")
+        top = max(float(np.nanmax(data.drops_a, initial=0)), float(np.nanmax(data.drops_b, initial=0)), 1.0)
+        self.drops.setYRange(0, top * 1.1, padding=0)
 
 
     def _set_text(self, data: PairData, selected: int | None) -> None:

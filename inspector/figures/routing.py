@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from inspector.figure_data.routing import RoutingData, describe_cell
-from inspector.figures.axes import CategoryAxis, TokenAxis
-from inspector.figures.marks import CellMarks
+from inspector.figures.axes import CategoryAxis, TokenAxis, XZoomViewBox
+from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.style import FigureStyle, colormap
 from inspector.qt import QtCore, pg
 
@@ -21,8 +21,11 @@ class RoutingFigure:
         self.data: RoutingData | None = None
         self.x_axis = TokenAxis("bottom")
         self.y_axis = CategoryAxis("left")
-        self.plot: pg.PlotItem = layout.addPlot(row=row, col=0,
-                                                axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.marks = MarkAxis()  # the boundary (and t* in the side-by-side figure), above the cells
+        self.plot: pg.PlotItem = layout.addPlot(row=row, col=0, viewBox=XZoomViewBox(),
+                                                axisItems={"bottom": self.x_axis, "left": self.y_axis,
+                                                           "top": self.marks})
+        self.plot.showAxis("top")
         self.plot.setLabel("bottom", "position (token)")
         self.plot.setLabel("left", "expert")
         self.plot.invertY(True)  # expert 0 on top, as in a matrix
@@ -39,10 +42,7 @@ class RoutingFigure:
             self.plot.addItem(item)
         self.boundary = pg.InfiniteLine(
             angle=90, movable=False,
-            pen=pg.mkPen(self.style.boundary, width=2, style=QtCore.Qt.PenStyle.DashLine),
-            label="prompt | generation",
-            labelOpts={"position": 0.02, "color": self.style.boundary, "fill": (255, 255, 255, 200),
-                       "anchors": [(0.5, 0), (0.5, 0)]})
+            pen=pg.mkPen(self.style.boundary, width=2, style=QtCore.Qt.PenStyle.DashLine))
         self.boundary.setZValue(20)
         self.plot.addItem(self.boundary)
         self.colorbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormap(self.style.colormap),
@@ -71,12 +71,14 @@ class RoutingFigure:
         self.dropped.set_cells(t, e)
         self.boundary.setPos(data.prompt_len - 0.5)
         self.boundary.setVisible(0 < data.prompt_len < T)
+        self.marks.set_mark("boundary", data.prompt_len - 0.5 if 0 < data.prompt_len < T else None,
+                            "prompt | generation", self.style.boundary)
         self.plot.setTitle(
             f"run {data.run} · row {data.row} (request {data.request}) · layer {data.layer} "
             f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped",
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-0.5 - E, yMax=E - 0.5 + E,
-                               minXRange=min(4, T), minYRange=min(2, E))
+                               minXRange=min(4, T), minYRange=min(4, E))
         if not keep_view:
             self.plot.vb.setRange(xRange=(-0.5, T - 0.5), yRange=(-0.5, E - 0.5), padding=0)
 

@@ -9,21 +9,26 @@ import html
 import numpy as np
 
 from inspector.figure_data.runs import RunsData
-from inspector.figures.axes import CategoryAxis, TokenAxis
+from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.divergence_text import HtmlBlock
-from inspector.figures.marks import CellMarks
+from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.style import FigureStyle, categorical_colors
 from inspector.qt import QtCore, pg
 
 #: Completions named in the colour key; the rest are counted in one entry.
 LEGEND_COMPLETIONS = 10
-#: Splits labelled with their counts on top of the map.
+#: Splits labelled with their counts on top of the map, on at most SPLIT_ROWS rows.
 LABELLED_SPLITS = 8
-#: Room above the first run for the split counts: this share of the runs, at least HEADROOM_MIN rows.
-HEADROOM_SHARE = 0.08
-HEADROOM_MIN = 1.5
+SPLIT_ROWS = 2
 CAUSE_COLOR = "#fdae6b"
 CONFIRMED_COLOR = "#e6550d"
+
+
+def confirmed_text(confirmed: int, count: int) -> str:
+    """How many of a cause's runs a counterfactual confirmed, in words."""
+    if count and confirmed >= count:
+        return "all confirmed" if count > 1 else "confirmed"
+    return f"{confirmed} of {count} confirmed" if confirmed else "none confirmed"
 
 
 def cluster_rgb(clusters: np.ndarray, n_unique: int) -> np.ndarray:
@@ -45,7 +50,7 @@ def headline_html(data: RunsData, style: FigureStyle) -> str:
             f"Completions (runs): {key}<br>"
             f'<span style="color: #505050;">Request {data.request}{condition}. Colour = the completion of '
             f"the largest group still sharing the run's prefix; framed cell = t* against reference run "
-            f"{html.escape(data.reference_run)} (boxed row); numbers on top = how the runs split. "
+            f"{html.escape(data.reference_run)} (boxed row); numbers above the map = how the runs split. "
             f"{html.escape(data.causes_line)}</span></div>")
 
 
@@ -59,8 +64,11 @@ class RunsFigure:
         self.headline = HtmlBlock(self.style)
         layout.addItem(self.headline, row=row, col=0)
         self.y_axis = CategoryAxis("left")
-        self.map: pg.PlotItem = layout.addPlot(row=row + 1, col=0,
-                                               axisItems={"bottom": TokenAxis("bottom"), "left": self.y_axis})
+        self.split_axis = MarkAxis(rows=SPLIT_ROWS)  # how the runs split, above the map
+        self.map: pg.PlotItem = layout.addPlot(row=row + 1, col=0, viewBox=XZoomViewBox(),
+                                               axisItems={"bottom": TokenAxis("bottom"), "left": self.y_axis,
+                                                          "top": self.split_axis})
+        self.map.showAxis("top")
         self.map.setLabel("bottom", "position (token)")
         self.map.setLabel("left", "run")
         self.map.invertY(True)
@@ -81,17 +89,19 @@ class RunsFigure:
         self.selected_line.setZValue(30)
         self.selected_line.hide()
         self.map.addItem(self.selected_line, ignoreBounds=True)
-        self.split_labels: list[pg.TextItem] = []
         self.cause_axis = CategoryAxis("bottom")
-        self.causes: pg.PlotItem = layout.addPlot(row=row + 2, col=0, axisItems={"bottom": self.cause_axis})
+        self.causes: pg.PlotItem = layout.addPlot(row=row + 2, col=0,
+                                                  axisItems={"bottom": self.cause_axis, "left": CountAxis()})
         self.causes.setLabel("left", "runs")
         self.causes.setMenuEnabled(False)
         self.causes.hideButtons()
         self.causes.showGrid(y=True, alpha=0.25)
         self.style.style_plot(self.causes)
+        # One bar per cause: its confirmed runs (dark) at the bottom, the unconfirmed (light) on top.
         self.cause_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=CAUSE_COLOR,
                                           pen=pg.mkPen("#a0522d"))
-        self.confirmed_bars = pg.BarGraphItem(x=[], height=[], width=0.4, brush=CONFIRMED_COLOR, pen=None)
+        self.confirmed_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=CONFIRMED_COLOR,
+                                              pen=pg.mkPen("#a0522d"))
         self.causes.addItem(self.cause_bars)
         self.causes.addItem(self.confirmed_bars)
         self.cause_labels: list[pg.TextItem] = []
@@ -113,47 +123,41 @@ class RunsFigure:
         self.t_star.set_cells(data.t_star[diverged], y_of[diverged])
         y_ref = y_of[data.reference]
         self.reference_band.setRegion((y_ref - 0.5, y_ref + 0.5))
-        headroom = max(HEADROOM_MIN, HEADROOM_SHARE * N)
-        self._set_split_labels(data, headroom)
+        self._set_split_labels(data)
         self.map.setTitle("runs x positions by completion cluster", color=self.style.foreground,
                           size=f"{self.style.font_size}pt")
-        self.map.vb.setLimits(xMin=P - 0.5 - 0.05 * n, xMax=P + n - 0.5 + 0.05 * n, yMin=-headroom - 1,
-                              yMax=N + 0.5)
+        self.map.vb.setLimits(xMin=P - 0.5 - 0.05 * n, xMax=P + n - 0.5 + 0.05 * n, yMin=-1.5, yMax=N + 0.5)
         if not keep_view:
-            self.map.vb.setRange(xRange=(P - 0.5, P + max(n, 1) - 0.5), yRange=(-headroom, N - 0.5),
-                                 padding=0)
+            self.map.vb.setRange(xRange=(P - 0.5, P + max(n, 1) - 0.5), yRange=(-0.5, N - 0.5), padding=0)
         self._set_causes(data)
 
-    def _set_split_labels(self, data: RunsData, headroom: float) -> None:
-        for item in self.split_labels:
-            self.map.removeItem(item)
-        self.split_labels = []
-        for position, counts in data.split_points[:LABELLED_SPLITS]:
-            label = pg.TextItem("/".join(str(c) for c in counts), color=self.style.foreground,
-                                fill=pg.mkBrush(255, 255, 255, 210), anchor=(0.5, 0.0))
-            label.setPos(position, -headroom)  # hangs from the top, in the room above the first run
-            label.setZValue(40)
-            self.map.addItem(label, ignoreBounds=True)
-            self.split_labels.append(label)
+    def _set_split_labels(self, data: RunsData) -> None:
+        """The run counts of each split above the map, on as many rows as they need to stay apart
+        (the hover readout names every split)."""
+        self.split_axis.clear_marks()
+        for i, (position, counts) in enumerate(data.split_points[:LABELLED_SPLITS]):
+            self.split_axis.set_mark(f"split {i}", position, "/".join(str(c) for c in counts),
+                                     self.style.foreground)
 
     def _set_causes(self, data: RunsData) -> None:
         names = [c.cause for c in data.causes]
         x = np.arange(len(names), dtype=np.float64)
-        self.cause_bars.setOpts(x=x, height=np.array([c.count for c in data.causes], dtype=float), width=0.7)
-        self.confirmed_bars.setOpts(x=x, height=np.array([c.confirmed for c in data.causes], dtype=float),
-                                    width=0.4)
+        confirmed = np.array([c.confirmed for c in data.causes], dtype=float)
+        count = np.array([c.count for c in data.causes], dtype=float)
+        self.confirmed_bars.setOpts(x=x, height=confirmed, width=0.7)
+        self.cause_bars.setOpts(x=x, y0=confirmed, height=count - confirmed, width=0.7)
         self.cause_axis.set_labels([c.cause for c in data.causes])
         for item in self.cause_labels:
             self.causes.removeItem(item)
         self.cause_labels = []
         for i, c in enumerate(data.causes):
-            confirmed = f", {c.confirmed} confirmed" if c.confirmed else ""
-            label = pg.TextItem(f"{c.cause}: {c.count} ({c.share:.0%}){confirmed}",
+            label = pg.TextItem(f"{c.count} ({c.share:.0%}) · {confirmed_text(c.confirmed, c.count)}",
                                 color=self.style.foreground, anchor=(0.5, 1.0))
             label.setPos(i, c.count)
             self.causes.addItem(label)
             self.cause_labels.append(label)
-        title = f"causes of the {data.n_divergent} divergent runs (dark: confirmed by counterfactual)"
+        title = (f"causes of the {data.n_divergent} divergent runs<br>dark = confirmed by counterfactual, "
+                 f"light = not confirmed")
         self.causes.setTitle(title, color=self.style.foreground,
                              size=f"{self.style.font_size}pt")
         top = max((c.count for c in data.causes), default=1)

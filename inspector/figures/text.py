@@ -23,6 +23,13 @@ def shade_colors(values: np.ndarray, rgb: tuple[int, int, int]) -> list[str]:
     return [f"#{x:06x}" for x in packed.tolist()]
 
 
+def scale_html(rgb: tuple[int, int, int], low: str, high: str, steps: int = 6) -> str:
+    """A key of the shading: `low`, swatches from none to full shade, `high`."""
+    swatches = "".join(f'<span style="background-color: {c};">&nbsp;&nbsp;&nbsp;</span>'
+                       for c in shade_colors(np.linspace(0.0, 1.0, steps), rgb))
+    return f"{html.escape(low)} {swatches} {html.escape(high)}"
+
+
 def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
               style: FigureStyle) -> tuple[str, np.ndarray]:
     """HTML of the strip and the [T + 1] character offsets where each token starts in plain text.
@@ -113,9 +120,12 @@ class TextFigure:
         text, self._offsets = text_html(data, self.shade, rgb, self.style)
         self.strip.set_html(text)
         n_gen = data.n_positions - data.prompt_len
+        low, high = data.shade_ends(mode)
         self.caption.setText(
-            f"run {data.run} · row {data.row} (request {data.request}) · {data.prompt_len} prompt tokens "
-            f"(grey), {n_gen} generated (bold, underlined) · shade: {caption}")
+            f"run {html.escape(data.run)} · row {data.row} (request {data.request}) · {data.prompt_len} "
+            f"prompt tokens (grey), {n_gen} generated (bold, underlined)<br>"
+            f"shade: {html.escape(caption)} &nbsp; {scale_html(rgb, low, high)}")
+        self.caption.setMaximumHeight(self.caption.minimumHeight())  # the text gets any extra room
 
     def token_at_char(self, char: int) -> int | None:
         """Token index containing plain-text character `char`, or None."""

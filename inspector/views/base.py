@@ -14,7 +14,8 @@ import math
 from typing import TYPE_CHECKING
 
 from inspector.export.registry import SPECS, Export, ViewSpec
-from inspector.qt import QtCore, QtWidgets, Signal
+from inspector.qt import QtCore, QtWidgets, Signal, pg
+from inspector.views.hover import HoverLine
 from traces import TraceError
 
 if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
@@ -22,6 +23,19 @@ if TYPE_CHECKING:  # the app owns the views; they only receive its state and set
     from inspector.app.state import InspectorState
 
 log = logging.getLogger(__name__)
+
+#: The least height, in pixels, of a heatmap's or a bar chart's data area; below it a view scrolls.
+MIN_PLOT_PX = 120
+#: The least height of a table: a header and three rows.
+MIN_TABLE_PX = 90
+
+
+class _FillLayout(QtWidgets.QVBoxLayout):
+    """A column whose scroll area fills the viewport down to the content's minimum height: with
+    height-for-width (wrapped labels) a `QScrollArea` would size it to its preferred height instead."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt's name)
+        return False
 
 
 class View(QtWidgets.QWidget):
@@ -51,6 +65,9 @@ class View(QtWidgets.QWidget):
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: #b03a2e; padding: 4px;")
         self.message.hide()
+        # A readout describes one cell of one run, layer and file: any change of those blanks it.
+        for signal in (state.trace_changed, state.run_changed, state.row_changed, state.layer_changed):
+            signal.connect(self.clear_hover)
 
     # -- redraw scheduling ----------------------------------------------------------------------
 
@@ -71,6 +88,11 @@ class View(QtWidgets.QWidget):
         if self._dirty:
             self.invalidate()
 
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if hasattr(self, "_fit_timer"):  # wrapped text (a headline) needs other heights at other widths
+            self._fit_timer.start()
+
     def refresh(self) -> None:
         """Redraw now from the state (catching unreadable data into a message)."""
         self._dirty = False
@@ -85,7 +107,74 @@ class View(QtWidgets.QWidget):
             self.show_message(f"This part of the trace cannot be read: {exc}")
         else:
             self.show_message(None)
+        if hasattr(self, "_fit_timer"):
+            self._fit_timer.start()  # once the plots have laid out their new titles
         self.drawn.emit()
+
+    def scrolled_layout(self) -> QtWidgets.QVBoxLayout:
+        """The layout of the view's content, inside a scroll area: below the content's minimum size
+        (`keep_graphics_at_least`) the view scrolls instead of squeezing its plots."""
+        outer = self._outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        self.scroller = QtWidgets.QScrollArea()
+        self.scroller.setWidgetResizable(True)
+        self.scroller.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        body = QtWidgets.QWidget()
+        self.scroller.setWidget(body)
+        outer.addWidget(self.scroller)
+        layout = _FillLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        return layout
+
+    def pin_below(self, widget: QtWidgets.QWidget) -> None:
+        """Put `widget` (the hover readout) under the scroll area, always in view."""
+        self._outer.addWidget(widget)
+
+    def keep_graphics_at_least(self, graphics: QtWidgets.QWidget, width: int, height: int) -> None:
+        """Never squeeze `graphics` (a `pg.GraphicsLayoutWidget`) below `width` x `height` nor below
+        what its plots, titles and legends need: the scroll area scrolls instead of clipping them."""
+        self._graphics_floor = (graphics, width, height)
+        graphics.setMinimumSize(width, height)
+        self._fit_timer = QtCore.QTimer(self)
+        self._fit_timer.setSingleShot(True)
+        self._fit_timer.setInterval(0)
+        self._fit_timer.timeout.connect(self.fit_graphics)
+
+    def fit_graphics(self) -> None:
+        """Raise the graphics' minimum size to what its layout needs now (titles change with the data)."""
+        floor = getattr(self, "_graphics_floor", None)
+        if floor is None:
+            return
+        graphics, width, height = floor
+        for _ in range(4):  # nested layouts post their size changes one level per round
+            QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
+        # pyqtgraph's nested layouts do not always tell the outer one that they need more room now
+        # (a longer title): without this the outer grid squeezes a column below its minimum.
+        for item in [*graphics.ci.items, graphics.ci]:
+            if isinstance(item, pg.GraphicsLayout):
+                item.layout.invalidate()
+                item.layout.activate()
+        need = graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
+        pad = 2 * graphics.frameWidth() + 4
+        graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),
+                                max(height, math.ceil(need.height()) + pad))
+        splitter = graphics.parentWidget()
+        if isinstance(splitter, QtWidgets.QSplitter):  # a splitter keeps its sizes: give the graphics
+            sizes = splitter.sizes()                     # their new minimum from the other panes
+            i = splitter.indexOf(graphics)
+            vertical = splitter.orientation() == QtCore.Qt.Orientation.Vertical
+            short = (graphics.minimumHeight() if vertical else graphics.minimumWidth()) - sizes[i]
+            if short > 0 and len(sizes) > 1:
+                other = max((j for j in range(len(sizes)) if j != i), key=lambda j: sizes[j])
+                sizes[i] += short
+                sizes[other] = max(sizes[other] - short, 0)
+                splitter.setSizes(sizes)
+
+    def clear_hover(self, *args) -> None:
+        """Blank the hover readouts: what they describe is no longer on screen."""
+        for line in self.findChildren(HoverLine):
+            line.show_text(None)
 
     def show_message(self, text: str | None) -> None:
         self.message.setVisible(bool(text))

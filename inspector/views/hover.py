@@ -10,7 +10,7 @@ from inspector.qt import QtCore, QtGui, QtWidgets, pg
 class HoverLine(QtWidgets.QLabel):
     """A one-to-several-line label holding the description of what is under the mouse."""
 
-    def __init__(self, hint: str, parent: QtWidgets.QWidget | None = None) -> None:
+    def __init__(self, hint: str, parent: QtWidgets.QWidget | None = None, lines: int = 2) -> None:
         super().__init__(parent)
         self.hint = hint
         self.setTextFormat(QtCore.Qt.TextFormat.PlainText)
@@ -18,7 +18,7 @@ class HoverLine(QtWidgets.QLabel):
         font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
         self.setFont(font)
         self.setStyleSheet("color: #303030; background: #f4f4f4; padding: 3px;")
-        self.setMinimumHeight(QtGui.QFontMetrics(font).height() * 2 + 8)
+        self.setMinimumHeight(QtGui.QFontMetrics(font).height() * lines + 8)
         self.setAlignment(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop)
         self.setWordWrap(True)  # a long description wraps instead of widening the window
         self.show_text(None)

@@ -7,7 +7,7 @@ from inspector.export.selection import Selection
 from inspector.figures.layers import LayersFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
-from inspector.views.base import View
+from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 
 
@@ -37,15 +37,16 @@ class LayersView(View):
         self.hover = HoverLine("Hover over a cell: token, layer, top-1 expert and every choice kept or "
                                "dropped.")
         connect_hover(self.graphics, self.figure.plot, self.figure.hover_text, self.hover, self._clicked)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        self.figure.plot.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.keep_graphics_at_least(self.graphics, 600, MIN_PLOT_PX + 90)
+        layout = self.scrolled_layout()
         top = QtWidgets.QHBoxLayout()
         top.addWidget(legend, 1)
         top.addWidget(self.export_button())
         layout.addLayout(top)
         layout.addWidget(self.message)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._shown_key: tuple | None = None
         for signal in (state.trace_changed, state.run_changed, state.row_changed):
             signal.connect(self.invalidate)

@@ -9,7 +9,7 @@ from inspector.figure_data.load import load_data, step_positions
 from inspector.figures.load import LoadFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
-from inspector.views.base import View
+from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from traces.schema import ABSENT_GROUP
 
@@ -42,12 +42,14 @@ class LoadView(View):
         self.hover = HoverLine("Hover over an expert: requested, kept, dropped and each row's share.")
         connect_hover(self.graphics, self.figure.totals, self.figure.hover_text, self.hover)
         connect_hover(self.graphics, self.figure.shares, self.figure.hover_text, self.hover)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        for plot in (self.figure.totals, self.figure.shares):
+            plot.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.keep_graphics_at_least(self.graphics, 600, 2 * MIN_PLOT_PX + 170)
+        layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._updating = False
         self._group_choice: int | None = None   # None: follow the probe's (or focused token's) group
         self.step.valueChanged.connect(self._step_changed)

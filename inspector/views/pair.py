@@ -8,6 +8,8 @@ view.
 
 from __future__ import annotations
 
+import numpy as np
+
 from inspector.export.registry import Export
 from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, find_record
@@ -16,7 +18,7 @@ from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtGui, QtWidgets, pg
-from inspector.views.base import View
+from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine
 from inspector.views.pair_picker import PairPicker
 from inspector.views.token_text import TokenText
@@ -65,14 +67,21 @@ class PairView(View):
         self.hover = HoverLine(HINT)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
         self.graphics.scene().sigMouseClicked.connect(self._scene_clicked)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        for plot in self.figure.heatmaps:
+            plot.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 240)
+        self.texts.setMinimumHeight(50)
+        self.graphics.ci.setContentsMargins(4, 4, 4, 4)
+        self.figure.strip.getAxis("bottom").showLabel(False)  # the right column's axis names the positions
+        self.figure.strip.vb.setMinimumHeight(42)  # its three rows and their names readable
+        layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
         layout.addWidget(self.splitter, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._shown: tuple | None = None
+        self._pair_shown: tuple | None = None   # the (A, B) drawn last: a new pair opens on its cause
         self.picker.changed.connect(self.invalidate)
         for box in (self.text_a, self.text_b):
             box.token_clicked.connect(self.state.set_position)
@@ -149,14 +158,21 @@ class PairView(View):
             self._say("Runs A and B are the same run: pick two different runs to compare.")
             return
         row_a, row_b = source.row(a.run, a.row), source.row(b.run, b.row)
-        layer = min(self.state.layer, row_a.n_layers - 1)
         record = find_record(source.records(), b.run, b.row, a.run, a.row)
-        try:
-            data = pair_figure_data(
+
+        def read(layer: int):
+            return pair_figure_data(
                 row_a, row_b, layer, vocab=source.vocab, capacity_a=source.capacity(a.run, layer),
                 capacity_b=source.capacity(b.run, layer), moe_layers=source.moe_layers,
                 record=record,
                 request_ids={a.run: source.request_ids(a.run), b.run: source.request_ids(b.run)})
+
+        try:
+            data = read(min(self.state.layer, row_a.n_layers - 1))
+            pair_key = (a.key, b.key)
+            if pair_key != self._pair_shown and self.go_to_cause(data):  # a new pair opens on its cause
+                data = read(min(self.state.layer, row_a.n_layers - 1))
+            self._pair_shown = pair_key
         except ValueError as exc:
             self._say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
             return
@@ -170,6 +186,36 @@ class PairView(View):
 
     def clear(self) -> None:
         self._shown = None
+        self._pair_shown = None
+
+    def go_to_cause(self, data=None) -> bool:
+        """Select the cause's layer and position (the layer of the first difference when the cause is
+        at the logits); False when there is none or it is selected already."""
+        data = data or self.data
+        if data is None:
+            return False
+        v = data.verdict
+        layer = v.layer
+        if layer < 0:  # a cause at the logits, or none: the layer whose routing differs first
+            first = data.first_differences()
+            differing = np.flatnonzero(first >= 0)
+            layer = int(differing[np.argmin(first[differing])]) if differing.size else -1
+        position = v.position if v.position >= 0 else data.t_star
+        moved = False
+        if 0 <= layer < data.n_layers and layer != self.state.layer:
+            self.state.set_layer(layer)
+            moved = True
+        if position >= 0 and position != self.state.position:
+            self.state.set_position(position)
+        return moved
+
+    def go_to_divergence(self) -> bool:
+        """Select the first differing token (t*); False when the completions agree."""
+        data = self.data
+        if data is None or data.t_star < 0:
+            return False
+        self.state.set_position(data.t_star)
+        return True
 
     def _set_texts(self, scroll_to_t_star: bool = False) -> None:
         data = self.figure.data

@@ -11,7 +11,7 @@ from inspector.export.selection import Selection
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import COLORMAPS, FigureStyle
 from inspector.qt import QtWidgets, pg
-from inspector.views.base import View
+from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from traces import TraceError
 from traces.analysis.displacement import displacement
@@ -59,13 +59,14 @@ class RoutingView(View):
         self.hover = HoverLine("Hover over a cell: token, position, layer, expert, probability, kept or "
                                "dropped, slot against capacity, group and step.")
         connect_hover(self.graphics, self.figure.plot, self.hover_text, self.hover, self._clicked)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        self.figure.plot.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.keep_graphics_at_least(self.graphics, 600, MIN_PLOT_PX + 110)
+        layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(legend)
         layout.addWidget(self.message)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self.colormap.currentTextChanged.connect(self.figure.set_colormap)
         self.fit.toggled.connect(self._apply_levels)
         self._shown_key: tuple | None = None

@@ -10,7 +10,7 @@ from inspector.figure_data.runs import RunsData, runs_figure_data
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
-from inspector.views.base import View
+from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from traces.analysis import mode_reference
 
@@ -37,7 +37,8 @@ class RunsView(View):
         self.reference.setMinimumContentsLength(22)
         bar = QtWidgets.QHBoxLayout()
         boxes = (("Request:", self.request), ("Runs:", self.condition), ("Reference:", self.reference))
-        for label, box in boxes:
+        for label, box in boxes:  # long prompts and run names show whole in the open list
+            box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             bar.addWidget(QtWidgets.QLabel(label))
             bar.addWidget(box)
         bar.addStretch(1)
@@ -78,13 +79,18 @@ class RunsView(View):
         self.hover = HoverLine("Hover over a cell: the run, its completion cluster, its t* and cause. Click "
                                "to select the position in every view.")
         connect_hover(self.graphics, self.figure.map, self.figure.hover_text, self.hover, self._clicked)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        self.figure.map.vb.setMinimumHeight(MIN_PLOT_PX)
+        self.tree.setMinimumHeight(MIN_TABLE_PX)
+        self.causes.setMinimumHeight(MIN_TABLE_PX)
+        self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX * 2 // 3)
+        self.keep_graphics_at_least(self.graphics, 420, 2 * MIN_PLOT_PX + 230)
+        side.setMinimumWidth(300)
+        layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
         layout.addWidget(self.splitter, 1)
-        layout.addWidget(self.hover)
+        self.pin_below(self.hover)
         self._key: tuple | None = None
         self.request.activated.connect(self._request_picked)
         self.condition.activated.connect(self._condition_picked)

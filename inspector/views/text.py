@@ -17,6 +17,10 @@ if TYPE_CHECKING:  # the app owns the views; they only receive its state and set
     from inspector.app.settings import Settings
 
 
+#: The least height of the strip's scroll area: its caption and one line of text stay in view.
+TEXT_MIN_PX = 84
+
+
 class TextView(View):
     """The completion as text under the tabs; clicking a token focuses it in every view."""
 
@@ -42,12 +46,14 @@ class TextView(View):
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.graphics)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.hover = HoverLine("Hover over a token: drops and the smallest router margin; click to focus it.")
+        self.hover = HoverLine("Hover over a token: drops and the smallest router margin; click to focus it.",
+                               lines=1)  # under the tabs, where every line counts
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.scroll, 1)
+        self.scroll.setMinimumHeight(TEXT_MIN_PX)  # the two-line caption and a line of text
         layout.addWidget(self.hover)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
         self.graphics.scene().sigMouseClicked.connect(self._clicked)

@@ -1,0 +1,218 @@
+"""The app at every window size: on the shipped example, at 1280 x 720, the first-launch 1472 x 920
+and 1920 x 1080, every view keeps its plots and tables at their minimum heights and no title,
+legend or label is cut; readouts describe only what is on screen; marks and ticks are placed so
+that they hide nothing."""
+
+import pytest
+
+from inspector.app.errors import open_error_text
+from inspector.app.example import example_path
+from inspector.figures.axes import CountAxis
+from inspector.figures.marks import MarkAxis
+from inspector.qt import QtCore, QtWidgets, pg
+from inspector.views.base import MIN_PLOT_PX
+
+SIZES = ((1280, 720), (1472, 920), (1920, 1080))
+
+
+@pytest.fixture
+def example_window(make_window):
+    path = example_path()
+    if path is None or not path.exists():
+        pytest.skip("the example trace is not installed")
+    return make_window(path)
+
+
+def show(qtbot, w, view) -> None:
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: not view._dirty and view.data is not None, timeout=10000)
+    qtbot.wait(30)  # the graphics take their new minimum size on the next turn of the event loop
+    QtWidgets.QApplication.processEvents()
+
+
+def plots(view) -> list[pg.PlotItem]:
+    return [i for i in view.graphics.scene().items() if isinstance(i, pg.PlotItem) and i.isVisible()]
+
+
+def cut_texts(view) -> list[str]:
+    """Texts of the view's figure that do not fit their rectangle or stick out of the graphics."""
+    graphics = view.graphics
+    visible = graphics.mapToScene(graphics.viewport().rect()).boundingRect().adjusted(-1, -1, 1, 1)
+    out = []
+    for item in graphics.scene().items():
+        if not item.isVisible():
+            continue
+        if isinstance(item, pg.LabelItem) and item.text:
+            natural = item.item.boundingRect().width()
+            if natural > item.size().width() + 1 or not visible.contains(item.sceneBoundingRect()):
+                out.append(item.text)
+        if isinstance(item, MarkAxis):
+            for text, rect in item.placed:
+                if not QtCore.QRectF(0, 0, item.width() + 1, item.height() + 1).contains(rect):
+                    out.append(text)
+            out += [f"{a} overlaps {b}" for i, (a, ra) in enumerate(item.placed)
+                    for b, rb in item.placed[i + 1:] if ra.intersects(rb)]
+    return out
+
+
+def cut_widget_labels(window) -> list[str]:
+    """Single-line labels of the window whose text is wider than the label."""
+    out = []
+    for label in window.findChildren(QtWidgets.QLabel):
+        text = label.text()
+        plain = text and label.textFormat() != QtCore.Qt.TextFormat.RichText and "<" not in text
+        if (label.isVisible() and not label.wordWrap() and plain
+                and label.fontMetrics().horizontalAdvance(label.text()) > label.contentsRect().width() + 1):
+            out.append(label.text())
+    return out
+
+
+def test_every_view_holds_at_every_size(qtbot, example_window):
+    w = example_window
+    for width, height in SIZES:
+        w.resize(width, height)
+        qtbot.waitUntil(lambda size=(width, height): (w.width(), w.height()) == size, timeout=3000)
+        for view in [v for v in w.views if v.area == "tab"]:
+            show(qtbot, w, view)
+            where = f"{view.name} at {width}x{height}"
+            for plot in plots(view):
+                floor = plot.vb.minimumHeight()
+                assert plot.vb.height() >= floor - 0.5, (where, plot.titleLabel.text, plot.vb.height())
+            for heatmap in getattr(view.figure, "heatmaps", []) + [getattr(view.figure, "plot", None)]:
+                if heatmap is not None:
+                    assert heatmap.vb.height() >= MIN_PLOT_PX - 0.5, where
+            tables = [t for t in view.findChildren(QtWidgets.QAbstractItemView) + [w.browser.table]
+                      if t.isVisible() and not isinstance(t, QtWidgets.QHeaderView)]
+            for table in tables:
+                least = max(table.minimumHeight(), table.minimumSizeHint().height(), 3 * 18 + 20)  # 3 rows
+                assert table.height() >= least, (where, table, table.height())
+            assert cut_texts(view) == [], where
+            assert cut_widget_labels(w) == [], where
+            # What does not fit scrolls: the graphics are never smaller than their layout needs.
+            need = view.graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
+            size = view.graphics.size()
+            assert size.width() >= need.width() - 1 and size.height() >= need.height() - 1, where
+            # Only the smallest size scrolls, and only vertically.
+            assert view.scroller.horizontalScrollBar().maximum() == 0, where
+            if width > SIZES[0][0]:
+                assert view.scroller.verticalScrollBar().maximum() == 0, where
+
+
+def test_hover_readout_clears_on_a_run_layer_or_file_change(qtbot, example_window):
+    w = example_window
+    routing = next(v for v in w.views if v.name == "routing")
+    show(qtbot, w, routing)
+
+    def hover_a_cell(t: int) -> None:  # a new cell each time: the mouse has to move
+        QtWidgets.QToolTip.hideText()  # the last cell's tooltip would take the mouse
+        scene = routing.figure.plot.vb.mapViewToScene(QtCore.QPointF(t, 1))
+        qtbot.mouseMove(routing.graphics.viewport(), routing.graphics.mapFromScene(scene))
+        qtbot.waitUntil(lambda: f"position {t}" in routing.hover.text(), timeout=3000)
+
+    hover_a_cell(30)
+    with qtbot.waitSignal(routing.drawn, timeout=5000):
+        w.state.step_run(1)
+    assert routing.hover.text() == routing.hover.hint
+    hover_a_cell(31)
+    with qtbot.waitSignal(routing.drawn, timeout=5000):
+        w.state.step_layer(1 if w.state.layer == 0 else -1)
+        assert routing.hover.text() == routing.hover.hint
+    hover_a_cell(32)
+    w.close_trace()
+    assert all(line.text() == line.hint for v in w.views for line in [getattr(v, "hover", None)] if line)
+
+
+def test_opens_on_the_first_divergence_and_the_cause(qtbot, example_window):
+    w = example_window
+    model = w.browser.model
+    qtbot.waitUntil(lambda: not w.progress.isVisible(), timeout=20000)
+    first = next(n for n in model.names if model.mark(n).startswith("≠"))
+    assert w.state.run.name == first  # not the reference, which has nothing to explain
+    pair = next(v for v in w.views if v.name == "pair")
+    show(qtbot, w, pair)
+    verdict = pair.data.verdict
+    assert verdict.layer >= 0 and (w.state.layer, w.state.position) == (verdict.layer, verdict.position)
+    w.state.set_layer(0 if verdict.layer else 1)
+    w.go_to_cause()
+    assert (w.state.layer, w.state.position) == (verdict.layer, verdict.position)
+    w.state.set_run(model.names[0])  # the reference: Go to the first divergence leaves it
+    w.go_to_divergence()
+    assert w.state.run.name == first and w.tabs.currentWidget() is pair
+    assert w.state.position == pair.data.t_star >= 0
+    shortcuts = {a.text(): a.shortcut().toString() for a in w.actions()}
+    assert shortcuts["Go to the first divergence"] and shortcuts["Go to the cause"]
+
+
+def test_browser_groups_runs_by_condition_with_their_reference(qtbot, example_window):
+    w = example_window
+    browser, model = w.browser, w.browser.model
+    qtbot.waitUntil(lambda: not w.progress.isVisible(), timeout=20000)
+    conditions = [g.key for g in model.groups]
+    assert len(conditions) == len(set(conditions)) > 1
+    for g, group in enumerate(model.groups):
+        assert {model.infos[n].condition for n in group.names} == {group.key}
+        refs = {model.refs[n] for n in group.names}
+        title = model.index(g, 0).data()
+        assert group.key in title and all(model.mark(r) == "ref" for r in refs)
+        if len(refs) == 1:  # one request in the condition: its heading names the reference
+            assert f"ref {refs.pop()}" in title
+    # Folding a condition survives the regrouping of runs that arrive later.
+    heading = browser.proxy.index(0, 0)
+    browser.table.collapse(heading)
+    model.regroup()
+    browser._structure_changed()
+    assert not browser.table.isExpanded(browser.proxy.index(0, 0))
+    # Names are elided in the middle and whole in the tooltip.
+    name = model.groups[1].names[1]
+    index = browser.proxy_index(name)
+    assert browser.table.textElideMode() == QtCore.Qt.TextElideMode.ElideMiddle
+    assert name in index.data(QtCore.Qt.ItemDataRole.ToolTipRole)
+
+
+def test_mark_axis_keeps_close_labels_apart(qtbot):
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    marks = MarkAxis(rows=2)
+    plot = widget.addPlot(axisItems={"top": marks})
+    plot.showAxis("top")
+    plot.setXRange(0, 100, padding=0)
+    widget.resize(400, 200)
+    widget.show()
+    for i, x in enumerate((0, 1, 2, 50)):  # three labels on one spot, one at the left edge
+        marks.set_mark(f"m{i}", x, f"{i + 10}/{i + 3}/1", "#000000")
+    qtbot.waitUntil(lambda: len(marks.placed) >= 3, timeout=3000)
+    rects = [r for _, r in marks.placed]
+    assert all(r.left() >= 0 and r.right() <= marks.width() + 0.5 for r in rects)  # none cut at an edge
+    assert not any(a.intersects(b) for i, a in enumerate(rects) for b in rects[i + 1:])
+
+
+def test_runs_hover_names_the_split_under_the_mouse(qtbot, example_window):
+    w = example_window
+    runs = next(v for v in w.views if v.name == "runs")
+    show(qtbot, w, runs)
+    position, counts = runs.data.split_points[0]
+    text = runs.data.describe_cell(position, 0)
+    assert f"runs split here: {'/'.join(str(n) for n in counts)}" in text
+    assert runs.figure.split_axis.marks()  # and above the map
+
+
+def test_count_axis_ticks_whole_numbers_only():
+    axis = CountAxis("left")
+    for low, high in ((0, 1.6), (-0.2, 0.2), (0, 37.4), (0, 1200)):
+        values = [v for _, level in axis.tickValues(low, high, 150) for v in level]
+        assert values and all(float(v).is_integer() for v in values)
+    assert axis.tickStrings([0.0, 2.0], 1, 1) == ["0", "2"]
+
+
+def test_open_errors_are_sentences_about_the_file():
+    h5py_text = ("/x/run.h5: /: expected an HDF5 trace, found OSError: Unable to synchronously open file "
+                 "(truncated file: eof = 200000, sblock->base_addr = 0, stored_eof = 16376140)")
+    text = open_error_text("/x/run.h5", h5py_text)
+    assert text.startswith("run.h5 is truncated") and "200,000" in text and "16,376,140" in text
+    assert "/:" not in text and "sblock" not in text and text.endswith("File: /x/run.h5")
+    text = open_error_text("/x/a.h5", "/x/a.h5: /: expected an HDF5 trace, found a file that is not HDF5")
+    first = text.splitlines()[0]
+    assert first == "a.h5 cannot be opened: expected an HDF5 trace, found a file that is not HDF5."
+    text = open_error_text("/x/b.h5", "/x/b.h5: /: expected an HDF5 trace, found OSError: Unable to "
+                                      "synchronously open file (bad superblock version number)")
+    assert "found a damaged HDF5 file (bad superblock version number)." in text and "OSError" not in text
