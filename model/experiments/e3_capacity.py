@@ -100,7 +100,7 @@ class E3Result:
 def expert_loads(model, pool: RequestPool, kernel_mode: str = "native") -> np.ndarray:
     """[R, L, E] candidates each request's prompt sends to each expert (one dropless prefill)."""
     requests = tuple(range(len(pool.texts)))
-    recorder = Recorder(store_logits=False)
+    recorder = Recorder(logits=None)
     result = generate_batch(model, pool, Composition(requests, 0), dropless(kernel_mode), 0, recorder)
     expert = recorder.arrays(result)["routing/expert"]  # [L,R,T,K]
     L, R, T, K = expert.shape
