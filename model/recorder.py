@@ -25,6 +25,9 @@ from traces.toplogits import TopLogits
 
 #: Logits forms a recorder keeps (None: no next-token logits).
 LOGITS_CHOICES = (*LOGITS_FORMS, None)
+#: `--logits auto` keeps full logits up to this vocabulary size and the top-k form above it: at
+#: V = 4096 a run of B = 8 rows and T = 512 positions holds 64 MiB of float32 logits.
+AUTO_TOPK_ABOVE = 4096
 #: Positions whose log-sum-exp is computed at once in float64 (bounds the temporary memory).
 LSE_POSITIONS = 64
 
@@ -206,6 +209,15 @@ class Recorder:
         writer.add_run(name, attrs=attrs, arrays=arrays)
         log.info("recorded run %s: B=%d, S=%d", name, len(result.tokens), len(self.steps))
         return arrays
+
+
+def logits_form_for(choice: str, vocab_size: int) -> str:
+    """The logits form of `--logits` `choice` ("auto", "full" or "topk") for a vocabulary size."""
+    if choice == "auto":
+        return "topk" if vocab_size > AUTO_TOPK_ABOVE else "full"
+    if choice not in LOGITS_FORMS:
+        raise ValueError(f"logits must be auto, full or topk, got {choice!r}")
+    return choice
 
 
 def top_logits(logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor | None, k: int) -> TopLogits:

@@ -147,7 +147,7 @@ def run_e3(settings: Settings, models: Models, pool: RequestPool,
     rng = np.random.default_rng(s.seed)
     default_policy = capacity(s.presets[0], s.capacity_factors[0], "native").policy
     with Recording(s.output, model, pool, experiment="E3", policy=default_policy, kernel_mode="native",
-                   seed=s.seed) as rec:
+                   seed=s.seed, **s.recording_logits) as rec:
         ref = rec.record("reference-solo-dropless", solo(), dropless("native"), n, seed=s.seed)
         ref_new = completion_matrix([ref.probe_tokens], int(ref.prompt_len[0]), n)[0]
         progress(1, total, "E3 reference: the probe alone, dropless")

@@ -22,8 +22,9 @@ import numpy as np
 from traces.analysis.curves import bitwise_differ, kl_divergence, logit_margin, max_logit_difference
 from traces.toplogits import TopLogits
 
-#: Probabilities below this count as zero in the coarsened KL (rounding of 1 - sum).
-_TINY = 1e-300
+#: Mass outside the shared ids below this is rounding (the float32 log-sum-exp is good to about
+#: 1e-7 relative) and counts as none: it would otherwise add a spurious p log(p / q) term.
+REST_ROUNDING = 1e-6
 
 
 def is_topk(logits) -> bool:
@@ -66,7 +67,8 @@ def max_difference(a, b) -> np.ndarray:
     if not is_topk(a):
         return max_logit_difference(a, b)
     shared, b_value = _aligned(a, b)
-    diff = np.abs(a.value.astype(np.float64) - b_value.astype(np.float64))
+    dtype = np.result_type(a.value.dtype, b_value.dtype, np.float32)  # as max_logit_difference
+    diff = np.abs(a.value.astype(dtype) - b_value.astype(dtype)).astype(np.float64)
     out = np.where(shared, diff, -np.inf).max(axis=-1)
     return np.where(shared.any(axis=-1), out, np.nan)
 
@@ -80,9 +82,10 @@ def kl(a, b) -> np.ndarray:
     lq = b_value.astype(np.float64) - b.lse.astype(np.float64)[..., None]
     p, q = np.where(shared, np.exp(lp), 0.0), np.where(shared, np.exp(lq), 0.0)
     terms = np.where(shared, p * (lp - lq), 0.0).sum(axis=-1)
-    p_rest = np.maximum(1.0 - p.sum(axis=-1), 0.0)
-    q_rest = np.maximum(1.0 - q.sum(axis=-1), _TINY)
-    rest = np.where(p_rest > 0, p_rest * (np.log(np.maximum(p_rest, _TINY)) - np.log(q_rest)), 0.0)
+    p_rest = 1.0 - p.sum(axis=-1)
+    q_rest = np.maximum(1.0 - q.sum(axis=-1), REST_ROUNDING)
+    some = p_rest > REST_ROUNDING
+    rest = np.where(some, np.where(some, p_rest, 1.0) * np.log(np.where(some, p_rest, 1.0) / q_rest), 0.0)
     return np.maximum(terms + rest, 0.0)
 
 
