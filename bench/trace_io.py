@@ -11,7 +11,9 @@ V=256, 32 rows x 512 positions per run; by default enough runs to pass 1 GB of r
 - open the trace and read one (run, layer, row, 512-position) window of every per-token array:
   wall time and growth of resident memory (from /proc/self/statm);
 - with `--topk-V V` (e.g. 152064), bytes on disk per token position at that vocabulary with the
-  top-k logits (`--logits-k`, default 64) against full float32 logits' raw bytes (B=8, T=512).
+  top-k logits (`--logits-k`, default 64) against full float32 logits' raw bytes (B=8, T=512);
+- with `--rewrite TRACE` (e.g. traces/examples/example.h5), a recorded trace's runs written again
+  with full and with top-k logits: bytes on disk per valid token of real data.
 
     python bench/trace_io.py                 # full size (slow on 2 cores)
     python bench/trace_io.py --runs 4 --variants   # quick
@@ -147,6 +149,35 @@ def read_windows(path: str, args, n: int = 12):
     return times, growth
 
 
+def rewrite(args, source: str, path: str) -> None:
+    """Bytes per valid token of a recorded trace's runs, written with full and with top-k logits."""
+    from traces.synthetic import topk_arrays
+
+    with open_trace(source) as trace:
+        meta = {k: v for k, v in trace.meta.items() if k not in ("format", "format_version", "created",
+                                                                  "producer")}
+        names, runs = trace.run_names, [trace.run(n) for n in trace.run_names]
+        arrays = [{p: a[...] for p, a in run.arrays.items()} for run in runs]
+        attrs = [{k: v for k, v in run.attrs.items() if k not in ("index", "complete")} for run in runs]
+        tokens = sum(int((run.tokens[...] >= 0).sum()) for run in runs)
+        requests = [trace.requests.prompt_tokens(r) for r in range(len(trace.requests))]
+        texts, vocab = trace.requests.text, trace.vocab
+    print(f"{source}: {len(runs)} runs, {tokens} valid tokens, V={len(vocab)}")
+    for label, convert in (("full float32 logits", lambda a: a),
+                           (f"top-{args.logits_k} logits", lambda a: topk_arrays(a, args.logits_k))):
+        with TraceWriter(path, meta=meta, vocab=vocab, requests=texts, prompt_tokens=requests,
+                         threads=args.threads) as writer:
+            for name, a, at in zip(names, arrays, attrs, strict=True):
+                writer.add_run(name, attrs=at, arrays=convert(a))
+        with open_trace(path) as trace:
+            stored = [trace.run(n).storage() for n in trace.run_names]
+        total = sum(s for st in stored for _, s in st.values())
+        logits = sum(s for st in stored for p, (_, s) in st.items() if p.startswith("logits"))
+        print(f"  {label}: {total / tokens:.0f} bytes on disk per token "
+              f"({logits / tokens:.0f} of them logits)")
+        os.remove(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=None, help="runs to write (default: pass 1 GB raw)")
@@ -164,6 +195,7 @@ def main() -> None:
     parser.add_argument("--topk-V", type=int, default=None, metavar="V",
                         help="also measure bytes per token with top-k logits at this vocabulary size")
     parser.add_argument("--logits-k", type=int, default=DEFAULT_LOGITS_K)
+    parser.add_argument("--rewrite", metavar="TRACE", help="also rewrite this trace's runs (real data)")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the temporary files go")
     args = parser.parse_args()
 
@@ -212,6 +244,9 @@ def main() -> None:
         if args.topk_V:
             os.remove(trace_path)
             topk_bytes_per_token(args, trace_path)
+        if args.rewrite:
+            os.remove(trace_path)
+            rewrite(args, args.rewrite, trace_path)
     finally:
         for path in (trace_path, plain_path):
             if os.path.exists(path):

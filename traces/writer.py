@@ -10,6 +10,11 @@ interrupted run (if its group was flushed) is reported incomplete.
 One writer at a time (`traces/lock.py`), taken before the file is touched; a new trace is built
 beside the old one and renamed over it. Each run's space is checked and reserved before HDF5 writes
 it, and every h5py failure becomes `TraceError` (docs/trace-format.md, "Writers").
+
+Speed: every gzip dataset of a run is cut into its chunks, which worker threads shuffle and deflate
+(`traces/chunks.py`) while this thread stores finished ones with HDF5's direct chunk write; all of a
+run's datasets are queued at once, so the pool never waits for the writing thread. A writer thread
+of its own (`traces/background.py`) keeps the caller from waiting at all.
 """
 
 from __future__ import annotations
