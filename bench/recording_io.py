@@ -8,7 +8,9 @@ eight benchmark prompts (`bench/pairs.py`). Ratios against generation alone (tar
   the writer thread and its pool while the next generation goes on; the last run is waited for);
 - generation + recorder + `TraceWriter.add_run` inline (what the recorder did before the writer
   thread);
-and, with `--logits topk`, the same with the recorder's top-k logits.
+and, with `--logits topk`, the same with the recorder's top-k logits. On a machine other jobs load,
+wall times swing; the CPU time of the process (all its threads) per call is printed too: with the
+write inline, CPU(generation + recorder + write) / CPU(generation) is the work the recording adds.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -69,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         return TraceWriter(path, meta=meta, vocab=vocab_strings(model.config.vocab_size),
                            requests=list(PROMPTS), prompt_tokens=prompts)
 
+    cpu: dict[str, list[float]] = {"bare": [], "inline": []}
+
+    def timed(key, fn):
+        def run():
+            t0 = time.process_time()
+            fn()
+            cpu[key].append(time.process_time() - t0)
+        return run
+
     def bare():
         generate(model, prompts, args.new_tokens, policy, stop_at_eos=False)
 
@@ -86,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         with BackgroundWriter(open_writer(paths[0])) as background:
             t_bare, t_bg, r_bg = paired(bare, recorded(background), args.repeats)
             background.flush()
-        t_bare2, t_inline, r_inline = paired(bare, recorded(inline), args.repeats)
+        t_bare2, t_inline, r_inline = paired(timed("bare", bare), timed("inline", recorded(inline)),
+                                             args.repeats)
         inline.close()
         size = os.path.getsize(paths[0])
     finally:
@@ -98,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
           f"target <= 1.10)")
     print(f"generation + recorder + inline TraceWriter / generation: {r_inline:.3f}  "
           f"({t_inline * 1e3:.0f} ms against {t_bare2 * 1e3:.0f} ms)")
+    c_bare, c_inline = (statistics.median(cpu[k]) for k in ("bare", "inline"))
+    print(f"CPU time per call (all threads): generation {c_bare:.2f} s, + recorder + inline write "
+          f"{c_inline:.2f} s: ratio {c_inline / c_bare:.3f}")
     print(f"trace: {size / (args.repeats + 1) / 1e6:.2f} MB per run on disk")
     return 0
 
