@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return TraceWriter(path, meta=meta, vocab=vocab_strings(model.config.vocab_size),
                            requests=list(PROMPTS), prompt_tokens=prompts)
 
-    cpu: dict[str, list[float]] = {"bare": [], "inline": []}
+    cpu: dict[str, list[float]] = {"bare": [], "inline": [], "bare2": [], "recorder": []}
 
     def timed(key, fn):
         def run():
@@ -89,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         def run():
             rec = Recorder(args.logits)
             result = generate(model, prompts, args.new_tokens, policy, recorder=rec, stop_at_eos=False)
-            rec.write_run(writer, f"r{next(names):04d}", result, policy=policy,
-                          request_ids=range(len(prompts)))
+            if writer is None:
+                rec.arrays(result)
+            else:
+                rec.write_run(writer, f"r{next(names):04d}", result, policy=policy,
+                              request_ids=range(len(prompts)))
         return run
 
     paths = [os.path.join(args.dir, f"bench_recording_io_{kind}.h5") for kind in ("thread", "inline")]
@@ -102,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         t_bare2, t_inline, r_inline = paired(timed("bare", bare), timed("inline", recorded(inline)),
                                              args.repeats)
         inline.close()
+        paired(timed("bare2", bare), timed("recorder", recorded(None)), args.repeats)
         size = os.path.getsize(paths[0])
     finally:
         for path in paths:
@@ -112,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
           f"target <= 1.10)")
     print(f"generation + recorder + inline TraceWriter / generation: {r_inline:.3f}  "
           f"({t_inline * 1e3:.0f} ms against {t_bare2 * 1e3:.0f} ms)")
-    c_bare, c_inline = (statistics.median(cpu[k]) for k in ("bare", "inline"))
+    c_bare, c_inline, c_bare2, c_rec = (statistics.median(cpu[k])
+                                        for k in ("bare", "inline", "bare2", "recorder"))
     print(f"CPU time per call (all threads): generation {c_bare:.2f} s, + recorder + inline write "
-          f"{c_inline:.2f} s: ratio {c_inline / c_bare:.3f}")
+          f"{c_inline:.2f} s: ratio {c_inline / c_bare:.3f}; generation {c_bare2:.2f} s, + recorder alone "
+          f"{c_rec:.2f} s: ratio {c_rec / c_bare2:.3f}")
     print(f"trace: {size / (args.repeats + 1) / 1e6:.2f} MB per run on disk")
     return 0
 
