@@ -29,7 +29,7 @@ LOGITS_CHOICES = (*LOGITS_FORMS, None)
 #: V = 4096 a run of B = 8 rows and T = 512 positions holds 64 MiB of float32 logits.
 AUTO_TOPK_ABOVE = 4096
 #: Positions whose log-sum-exp is computed at once in float64 (bounds the temporary memory).
-LSE_POSITIONS = 64
+LSE_POSITIONS = 16
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,6 @@ class Recorder:
         self.logits_form = logits
         self.k = k
         self.steps: list[StepRecord] = []
-
-    @property
-    def store_logits(self) -> bool:
-        return self.logits_form is not None
 
     def _logits(self, logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor | None):
         if self.logits_form == "full":
