@@ -123,10 +123,15 @@ def _window(start: tuple[int, ...], chunk: tuple[int, ...]) -> tuple[slice, ...]
 
 
 def _encode_many(arr: np.ndarray, chunk: tuple[int, ...], offsets: list[tuple[int, ...]], fill,
-                 shuffled: bool, plan: tuple[bool, ...]) -> list[bytes]:
+                 shuffled: bool) -> list[bytes]:
+    """One task: the chunks at `offsets`, planned from the first of them."""
     packer = PlanePacker(arr.dtype.kind)
-    return [encode_chunk(arr[_window(start, chunk)], chunk, fill, shuffled, packer, plan)
-            for start in offsets]
+    out, plan = [], None
+    for start in offsets:
+        data, plane = chunk_bytes(arr[_window(start, chunk)], chunk, fill, shuffled)
+        plan = packer.plan(data, plane) if plan is None else plan
+        out.append(packer.pack(data, plane, plan))
+    return out
 
 
 def encoded_chunks(pool: Executor, arr: np.ndarray, chunk: tuple[int, ...], fill,
@@ -134,17 +139,14 @@ def encoded_chunks(pool: Executor, arr: np.ndarray, chunk: tuple[int, ...], fill
     """(offset, stored bytes) of every chunk of `arr`, in order. The work is queued on `pool` at the
     call, so the chunks of several datasets encode while the caller stores earlier ones.
 
-    The planes to compress are chosen once per dataset, from samples of its first chunk: chunks of
-    one dataset hold the same kind of numbers, and a trial per chunk costs as much as a tiny chunk.
+    The planes to compress are chosen once per task (about TASK_BYTES of chunks), from samples of
+    its first chunk: chunks of one dataset hold the same kind of numbers, and a trial per chunk
+    costs as much as a tiny chunk.
     """
     offsets = list(chunk_offsets(arr.shape, chunk))
-    if not offsets:
-        return iter(())
-    plan = PlanePacker(arr.dtype.kind).plan(*chunk_bytes(arr[_window(offsets[0], chunk)], chunk, fill,
-                                                         shuffled))
     per_task = max(1, TASK_BYTES // max(math.prod(chunk) * arr.dtype.itemsize, 1))
     batches = [offsets[i:i + per_task] for i in range(0, len(offsets), per_task)]
-    futures = [pool.submit(_encode_many, arr, chunk, batch, fill, shuffled, plan) for batch in batches]
+    futures = [pool.submit(_encode_many, arr, chunk, batch, fill, shuffled) for batch in batches]
     return _in_order(batches, futures)
 
 
