@@ -1,4 +1,4 @@
-"""Checks of a trace against schema v2 (and v1) that collect every problem instead of stopping at the first.
+"""Checks of a trace against schema v2 (and v1) that collect every problem, not only the first.
 
 `check_root` and `check_run` look only at metadata (attributes, dtypes, shapes), so the reader runs
 them on open and on `trace.run(name)` at no real cost; `validate(path, read_data=True)` also reads
@@ -318,7 +318,8 @@ def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
     """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
     for spec in schema.RUN_DATASETS:
         where = f"/{schema.RUNS}/{name}/{spec.path}"
-        if not spec.required and spec.path not in f[schema.RUNS][name]:
+        if not spec.required and not _safe(lambda spec=spec: spec.path in f[schema.RUNS][name], where,
+                                           problems, "a readable group"):
             continue
         ds = _safe(lambda spec=spec: f[schema.RUNS][name][spec.path], where, problems, "a dataset")
         if ds is None:

@@ -213,7 +213,8 @@ class TraceWriter:
     @classmethod
     def append(cls, path: str | os.PathLike, *, compression: str | None = "gzip",
                threads: int | None = None) -> TraceWriter:
-        """Reopen an existing trace of this format version to add runs or tables."""
+        """Reopen an existing trace (format version 1 or 2) to add runs or tables; a version-1 file
+        takes runs with full logits only and stays version 1."""
         self = cls.__new__(cls)
         self._compression = _check_compression(compression)
         self._threads = threads
