@@ -85,7 +85,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
              stop_at_eos: bool = True, intervention=None, arrivals=None) -> GenerationResult:
     """Greedy completions of a batch of prompts of different lengths (right padding).
 
-    `recorder.record_step(step, positions, valid, routing, logits)` receives every forward step.
+    `recorder.record_step(step, positions, valid, routing, logits, tokens=...)` receives every forward
+    step (`tokens` are the step's input ids).
     `replay` maps a row to the routing it must use (see `model.replay`): the router still routes that
     row, so its candidates keep their places in the queues the other rows see, but the row's own
     experts, kept flags and gates are replaced by the recorded ones wherever a position was recorded.
@@ -127,7 +128,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
         out = model(tok, policy, valid=ok, positions=pos, pad=pad, kernel_mode=kernel_mode, cache=cache,
                     forced=forced, step=s, edit=edit)
         if recorder is not None:
-            recorder.record_step(s, pos, ok, out.routing, out.logits)
+            recorder.record_step(s, pos, ok, out.routing, out.logits, tokens=tok)
         return out.logits
 
     last: torch.Tensor | None = None  # [B,V] each row's logits at its last routed token

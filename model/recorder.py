@@ -3,7 +3,12 @@
 `generate(..., recorder=Recorder())` hands every step's `LayerRouting` values and logits to
 `record_step`; this is the one place where tensors become numpy arrays. `arrays(result)` lays them out
 in each sequence's own positions as `traces/schema.py` defines, and `write_run` passes them to
-`traces.TraceWriter.add_run` with the run's attributes.
+`traces.TraceWriter.add_run` (or a `traces.background.BackgroundWriter`, which writes on its own
+thread) with the run's attributes.
+
+Next-token logits are kept whole (`logits="full"`, [B, T, V]) or in the top-k form (`logits="topk"`:
+the k largest with their ids, the log-sum-exp and the following token's logit, reduced on the
+model's device at every step, so a large vocabulary never reaches host memory whole).
 """
 
 from __future__ import annotations
@@ -15,7 +20,16 @@ import numpy as np
 import torch
 
 from model.fingerprint import machine_fingerprint
-from traces.schema import MISSING
+from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING
+from traces.toplogits import TopLogits
+
+#: Logits forms a recorder keeps (None: no next-token logits).
+LOGITS_CHOICES = (*LOGITS_FORMS, None)
+#: `--logits auto` keeps full logits up to this vocabulary size and the top-k form above it: at
+#: V = 4096 a run of B = 8 rows and T = 512 positions holds 64 MiB of float32 logits.
+AUTO_TOPK_ABOVE = 4096
+#: Positions whose log-sum-exp is computed at once in float64 (bounds the temporary memory).
+LSE_POSITIONS = 16
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +50,7 @@ class StepRecord:
     capacity: np.ndarray  # [L,G]
     requested: np.ndarray  # [L,G,E]
     kept_count: np.ndarray  # [L,G,E]
-    logits: np.ndarray | None  # [B,Ts,V] float32
+    logits: np.ndarray | TopLogits | None  # [B,Ts,V] float32, or its top-k form [B,Ts,J]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -49,16 +63,30 @@ def _np(t: torch.Tensor) -> np.ndarray:
 class Recorder:
     """Collects every forward step of one `generate` call (step 0 starts a new recording)."""
 
-    def __init__(self, store_logits: bool = True):
-        self.store_logits = store_logits
+    def __init__(self, logits: str | None = "full", k: int = DEFAULT_LOGITS_K):
+        if logits not in LOGITS_CHOICES:
+            raise ValueError(f"logits must be one of {LOGITS_CHOICES}, got {logits!r}")
+        if logits == "topk" and k < 2:
+            raise ValueError(f"the top-k logits need k >= 2 (the margin is top-1 minus top-2), got {k}")
+        self.logits_form = logits
+        self.k = k
         self.steps: list[StepRecord] = []
 
+    def _logits(self, logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor | None):
+        if self.logits_form == "full":
+            return _np(logits)
+        if self.logits_form == "topk":
+            return top_logits(logits, valid, tokens, self.k)
+        return None
+
     def record_step(self, step: int, positions: torch.Tensor, valid: torch.Tensor, routing: list,
-                    logits: torch.Tensor) -> None:
-        """Keep one step: positions/valid[B,Ts], one `LayerRouting` per MoE layer, logits[B,Ts,V]."""
+                    logits: torch.Tensor, tokens: torch.Tensor | None = None) -> None:
+        """Keep one step: positions/valid[B,Ts], one `LayerRouting` per MoE layer, logits[B,Ts,V] and
+        the step's input ids tokens[B,Ts] (the top-k form needs them for the following token's logit)."""
         if step == 0:
             self.steps = []
         B, Ts = valid.shape
+        kept_logits = self._logits(logits, valid, tokens)
         if routing:
             d = [r.decision for r in routing]
             stack = torch.stack
@@ -78,13 +106,13 @@ class Recorder:
                 _np(stack([x.kept for x in d])), _np(stack([x.slot for x in d])),
                 _np(stack([x.group for x in d])), _np(stack([r.router_logits for r in routing])),
                 _np(per_group("capacity", MISSING)), _np(per_group("requested", 0)),
-                _np(per_group("kept_count", 0)), _np(logits) if self.store_logits else None)
+                _np(per_group("kept_count", 0)), kept_logits)
         else:  # a dense model: no routing to record, only tokens and logits
             ints, floats = np.zeros((0, B, Ts, 0), np.int64), np.zeros((0, B, Ts, 0), np.float32)
             loads = np.zeros((0, 0, 0), np.int64)
             rec = StepRecord(step, _np(positions), _np(valid), ints, floats, ints.astype(bool), ints,
                              np.zeros((0, B, Ts), np.int64), floats, np.zeros((0, 0), np.int64), loads, loads,
-                             _np(logits) if self.store_logits else None)
+                             kept_logits)
         self.steps.append(rec)
 
     def arrays(self, result) -> dict[str, np.ndarray]:
@@ -117,8 +145,14 @@ class Recorder:
             "load/kept": np.zeros((S, L, G, E), np.int32),
             "load/capacity": np.full((S, L, G), MISSING, np.int32),
         }
-        if self.store_logits:
+        if self.logits_form == "full":
             out["logits"] = np.zeros((B, T, first.logits.shape[-1]), np.float32)
+        elif self.logits_form == "topk":
+            J = first.logits.k
+            out.update({"logits_topk/index": np.full((B, T, J), MISSING, np.int32),
+                        "logits_topk/value": np.zeros((B, T, J), np.float32),
+                        "logits_topk/lse": np.zeros((B, T), np.float32),
+                        "logits_topk/chosen": np.zeros((B, T), np.float32)})
         for s, rec in enumerate(self.steps):
             b, t = np.nonzero(rec.valid)  # routed tokens of this step
             p = rec.positions[b, t]
@@ -134,8 +168,11 @@ class Recorder:
             out["load/kept"][s, :, :g] = rec.kept_count
             # The router reports dropless capacity as DROPLESS_CAPACITY (-2); absent groups stay MISSING.
             out["load/capacity"][s, :, :g] = rec.capacity
-            if self.store_logits:
+            if self.logits_form == "full":
                 out["logits"][b, p] = rec.logits[b, t]
+            elif self.logits_form == "topk":
+                for path, values in rec.logits.schema_arrays().items():
+                    out[path][b, p] = values[b, t]
         return out
 
     def run_attrs(self, result, *, policy, request_ids, probe_row: int = -1, label: str = "",
@@ -168,6 +205,38 @@ class Recorder:
         writer.add_run(name, attrs=attrs, arrays=arrays)
         log.info("recorded run %s: B=%d, S=%d", name, len(result.tokens), len(self.steps))
         return arrays
+
+
+def logits_form_for(choice: str, vocab_size: int) -> str:
+    """The logits form of `--logits` `choice` ("auto", "full" or "topk") for a vocabulary size."""
+    if choice == "auto":
+        return "topk" if vocab_size > AUTO_TOPK_ABOVE else "full"
+    if choice not in LOGITS_FORMS:
+        raise ValueError(f"logits must be auto, full or topk, got {choice!r}")
+    return choice
+
+
+def top_logits(logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor | None, k: int) -> TopLogits:
+    """The top-k form of one step's logits [B,Ts,V] (reduced where they are, then moved to numpy).
+
+    The token after column t is the next column's input when that column is valid (a prompt in
+    its prefill); otherwise it is the greedy choice, the largest logit."""
+    z = logits.detach().float()
+    B, Ts, V = z.shape
+    k = min(k, V)
+    value, index = torch.topk(z, k, dim=-1)
+    lse = torch.empty((B, Ts), dtype=torch.float64, device=z.device)
+    for start in range(0, Ts, LSE_POSITIONS):
+        lse[:, start:start + LSE_POSITIONS] = torch.logsumexp(z[:, start:start + LSE_POSITIONS].double(), -1)
+    chosen = value[..., 0].clone()
+    if tokens is not None and Ts > 1:
+        follows = valid[:, :-1] & valid[:, 1:]
+        picked = z[:, :-1].gather(-1, tokens[:, 1:].to(z.device).clamp(0, V - 1)[..., None])[..., 0]
+        chosen[:, :-1] = torch.where(follows, picked, chosen[:, :-1])
+    index, value = index.cpu().numpy(), value.cpu().numpy()
+    order = np.lexsort((index, -value.astype(np.float64)), axis=-1)  # largest first, then smaller id
+    return TopLogits(np.take_along_axis(index, order, -1).astype(np.int32),
+                     np.take_along_axis(value, order, -1), lse.float().cpu().numpy(), chosen.cpu().numpy(), V)
 
 
 def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> dict:

@@ -199,6 +199,9 @@ def test_missing_default_dense_checkpoint_is_a_note(tiny, tmp_path):
     (["--probe", " "], "--probe"),
     (["--new-tokens", "100000"], "--new-tokens"),
     (["-n", "0"], "-n/--compositions"),
+    (["--logits", "full", "--logits-k", "8"], "--logits-k"),
+    (["--logits-k", "1"], "--logits-k"),
+    (["-e", "e0", "--logits", "topk"], "--logits"),
 ])
 def test_bad_options_exit_2_naming_the_option(argv, flag, tiny, tmp_path, capsys):
     base = ["record", "-q", "-o", str(tmp_path / "x.h5")]

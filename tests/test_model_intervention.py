@@ -21,7 +21,7 @@ class Steps:
     def __init__(self):
         self.steps = []
 
-    def record_step(self, step, positions, valid, routing, logits):
+    def record_step(self, step, positions, valid, routing, logits, tokens=None):
         self.steps.append((positions.clone(), valid.clone(), routing))
 
 

@@ -11,7 +11,7 @@ from model.replay import ReplayRouting
 from model.routing import RoutingPolicy
 from model.tokenizer import decode, encode, vocab_strings
 from traces import TraceWriter, open_trace, validate
-from traces.schema import DATASETS_BY_PATH, RUN_DATASETS
+from traces.schema import DATASETS_BY_PATH, run_datasets
 
 REQUESTS = ["The probe: def f(x):", "import os", "x = [1, 2, 3]"]
 
@@ -34,7 +34,7 @@ def test_recorded_arrays_follow_the_schema(tiny_model):
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
     rec, result = record(model, policy, [0, 1, 2])
     arrays = rec.arrays(result)
-    assert set(arrays) == {spec.path for spec in RUN_DATASETS}
+    assert set(arrays) == {spec.path for spec in run_datasets()}
     B, T = arrays["tokens"].shape
     L, S = 2, result.steps
     for path, array in arrays.items():

@@ -133,7 +133,7 @@ def test_newer_format_version(good, tmp_path):
     path = _copy(good, tmp_path / "v2.h5")
     with h5py.File(path, "r+") as f:
         f.attrs["format_version"] = schema.FORMAT_VERSION + 1
-    with pytest.raises(TraceError, match="format_version <= 1.*found 2.*upgrade"):
+    with pytest.raises(TraceError, match="format_version <= 2.*found 3.*upgrade"):
         open_trace(path)
 
 
@@ -218,9 +218,9 @@ from traces.writer import TraceWriter
 path, kill_at = sys.argv[1], sys.argv[2]
 write_dataset = TraceWriter._write_dataset
 
-def announce(self, group, spec, arr):
+def announce(self, group, spec, arr, *encoded):
     print(f"writing {group.name}/{spec.path}", flush=True)
-    write_dataset(self, group, spec, arr)
+    write_dataset(self, group, spec, arr, *encoded)
 
 TraceWriter._write_dataset = announce
 with TraceWriter(path, meta=synthetic_meta(4, 8, 2, 256), vocab=byte_vocab(256), requests=["probe"],
@@ -256,7 +256,7 @@ def test_writer_killed_mid_run_leaves_completed_runs_intact(tmp_path, kill_at):
         for i, run in enumerate(trace.runs()):
             expected = synthetic_run_arrays(4, 32, 512, 2, 8, 256, np.random.default_rng(i),
                                             prompt_len=(16, 64))
-            for spec in schema.RUN_DATASETS:
+            for spec in schema.run_datasets():
                 np.testing.assert_array_equal(run.arrays[spec.path][...], expected[spec.path],
                                               err_msg=spec.path)
         with pytest.raises(TraceError, match="/runs/r2"):

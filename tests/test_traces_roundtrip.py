@@ -23,7 +23,7 @@ def _random_arrays(rng, L, B, T, K, E, V, S, G, float_dtypes):
     """Arrays of the schema's shapes filled with random values of the given dtypes."""
     shapes = {"L": L, "B": B, "T": T, "K": K, "E": E, "V": V, "S": S, "G": G}
     out = {}
-    for spec in schema.RUN_DATASETS:
+    for spec in schema.run_datasets():
         shape = tuple(shapes[d] for d in spec.dims)
         dtype = np.dtype(float_dtypes.get(spec.path, spec.dtypes[0]))
         if dtype.kind == "f":
@@ -64,7 +64,7 @@ def test_round_trip_random_shapes_and_dtypes(tmp_path, dims, floats, seed, compr
         run = trace.run("only")
         assert run.dims == dims
         assert run.complete and run.probe_row == dims["B"] - 1 and run.batch_size == dims["B"]
-        for spec in schema.RUN_DATASETS:
+        for spec in schema.run_datasets():
             lazy = run.arrays[spec.path]
             assert lazy.dims == spec.dims
             assert lazy.dtype == arrays[spec.path].dtype
@@ -79,7 +79,7 @@ def test_dimension_labels_carry_schema_letters(tmp_path):
     with _writer(path) as writer:
         writer.add_run("r", attrs=_attrs(2), arrays=synthetic_run_arrays(2, 2, 20, 2, 4, 16, rng))
     with h5py.File(path, "r") as f:
-        for spec in schema.RUN_DATASETS:
+        for spec in schema.run_datasets():
             ds = f["runs/r"][spec.path]
             assert tuple(d.label for d in ds.dims) == spec.dims, spec.path
         assert f["vocab"].dims[0].label == "V"

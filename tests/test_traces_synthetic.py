@@ -33,7 +33,7 @@ def test_arrays_are_internally_consistent(group_by):
     L, B, T, K, E, V = 2, 4, 24, 2, 4, 20
     a = synthetic_run_arrays(L, B, T, K, E, V, np.random.default_rng(3), prompt_len=(3, 8),
                              capacity_factor=0.75, group_by=group_by)
-    for spec in schema.RUN_DATASETS:
+    for spec in schema.run_datasets():
         assert a[spec.path].dtype.name == spec.dtypes[0], spec.path
     dims, problems = schema.collect_dims({p: x.shape for p, x in a.items()})
     assert problems == [] and dims == {"B": B, "T": T, "L": L, "K": K, "E": E, "S": dims["S"], "G": dims["G"],
@@ -95,7 +95,7 @@ def test_describe_names_settings_runs_and_sizes(tmp_path):
                                  capacity_factor=1.25)
     with open_trace(path) as trace:
         text = describe(trace)
-    for expected in ("moe-routing-trace v1", "MoE layers (L=2): [0, 1]", "cf=1.25", "kernel mode: native",
+    for expected in ("moe-routing-trace v2", "MoE layers (L=2): [0, 1]", "cf=1.25", "kernel mode: native",
                      "runs: 2 complete, 0 incomplete", "r000: B=3 T=20", "probe row", "request ids:",
                      "condition: synthetic batch cf=1.25 native",
                      "routing/router_logits  float32  [L=2 x B=3 x T=20 x E=4]",

@@ -1,4 +1,4 @@
-"""Lazy reader of schema-v1 traces: opening costs milliseconds, arrays read only the slices asked for.
+"""Lazy reader of schema-v2 and v1 traces: opening costs milliseconds, arrays read only what is asked.
 
 `open_trace` checks the root (format, version, required attributes, vocab, request pool, runs
 group) and lists runs; `trace.run(name)` checks that run's attributes and datasets. Every failure
@@ -21,6 +21,7 @@ import numpy as np
 from traces import schema
 from traces.errors import TraceError
 from traces.lazy import LazyArray
+from traces.toplogits import LazyTopLogits
 from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class Run:
     requested: LazyArray
     load_kept: LazyArray
     capacity: LazyArray
-    logits: LazyArray
+    logits: LazyArray | LazyTopLogits  # full [B, T, V], or the top-k form (`logits_form`)
 
     def __init__(self, path: str, f: h5py.File, name: str, meta: dict) -> None:
         dims, problems = check_run(f, name, meta)
@@ -116,9 +117,15 @@ class Run:
         self.batch_size: int = int(attrs["batch_size"])
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
-            arr = LazyArray(group[spec.path], path, f"{self.where}/{spec.path}", spec.dims)
-            self.arrays[spec.path] = arr
-            setattr(self, schema.RUN_ARRAY_NAMES[spec.path], arr)
+            if spec.required or spec.path in group:
+                where = f"{self.where}/{spec.path}"
+                self.arrays[spec.path] = LazyArray(group[spec.path], path, where, spec.dims)
+        for data_path, attr in schema.RUN_ARRAY_NAMES.items():
+            if data_path in self.arrays:
+                setattr(self, attr, self.arrays[data_path])
+        self.logits_form: str = schema.logits_form(self.arrays)[0]  # check_run proved there is one
+        if self.logits_form == "topk":
+            self.logits = LazyTopLogits({p: self.arrays[p] for p in schema.LOGITS_FORMS["topk"]}, meta["V"])
 
     def __repr__(self) -> str:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())

@@ -1,8 +1,13 @@
-"""Schema v1 of the MoE routing trace: every name, dtype and dimension letter in one place.
+"""Schema v2 of the MoE routing trace: every name, dtype and dimension letter in one place.
 
 Dimension letters (used in code, HDF5 dimension labels and the UI):
 L MoE layers, B batch rows, T token positions, K experts per token (top-k), E experts,
-V vocabulary, S forward steps, G groups within a step, R requests.
+V vocabulary, J next-token logits kept per position (top-J), S forward steps, G groups within a
+step, R requests.
+
+Version 2 adds the top-k form of the next-token logits (`logits_topk/*`) beside the full `logits`;
+a run holds exactly one form. A version-1 file is a version-2 file with full logits only, so the
+same reader reads both.
 
 `docs/trace-format.md` is the human-readable spec of this module; keep them in step and bump
 `FORMAT_VERSION` on every change to names, shapes or meanings.
@@ -16,7 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 FORMAT = "moe-routing-trace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this reader reads.
+READABLE_VERSIONS = (1, 2)
 
 #: Fill value for positions past a row's end (tokens, step, expert, slot, group).
 MISSING = -1
@@ -30,7 +37,7 @@ ABSENT_GROUP = -1
 #: Kernel modes of the model (`model.kernels`), stored in a trace's meta.
 KERNEL_MODES = ("native", "batch_invariant")
 
-DIM_LETTERS = ("L", "B", "T", "K", "E", "V", "S", "G", "R")
+DIM_LETTERS = ("L", "B", "T", "K", "E", "V", "J", "S", "G", "R")
 
 # Where things live inside the file.
 VOCAB = "vocab"
@@ -142,15 +149,55 @@ RUN_DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("load/capacity", ("S", "L", "G"), ("int32",), "capacity C per group, -1 for absent groups, "
                 "-2 for dropless"),
     DatasetSpec("logits", ("B", "T", "V"), ("float32", "float16"), "next-token logits at every position",
-                fill=0.0),
+                required=False, fill=0.0),
+    DatasetSpec("logits_topk/index", ("B", "T", "J"), ("int32",),
+                "vocabulary ids of the J largest next-token logits, largest first", required=False),
+    DatasetSpec("logits_topk/value", ("B", "T", "J"), ("float32", "float16"), "those logits",
+                required=False, fill=0.0),
+    DatasetSpec("logits_topk/lse", ("B", "T"), ("float32",), "log-sum-exp of all V logits",
+                required=False, fill=0.0),
+    DatasetSpec("logits_topk/chosen", ("B", "T"), ("float32", "float16"),
+                "logit of the token that follows (the prompt's next token, then the greedy choice)",
+                required=False, fill=0.0),
 )
 
 DATASETS_BY_PATH: dict[str, DatasetSpec] = {d.path: d for d in RUN_DATASETS}
 
-#: Lazy-array attribute name of each dataset on a reader's `Run` (`routing/kept` -> `kept`).
-RUN_ARRAY_NAMES: dict[str, str] = {
-    d.path: ("load_kept" if d.path == "load/kept" else d.path.rsplit("/", 1)[-1]) for d in RUN_DATASETS
+#: The two forms of the next-token logits: a run holds every dataset of exactly one (schema v1: full).
+LOGITS_FORMS: dict[str, tuple[str, ...]] = {
+    "full": ("logits",),
+    "topk": ("logits_topk/index", "logits_topk/value", "logits_topk/lse", "logits_topk/chosen"),
 }
+LOGITS_PATHS = tuple(p for paths in LOGITS_FORMS.values() for p in paths)
+#: Default J of the top-k form.
+DEFAULT_LOGITS_K = 64
+
+#: Lazy-array attribute name of each dataset on a reader's `Run` (`routing/kept` -> `kept`); both
+#: forms of the next-token logits are the one attribute `logits`.
+RUN_ARRAY_NAMES: dict[str, str] = {
+    d.path: ("load_kept" if d.path == "load/kept" else d.path.rsplit("/", 1)[-1])
+    for d in RUN_DATASETS if d.path not in LOGITS_FORMS["topk"]
+}
+
+
+def run_datasets(form: str = "full") -> tuple[DatasetSpec, ...]:
+    """The datasets of a run whose logits are in `form`."""
+    return tuple(d for d in RUN_DATASETS if d.required or d.path in LOGITS_FORMS[form])
+
+
+def logits_form(paths) -> tuple[str | None, str]:
+    """The logits form ("full", "topk" or None) of a run holding the datasets `paths`, and what is
+    wrong ('' when the run holds exactly one whole form)."""
+    present = {form: [p for p in names if p in paths] for form, names in LOGITS_FORMS.items()}
+    whole = [form for form, names in LOGITS_FORMS.items() if len(present[form]) == len(names)]
+    partial = [form for form in LOGITS_FORMS if present[form] and form not in whole]
+    if len(whole) == 1 and not partial:
+        return whole[0], ""
+    if whole or partial:
+        held = ", ".join(p for form in LOGITS_FORMS for p in present[form])
+        return None, f"expected the datasets of one logits form (logits, or all of logits_topk/*), " \
+                     f"found {held}"
+    return None, "expected next-token logits: dataset logits or the datasets logits_topk/*"
 
 
 def dtype_ok(spec: DatasetSpec, dtype: np.dtype) -> bool:

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from traces import schema
+from traces.toplogits import TopLogits
 from traces.writer import TraceWriter
 
 
@@ -182,14 +183,21 @@ def synthetic_routing(capacity_factor: float = 1.0, group_by: str = "batch") -> 
             "norm": "before_drop", "pads": "not routed"}
 
 
+def topk_arrays(arrays: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    """A run's arrays with the full logits replaced by their top-k form (as the recorder makes it)."""
+    out = {p: a for p, a in arrays.items() if p != "logits"}
+    top = TopLogits.from_full(arrays["logits"], arrays["tokens"], k, valid=arrays["step"] >= 0)
+    return {**out, **top.schema_arrays()}
+
+
 def write_synthetic_trace(path: str | os.PathLike, n_runs: int, L: int = 8, E: int = 8, K: int = 2,
                           V: int = 256, B: int = 32, T: int = 512, *, R: int = 16, seed: int = 0,
                           capacity_factor: float = 1.0, group_by: str = "batch",
-                          compression: str | None = "gzip") -> str:
+                          compression: str | None = "gzip", logits_k: int | None = None) -> str:
     """Write a trace of `n_runs` runs of B rows and T positions drawn from a pool of R requests.
 
     Request 0 is the probe: every run holds it at a random row, its partners are random requests.
-    Returns the path.
+    With `logits_k` the runs hold the top-k form of their logits. Returns the path.
     """
     rng = np.random.default_rng(seed)
     lo, hi = max(1, T // 8), max(1, T // 4)
@@ -206,6 +214,8 @@ def write_synthetic_trace(path: str | os.PathLike, n_runs: int, L: int = 8, E: i
             arrays = synthetic_run_arrays(L, B, T, K, E, V, rng, prompts=[prompts[r] for r in request_ids],
                                           request_ids=request_ids, seed=seed, capacity_factor=capacity_factor,
                                           group_by=group_by)
+            if logits_k is not None:
+                arrays = topk_arrays(arrays, logits_k)
             attrs = {
                 "request_ids": request_ids, "probe_row": probe_row, "batch_size": B,
                 "max_new_tokens": int(arrays["load/capacity"].shape[0] - 1),

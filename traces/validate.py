@@ -1,4 +1,4 @@
-"""Checks of a trace against schema v1 that collect every problem instead of stopping at the first.
+"""Checks of a trace against schema v2 (and v1) that collect every problem, not only the first.
 
 `check_root` and `check_run` look only at metadata (attributes, dtypes, shapes), so the reader runs
 them on open and on `trace.run(name)` at no real cost; `validate(path, read_data=True)` also reads
@@ -270,8 +270,13 @@ def check_run(f: h5py.File, name: str, meta: dict,
             else:
                 _attr(group, key, where, problems, (str, int, float), required=False)
     shapes = {}
+    present = set()
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
+        if not spec.required and not _safe(lambda spec=spec: spec.path in group, ds_where, problems,
+                                           "a readable group"):
+            continue  # one of the logits forms; which one is checked below
+        present.add(spec.path)
         ds = _dataset(group, spec.path, ds_where, problems)
         if ds is None:
             continue
@@ -284,6 +289,9 @@ def check_run(f: h5py.File, name: str, meta: dict,
             _check_labels(ds, spec, ds_where, problems)
     dims, conflicts = schema.collect_dims(shapes)
     problems.extend(Problem(f"{where}/{path}", message) for path, message in conflicts)
+    form, wrong = schema.logits_form(present)
+    if form is None:
+        problems.append(Problem(f"{where}/logits", wrong))
     B = dims.get("B")
     if request_ids is not None and (request_ids.ndim != 1 or request_ids.dtype.kind not in "iu"
                                     or (B is not None and request_ids.shape[0] != B)):
@@ -310,6 +318,9 @@ def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
     """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
     for spec in schema.RUN_DATASETS:
         where = f"/{schema.RUNS}/{name}/{spec.path}"
+        if not spec.required and not _safe(lambda spec=spec: spec.path in f[schema.RUNS][name], where,
+                                           problems, "a readable group"):
+            continue
         ds = _safe(lambda spec=spec: f[schema.RUNS][name][spec.path], where, problems, "a dataset")
         if ds is None:
             continue

@@ -1,4 +1,4 @@
-"""Streaming writer of schema-v1 traces: root metadata, vocab and request pool, then one run at a time.
+"""Streaming writer of schema-v2 traces: root metadata, vocab and request pool, then one run at a time.
 
 Crash safety: a run is created with `complete=False` and flushed, its datasets are written, the
 file is flushed, then the run is marked complete and flushed again. Between flushes HDF5's
@@ -10,6 +10,11 @@ interrupted run (if its group was flushed) is reported incomplete.
 One writer at a time (`traces/lock.py`), taken before the file is touched; a new trace is built
 beside the old one and renamed over it. Each run's space is checked and reserved before HDF5 writes
 it, and every h5py failure becomes `TraceError` (docs/trace-format.md, "Writers").
+
+Speed: every gzip dataset of a run is cut into its chunks, which worker threads shuffle and deflate
+(`traces/chunks.py`) while this thread stores finished ones with HDF5's direct chunk write; all of a
+run's datasets are queued at once, so the pool never waits for the writing thread. A writer thread
+of its own (`traces/background.py`) keeps the caller from waiting at all.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import resource
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 
@@ -28,6 +36,7 @@ import h5py
 import numpy as np
 
 from traces import schema
+from traces.chunks import encoded_chunks, new_pool
 from traces.errors import TraceError
 from traces.lock import WriteLock
 from traces.superblock import trim_to_stored_eof
@@ -117,6 +126,9 @@ def check_run_arrays(arrays: Mapping[str, object]) -> tuple[dict[str, np.ndarray
     missing = [s.path for s in schema.RUN_DATASETS if s.required and s.path not in arrays]
     if missing:
         raise ValueError(f"{missing[0]}: required dataset missing (also missing: {missing[1:]})")
+    form, problem = schema.logits_form(arrays)
+    if form is None:
+        raise ValueError(f"logits: {problem}")
     converted = {p: _convert(p, schema.DATASETS_BY_PATH[p], a) for p, a in arrays.items()}
     dims, problems = schema.collect_dims({p: a.shape for p, a in converted.items()})
     if problems:
@@ -126,13 +138,36 @@ def check_run_arrays(arrays: Mapping[str, object]) -> tuple[dict[str, np.ndarray
     return converted, dims
 
 
+@dataclass(frozen=True, eq=False)
+class PreparedRun:
+    """A run checked against the trace, ready to write (its arrays must not change until written)."""
+
+    name: str
+    attrs: dict
+    arrays: dict[str, np.ndarray]
+    dims: dict[str, int]
+
+
+def stored_bound(arrays: Mapping[str, np.ndarray]) -> int:
+    """Most bytes the arrays take before compression: edge chunks are stored whole (padded)."""
+    total = 0
+    for path, arr in arrays.items():
+        chunks = schema.chunk_shape(schema.DATASETS_BY_PATH[path], arr.shape, arr.dtype.itemsize)
+        if chunks is None:
+            total += arr.nbytes
+        else:
+            total += math.prod(-(-n // c) * c for n, c in zip(arr.shape, chunks, strict=True)) * arr.itemsize
+    return total
+
+
 class TraceWriter:
     """Creates (or, through `append`, reopens) a trace and adds runs and tables one at a time."""
 
     def __init__(self, path: str | os.PathLike, *, meta: Mapping[str, object], vocab: Sequence[str],
                  requests: Sequence[str], prompt_tokens: Sequence[Sequence[int]],
-                 compression: str | None = "gzip") -> None:
+                 compression: str | None = "gzip", threads: int | None = None) -> None:
         self._compression = _check_compression(compression)
+        self._threads = threads
         root_attrs = self._root_attrs(meta)
         vocab = [str(v) if isinstance(v, np.str_) else v for v in vocab]
         if not all(isinstance(v, str) for v in vocab):
@@ -172,13 +207,17 @@ class TraceWriter:
             raise
         self._n_layers = len(json.loads(root_attrs["moe_layers"]))
         self._n_vocab, self._n_requests, self._next_index = len(vocab), len(texts), 0
+        self._version = schema.FORMAT_VERSION
         self._hold_metadata()
 
     @classmethod
-    def append(cls, path: str | os.PathLike, *, compression: str | None = "gzip") -> TraceWriter:
-        """Reopen an existing trace of this format version to add runs or tables."""
+    def append(cls, path: str | os.PathLike, *, compression: str | None = "gzip",
+               threads: int | None = None) -> TraceWriter:
+        """Reopen an existing trace (format version 1 or 2) to add runs or tables; a version-1 file
+        takes runs with full logits only and stays version 1."""
         self = cls.__new__(cls)
         self._compression = _check_compression(compression)
+        self._threads = threads
         self.path = os.fspath(path)
         self._lock = WriteLock(self.path)
         try:
@@ -203,9 +242,10 @@ class TraceWriter:
         attrs = self._file.attrs
         if attrs.get("format") != schema.FORMAT:
             raise TraceError(self.path, "/", f'expected attribute format = "{schema.FORMAT}"')
-        if attrs.get("format_version") != schema.FORMAT_VERSION:
-            raise TraceError(self.path, "/", f"expected format_version {schema.FORMAT_VERSION} to append, "
-                                             f"found {attrs.get('format_version')}")
+        if attrs.get("format_version") not in schema.READABLE_VERSIONS:
+            raise TraceError(self.path, "/", f"expected format_version in {schema.READABLE_VERSIONS} to "
+                                             f"append, found {attrs.get('format_version')}")
+        self._version = int(attrs["format_version"])
         try:
             self._n_layers = len(json.loads(attrs["moe_layers"]))
             self._n_vocab = len(self._file[schema.VOCAB])
@@ -219,21 +259,37 @@ class TraceWriter:
 
     def add_run(self, name: str, *, attrs: Mapping[str, object], arrays: Mapping[str, object]) -> None:
         """Validate and write one run; it is flushed, then marked complete and flushed again."""
+        self.write_prepared(self.prepare_run(name, attrs=attrs, arrays=arrays))
+
+    def prepare_run(self, name: str, *, attrs: Mapping[str, object],
+                    arrays: Mapping[str, object]) -> PreparedRun:
+        """Validate one run without writing it: ValueError naming what is wrong."""
         _check_name("run", name)
         arrays, dims = check_run_arrays(arrays)
         if dims["L"] != self._n_layers:
             raise ValueError(f"routing/expert: expected L = {self._n_layers} (length of moe_layers), "
                              f"found {dims['L']}")
-        if dims["V"] != self._n_vocab:
+        if dims.get("V", self._n_vocab) != self._n_vocab:
             raise ValueError(f"logits: expected V = {self._n_vocab} (length of vocab), found {dims['V']}")
-        run_attrs = self._run_attrs(attrs, dims)
+        index = arrays.get("logits_topk/index")
+        if index is not None:
+            if self._version < 2:
+                raise ValueError(f"logits_topk: {self.path} is format version {self._version}, which holds "
+                                 f"full logits only (write the top-k form to a new trace)")
+            if index.size and (int(index.min()) < schema.MISSING or int(index.max()) >= self._n_vocab):
+                raise ValueError(f"logits_topk/index: expected ids in [0, {self._n_vocab}) or "
+                                 f"{schema.MISSING}, found {int(index.min())}..{int(index.max())}")
+        return PreparedRun(name, self._run_attrs(attrs, dims), arrays, dims)
+
+    def write_prepared(self, run: PreparedRun) -> None:
+        """Write a run `prepare_run` checked (TraceError when the disk or HDF5 fails)."""
         self._check_usable()
-        with self._io(f"/{schema.RUNS}/{name}"):
-            self._check_space(sum(a.nbytes for a in arrays.values()))
-            self._add_run(name, run_attrs, arrays)
+        with self._io(f"/{schema.RUNS}/{run.name}"):
+            self._check_space(stored_bound(run.arrays))
+            self._add_run(run.name, run.attrs, run.arrays)
             trim_to_stored_eof(self.path)  # give back the reserved space the run did not use
             self._reopen_now_and_then()
-        log.info("wrote run %s (%s) to %s", name, dims, self.path)
+        log.info("wrote run %s (%s) to %s", run.name, run.dims, self.path)
 
     def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         runs = self._file[schema.RUNS]
@@ -248,9 +304,10 @@ class TraceWriter:
         group.attrs["complete"] = False
         self._file.flush()
         self._next_index += 1
-        for spec in schema.RUN_DATASETS:
-            if spec.path in arrays:
-                self._write_dataset(group, spec, arrays[spec.path])
+        specs = [spec for spec in schema.RUN_DATASETS if spec.path in arrays]
+        encoded = [self._encode(spec, arrays[spec.path]) for spec in specs]  # all queued at once
+        for spec, chunks in zip(specs, encoded, strict=True):
+            self._write_dataset(group, spec, arrays[spec.path], chunks)
         self._file.flush()
         group.attrs["complete"] = True
         self._file.flush()
@@ -302,6 +359,9 @@ class TraceWriter:
                 with contextlib.suppress(OSError):
                     trim_to_stored_eof(self.path)
         finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
             if getattr(self, "_lock", None) is not None:
                 self._lock.release()
 
@@ -315,6 +375,13 @@ class TraceWriter:
 
     _failed: TraceError | None = None
     _writes_since_open = 0
+    _pool: ThreadPoolExecutor | None = None
+    _threads: int | None = None
+
+    def _chunk_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = new_pool(self._threads)
+        return self._pool
 
     @contextlib.contextmanager
     def _io(self, where: str):
@@ -397,10 +464,24 @@ class TraceWriter:
         opts = {"compression_opts": GZIP_LEVEL} if self._compression == "gzip" else {}
         return {"chunks": chunks, "compression": self._compression, "shuffle": True, **opts}
 
-    def _write_dataset(self, group: h5py.Group, spec: schema.DatasetSpec, arr: np.ndarray) -> None:
+    def _encode(self, spec: schema.DatasetSpec, arr: np.ndarray):
+        """The dataset's chunks, shuffled and deflated on the pool (None: h5py's filters write it)."""
         chunks = schema.chunk_shape(spec, arr.shape, arr.dtype.itemsize)
-        ds = group.create_dataset(spec.path, data=arr, fillvalue=np.array(spec.fill, dtype=arr.dtype),
-                                  **self._filters(arr.shape, arr.dtype, chunks))
+        if self._filters(arr.shape, arr.dtype, chunks).get("compression") != "gzip":
+            return None
+        return encoded_chunks(self._chunk_pool(), arr, chunks, np.array(spec.fill, dtype=arr.dtype))
+
+    def _write_dataset(self, group: h5py.Group, spec: schema.DatasetSpec, arr: np.ndarray,
+                       encoded=None) -> None:
+        chunks = schema.chunk_shape(spec, arr.shape, arr.dtype.itemsize)
+        fill = np.array(spec.fill, dtype=arr.dtype)
+        filters = self._filters(arr.shape, arr.dtype, chunks)
+        if encoded is not None:  # gzip + shuffle chunks made on the pool, stored as they are
+            ds = group.create_dataset(spec.path, shape=arr.shape, dtype=arr.dtype, fillvalue=fill, **filters)
+            for offset, data in encoded:
+                ds.id.write_direct_chunk(offset, data)
+        else:
+            ds = group.create_dataset(spec.path, data=arr, fillvalue=fill, **filters)
         for axis, letter in enumerate(spec.dims):
             ds.dims[axis].label = letter
 

@@ -124,6 +124,9 @@ class PairData:
     verdict: Verdict
     cause: CauseText
     cause_model_layer: int | None = None  # model layer of the cause's MoE layer (None: no layer)
+    #: False when a row holds top-k logits: `kl` and `logit_diff` are then lower bounds
+    #: (docs/trace-format.md, "Top-k logits"); the margin stays exact.
+    exact_logits: bool = True
 
     @property
     def n_layers(self) -> int:
@@ -168,8 +171,10 @@ class PairData:
             part = "shared prefix"
         lines = [f"position {t} ({part}): A {self.token('A', t)!r} · B {self.token('B', t)!r}"]
         if t < self.compared:
-            lines.append(f"next-token KL {_num(self.kl[t])} nats · max |logit difference| "
-                         f"{_num(self.logit_diff[t])} · A's top-2 margin {_num(self.logit_margin[t])}")
+            at_least = "" if self.exact_logits else ">= "  # top-k logits: lower bounds
+            lines.append(f"next-token KL {at_least}{_num(self.kl[t])} nats · max |logit difference| "
+                         f"{at_least}{_num(self.logit_diff[t])} · "
+                         f"A's top-2 margin {_num(self.logit_margin[t])}")
         lines.append(f"dropped candidates over all layers: A {_count(self.drops_a[t])} · "
                      f"B {_count(self.drops_b[t])}")
         return "\n".join(lines)
@@ -277,4 +282,5 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         cause=cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
                          model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None),
         cause_model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None,
+        exact_logits=curves.exact_logits,
     )

@@ -156,7 +156,8 @@ class Reruns:
         if name not in self._reproduction:
             s = self.settings(name)
             run = self.trace.run(name)
-            recorder = Recorder()
+            topk = getattr(run, "logits_form", "full") == "topk"
+            recorder = Recorder("topk", run.logits.k) if topk else Recorder()  # as the trace holds them
             result = self._generate(s, s.policy, s.kernel_mode, recorder=recorder)
             self._tokens[(name, "recorded")] = result.tokens
             reproduction = compare_run(run, recorder.arrays(result))

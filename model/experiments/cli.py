@@ -63,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compute dtype of a --model (default float32)")
     parser.add_argument("--device-map", choices=("auto",),
                         help="spread a --model too large for one device over all of them (needs accelerate)")
+    parser.add_argument("--logits", choices=("auto", "full", "topk"),
+                        help="next-token logits to store: full [B,T,V], or the top-k form (the K largest "
+                             "with their ids, the log-sum-exp and the following token's logit; "
+                             "docs/trace-format.md); auto (default): full up to V = 4096, top-k above")
+    parser.add_argument("--logits-k", type=int, metavar="K",
+                        help="logits kept per position by the top-k form (default 64)")
     parser.add_argument("--dense-checkpoint", metavar="PATH",
                         help="dense control checkpoint for e1 (default assets/dense-control; skipped with a "
                              "note when absent)")

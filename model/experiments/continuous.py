@@ -100,7 +100,7 @@ def run_continuous(settings: Settings, models: Models, pool: RequestPool,
     cells = {(c.name, B): SizeResult(c.name, B) for c in conditions for B in s.batch_sizes}
     total = 1 + len(plan) * len(conditions)
     with Recording(s.output, models.moe, pool, experiment="continuous", policy=conditions[1].policy,
-                   kernel_mode=conditions[0].kernel_mode, seed=s.seed) as rec:
+                   kernel_mode=conditions[0].kernel_mode, seed=s.seed, **s.recording_logits) as rec:
         ref = rec.record("reference-solo-dropless", solo(), dropless(conditions[0].kernel_mode), n,
                          seed=s.seed)
         ref_new = completion_matrix([ref.probe_tokens], int(ref.prompt_len[0]), n)[0]

@@ -161,7 +161,7 @@ def run_e1(settings: Settings, models: Models, pool: RequestPool,
         output = probe_trace_path(s.output, p)
         paths.append(output)
         probe_rows: dict[tuple[str, int], list[RunRecord]] = {}
-        with _Recordings(output, models, probe_pool, conditions, s.seed) as recs:
+        with _Recordings(output, models, probe_pool, conditions, s.seed, s.recording_logits) as recs:
             if recs.dense is not None:
                 paths.append(recs.dense.path)
             for r, comps in enumerate(draws):
@@ -190,15 +190,15 @@ def run_e1(settings: Settings, models: Models, pool: RequestPool,
 class _Recordings:
     """The MoE trace of one probe and, when the conditions hold the dense control, its own trace."""
 
-    def __init__(self, output: Path, models: Models, pool: RequestPool, conditions, seed: int):
+    def __init__(self, output: Path, models: Models, pool: RequestPool, conditions, seed: int, logits: dict):
         capacity_policy = next(c.policy for c in conditions if c.policy is not None and not c.policy.dropless)
         self.moe = Recording(output, models.moe, pool, experiment="E1", policy=capacity_policy,
-                             kernel_mode="native", seed=seed)
+                             kernel_mode="native", seed=seed, **logits)
         self.dense = None
         if any(c.dense for c in conditions):
             try:
                 self.dense = Recording(dense_trace_path(output), models.dense, pool, experiment="E1",
-                                       policy=None, kernel_mode="native", seed=seed)
+                                       policy=None, kernel_mode="native", seed=seed, **logits)
             except BaseException:
                 self.moe.close()
                 raise

@@ -100,7 +100,7 @@ class E3Result:
 def expert_loads(model, pool: RequestPool, kernel_mode: str = "native") -> np.ndarray:
     """[R, L, E] candidates each request's prompt sends to each expert (one dropless prefill)."""
     requests = tuple(range(len(pool.texts)))
-    recorder = Recorder(store_logits=False)
+    recorder = Recorder(logits=None)
     result = generate_batch(model, pool, Composition(requests, 0), dropless(kernel_mode), 0, recorder)
     expert = recorder.arrays(result)["routing/expert"]  # [L,R,T,K]
     L, R, T, K = expert.shape
@@ -147,7 +147,7 @@ def run_e3(settings: Settings, models: Models, pool: RequestPool,
     rng = np.random.default_rng(s.seed)
     default_policy = capacity(s.presets[0], s.capacity_factors[0], "native").policy
     with Recording(s.output, model, pool, experiment="E3", policy=default_policy, kernel_mode="native",
-                   seed=s.seed) as rec:
+                   seed=s.seed, **s.recording_logits) as rec:
         ref = rec.record("reference-solo-dropless", solo(), dropless("native"), n, seed=s.seed)
         ref_new = completion_matrix([ref.probe_tokens], int(ref.prompt_len[0]), n)[0]
         progress(1, total, "E3 reference: the probe alone, dropless")

@@ -96,7 +96,7 @@ def run_e4(settings: Settings, models: Models, pool: RequestPool,
     results: list[SizeResult] = []
     unique: dict[str, tuple[int, int, float]] = {}
     with Recording(s.output, model, pool, experiment="E4", policy=dropless().policy,
-                   kernel_mode=s.kernel_modes[0], seed=s.seed) as rec:
+                   kernel_mode=s.kernel_modes[0], seed=s.seed, **s.recording_logits) as rec:
         for mode in s.kernel_modes:
             cond = dropless(mode)
             ref = rec.record(f"reference-{cond.slug}", solo(), cond, n, seed=s.seed, keep_arrays=True)

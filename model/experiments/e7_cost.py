@@ -96,7 +96,7 @@ def run_e7(settings: Settings, models: Models, pool: RequestPool,
             cols["seconds"].append(t)
             cols["ratio"].append(q)
     with Recording(s.output, model, pool, experiment="E7", policy=conditions[0].policy, kernel_mode="native",
-                   seed=s.seed) as rec:
+                   seed=s.seed, **s.recording_logits) as rec:
         rec.write_table("e7_mitigation_cost", cols, {"threads": out.threads, "new_tokens": n,
                                                      "compositions": s.compositions})
     return out

@@ -64,7 +64,7 @@ def run_example(settings: Settings, models: Models, pool: RequestPool,
     by_condition: dict[str, list[RunRecord]] = {}
     done = 0
     with Recording(s.output, model, pool, experiment="example", policy=main.policy, kernel_mode="native",
-                   seed=s.seed) as rec:
+                   seed=s.seed, **s.recording_logits) as rec:
         ref_cond = dropless("native")
         ref = rec.record("alone-dropless", solo(), ref_cond, n, seed=s.seed)
         done += 1

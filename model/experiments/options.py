@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.experiments import ExperimentError
+from traces.schema import DEFAULT_LOGITS_K
 
 EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "continuous", "example")
 KERNEL_CHOICES = ("native", "batch_invariant", "both")
@@ -61,6 +62,8 @@ FLAGS = {
 }
 
 MAX_BATCH = 256
+#: Most next-token logits the top-k form keeps per position.
+MAX_LOGITS_K = 4096
 _INT_OR_RANGE = re.compile(r"(-?\d+)(?:\s*-\s*(\d+))?")
 MAX_COMPOSITIONS = 10_000
 
@@ -93,7 +96,14 @@ class Settings:
     dtype: str = "float32"              # --dtype of a Hugging Face model
     device_map: str | None = None       # --device-map auto (accelerate) for a Hugging Face model
     kernel_modes_given: bool = False    # --kernel-mode was typed (not the experiment's default)
+    logits: str = "auto"                # --logits: full, topk, or auto (model/recorder.py)
+    logits_k: int = DEFAULT_LOGITS_K    # --logits-k: J of the top-k form
     extra: dict = field(default_factory=dict)
+
+    @property
+    def recording_logits(self) -> dict:
+        """The logits options of a `Recording`."""
+        return {"logits": self.logits, "logits_k": self.logits_k}
 
     @property
     def max_new_tokens(self) -> int:
@@ -236,6 +246,15 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
     elif dtype is not None or device_map is not None:
         raise ExperimentError(f"{'--dtype' if dtype is not None else '--device-map'}: applies to a Hugging "
                               f"Face model (--model) only")
+    logits, logits_k = getattr(args, "logits", None) or "auto", getattr(args, "logits_k", None)
+    if logits_k is not None and logits == "full":
+        raise ExperimentError("--logits-k: applies to the top-k logits (--logits topk or auto)")
+    logits_k = DEFAULT_LOGITS_K if logits_k is None else int(logits_k)
+    if not 2 <= logits_k <= MAX_LOGITS_K:
+        raise ExperimentError(f"--logits-k: must be at least 2 (the margin needs the top two) and at most "
+                              f"{MAX_LOGITS_K}, got {logits_k}")
+    if experiment == "e0" and logits == "topk":
+        raise ExperimentError("--logits topk: e0 compares the probe's full logits across batch sizes")
     output = Path(args.output) if args.output else Path(f"{experiment}.h5")
     try:
         if output.exists() and output.is_dir():
@@ -252,5 +271,6 @@ def resolve(args, presets: tuple[str, ...], priorities: tuple[str, ...]) -> Sett
         partners=Path(args.partners) if args.partners else DEFAULT_PARTNERS,
         seed=int(args.seed or 0), device=str(args.device), threads=int(args.threads),
         hf_model=None if hf_model is None else str(hf_model), dtype=str(dtype or "float32"),
-        device_map=device_map, kernel_modes_given=args.kernel_mode is not None, **values,
+        device_map=device_map, kernel_modes_given=args.kernel_mode is not None, logits=logits,
+        logits_k=logits_k, **values,
     )

@@ -89,7 +89,7 @@ def run_quality(settings: Settings, models: Models, pool: RequestPool,
         rows.append(QualityRow(cond, result))
     experiment = QualityExperiment(s, rows, n_windows, window)
     with Recording(s.output, models.moe, pool, experiment="quality", policy=conditions[1].policy,
-                   kernel_mode=conditions[0].kernel_mode, seed=s.seed) as rec:
+                   kernel_mode=conditions[0].kernel_mode, seed=s.seed, **s.recording_logits) as rec:
         rec.write_table("quality_bits_per_byte", _columns(rows),
                         {"windows": n_windows, "window_bytes": window, "batch_size": B, "prefill": PREFILL})
     return experiment

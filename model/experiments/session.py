@@ -1,9 +1,11 @@
 """What every experiment shares: the loaded models, the request pool, and a trace being written.
 
-A `Recording` wraps one `traces.TraceWriter`: each `record` call generates one batch composition
-under one condition, hands the recorder's arrays to the writer (which flushes the run and then marks
-it complete) and returns a small `RunRecord` of what the tables need. An interrupt between two runs
-therefore loses nothing; one during a run leaves that run marked incomplete.
+A `Recording` wraps one `traces.TraceWriter` on a writer thread (`traces.background`): each `record`
+call generates one batch composition under one condition, hands the recorder's arrays to the writer
+thread (which compresses and flushes the run, then marks it complete) and returns a small `RunRecord`
+of what the tables need, while the next composition generates. Closing waits for the queued runs,
+so an interrupt between two runs loses nothing; one during a write leaves that run marked incomplete.
+A write that fails (disk full) raises its `TraceError` at the next `record` or at `close`.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from model.experiments.compositions import Composition
 from model.experiments.conditions import Condition
 from model.experiments.measures import DropCounts, run_drops
 from model.generate import GenerationResult, generate
-from model.recorder import Recorder, trace_meta
+from model.recorder import Recorder, logits_form_for, trace_meta
 from model.tokenizer import encode, vocab_strings
 from traces import TraceWriter
+from traces.background import BackgroundWriter
+from traces.schema import DEFAULT_LOGITS_K
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +180,10 @@ class Recording:
     """One trace file being written with one model; `record` adds one run per call."""
 
     def __init__(self, path: str | Path, model: torch.nn.Module, pool: RequestPool, *, experiment: str,
-                 policy, kernel_mode: str, seed: int):
+                 policy, kernel_mode: str, seed: int, logits: str = "auto", logits_k: int = DEFAULT_LOGITS_K):
         self.path = Path(path)
+        self.logits_form = logits_form_for(logits, model.config.vocab_size)
+        self.logits_k = logits_k
         self.model = model
         self.pool = pool
         self.experiment = experiment
@@ -185,15 +191,16 @@ class Recording:
         try:
             meta = trace_meta(model, adapt_policy(model, policy), kernel_mode=kernel_mode, seed=seed)
             vocab = model.vocab() if hasattr(model, "vocab") else vocab_strings(model.config.vocab_size)
-            self.writer = TraceWriter(self.path, meta=meta, vocab=vocab,
-                                      requests=list(pool.texts), prompt_tokens=[list(t) for t in pool.tokens])
+            writer = TraceWriter(self.path, meta=meta, vocab=vocab, requests=list(pool.texts),
+                                 prompt_tokens=[list(t) for t in pool.tokens])
+            self.writer = BackgroundWriter(writer)
         except OSError as exc:
             raise ExperimentError(f"-o/--output: cannot write {self.path} ({exc})") from None
 
     def record(self, name: str, comp: Composition, cond: Condition, max_new_tokens: int, *, seed: int,
                keep_arrays: bool = False) -> RunRecord:
         """Generate `comp` under `cond`, write it as run `name`, and return its record."""
-        recorder = Recorder()
+        recorder = Recorder(self.logits_form, self.logits_k)
         result = generate_batch(self.model, self.pool, comp, cond, max_new_tokens, recorder)
         arrays = recorder.write_run(self.writer, name, result, policy=adapt_policy(self.model, cond.policy),
                                     request_ids=comp.requests,

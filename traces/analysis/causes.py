@@ -36,10 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traces.analysis import next_token
 from traces.analysis.curves import (
     RoutingDifferences,
-    kl_divergence,
-    logit_margin,
     max_logit_difference,
     router_margin,
     routing_differences,
@@ -216,9 +215,10 @@ def _token_flip(ref: RowTrace, other: RowTrace, t_star: int) -> dict:
     q = t_star - 1
     if t_star < 1 or ref.logits is None or other.logits is None:
         return {}
-    la, lb = ref.logits[q], other.logits[q]
-    return {"logit_margin": float(logit_margin(la)), "logit_delta": float(max_logit_difference(la, lb)),
-            "kl": float(kl_divergence(la, lb))}
+    la, lb, _ = next_token.comparable(ref.logits[q:q + 1], other.logits[q:q + 1], ref.tokens[q:],
+                                      other.tokens[q:])
+    return {"logit_margin": float(next_token.margin(la)[0]),
+            "logit_delta": float(next_token.max_difference(la, lb)[0]), "kl": float(next_token.kl(la, lb)[0])}
 
 
 def _routing_event(ref: RowTrace, other: RowTrace, diff, p: int, l: int, fields: dict) -> Verdict:

@@ -5,6 +5,8 @@ Definitions, once for the whole project (the UI labels use the same words):
 - **KL** at position t: KL(P_ref || P_other) of the two next-token distributions
   `softmax(logits[t])`, in nats, computed in float64.
 - **max logit difference**: max over the vocabulary of |logits_ref[t] - logits_other[t]|.
+- With top-k logits (`traces.toplogits`) the margin stays exact, KL becomes a lower bound and the
+  max logit difference is taken over the ids both rows kept (`traces.analysis.next_token`).
 - **logit margin**: the reference's top-1 minus top-2 logit at t. A greedy token flips only if the
   two logits involved move by a total of at least the margin, so a numeric flip is explained when
   the logit perturbation reaches the margin.
@@ -149,7 +151,10 @@ def routing_differences(a: RowTrace, b: RowTrace, length: int | None = None) -> 
     masks = {k: v & routed[None, :] for k, v in masks.items()}
     logits = None
     if a.logits is not None and b.logits is not None:
-        logits = bitwise_differ(a.logits[:T], b.logits[:T]) & routed
+        from traces.analysis import next_token  # it builds on this module's array measures
+
+        la, lb, alike = next_token.comparable(a.logits[:T], b.logits[:T], a.tokens, b.tokens)
+        logits = next_token.differ(la, lb, lse=alike) & routed
     return RoutingDifferences(routed=routed, logits=logits, **masks)
 
 
@@ -170,6 +175,9 @@ class PairCurves:
     router_delta: np.ndarray        # [L, T] max |router logit difference|
     drops_ref: np.ndarray           # [L, T] dropped candidates of the reference's token
     drops_other: np.ndarray         # [L, T]
+    #: False when a row holds top-k logits: `kl` is then a lower bound and `max_logit_diff` the
+    #: max over the ids both rows kept (`traces.analysis.next_token`); the margin stays exact.
+    exact_logits: bool = True
 
 
 def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
@@ -189,19 +197,29 @@ def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
     routed = diff.routed
     nan_t = np.full(T, np.nan)
     kl, dmax, margin = nan_t, nan_t.copy(), nan_t.copy()
-    if ref.logits is not None and other.logits is not None:
+    exact = True
+    if ref.logits is not None and other.logits is not None and ref.log_probs is not None \
+            and other.log_probs is not None:
         # The rows cache their log-probabilities and margins: a reference is shared by many pairs.
         lp, lq = ref.log_probs[:T], other.log_probs[:T]
         kl = np.where(routed, np.maximum((ref.probs[:T] * (lp - lq)).sum(axis=-1), 0.0), np.nan)
         dmax = np.where(routed, max_logit_difference(ref.logits[:T], other.logits[:T]), np.nan)
         margin = np.where(routed, ref.logit_margin[:T], np.nan)
+    elif ref.logits is not None and other.logits is not None:
+        from traces.analysis import next_token
+
+        la, lb, _ = next_token.comparable(ref.logits[:T], other.logits[:T], ref.tokens, other.tokens)
+        kl = np.where(routed, next_token.kl(la, lb), np.nan)
+        dmax = np.where(routed, next_token.max_difference(la, lb), np.nan)
+        margin = np.where(routed, ref.logit_margin[:T], np.nan)
+        exact = False
     za, zb = ref.router_logits[:, :T], other.router_logits[:, :T]
     return PairCurves(
         length=T, differences=diff, kl=kl, max_logit_diff=dmax, logit_margin=margin,
         router_margin_ref=ref.router_margin[:, :T], router_margin_other=other.router_margin[:, :T],
         router_delta=np.where(routed, max_logit_difference(za, zb), np.nan),
         drops_ref=drops(ref.expert[:, :T], ref.kept[:, :T]),
-        drops_other=drops(other.expert[:, :T], other.kept[:, :T]),
+        drops_other=drops(other.expert[:, :T], other.kept[:, :T]), exact_logits=exact,
     )
 
 

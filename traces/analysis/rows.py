@@ -4,7 +4,9 @@ Analysis takes a *run-like* object: anything with the attribute names of the rea
 (`name`, `request_ids`, `probe_row`, `tokens`, `prompt_len`, `step`, `expert`, `gate`, `kept`, `slot`,
 `group`, `router_logits`, `requested`, `load_kept`, `capacity`, `logits`), whose arrays support
 numpy-style slicing. The reader's lazy `Run` is one; `RunArrays` (a run held in memory) is another,
-so hand-built runs, recorded runs and counterfactual reruns go through the same code.
+so hand-built runs, recorded runs and counterfactual reruns go through the same code. `logits` is
+the full [B, T, V] array or the top-k form (`traces.toplogits`), which indexes the same way along B
+and T; `traces.analysis.next_token` measures both.
 
 A `RowTrace` is one row of one run cropped to the row's length, in the sequence's own positions:
 position p of a request is the same token in every run, which is what aligns runs by
@@ -21,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from traces.analysis.curves import log_softmax, logit_margin, router_margin
-from traces.schema import MISSING, RUN_ARRAY_NAMES
+from traces.analysis.curves import log_softmax, router_margin
+from traces.analysis.next_token import margin
+from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES
+from traces.toplogits import TopLogits
 
 #: Attribute name of each per-run array on a run-like object, in schema order.
 ARRAY_NAMES: tuple[str, ...] = tuple(RUN_ARRAY_NAMES.values())
@@ -34,6 +38,10 @@ _DIMS: dict[str, tuple[str, ...]] = {
     "requested": ("S", "L", "G", "E"), "load_kept": ("S", "L", "G", "E"), "capacity": ("S", "L", "G"),
     "logits": ("B", "T", "V"),
 }
+
+
+def _dims(name: str, value) -> tuple[str, ...]:
+    return ("B", "T", "J") if isinstance(value, TopLogits) else _DIMS[name]
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,7 +67,7 @@ class RunArrays:
     requested: np.ndarray       # [S, L, G, E] candidates sent to each expert
     load_kept: np.ndarray       # [S, L, G, E] candidates each expert accepted
     capacity: np.ndarray        # [S, L, G] capacity C, -1 absent group, -2 dropless
-    logits: np.ndarray | None = None  # [B, T, V] next-token logits
+    logits: np.ndarray | TopLogits | None = None  # [B, T, V] next-token logits, or [B, T, J] top-k
     attrs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -68,9 +76,9 @@ class RunArrays:
             value = getattr(self, name)
             if value is None and name == "logits":
                 continue
-            array = np.asarray(value)
+            array = value if isinstance(value, TopLogits) else np.asarray(value)
             object.__setattr__(self, name, array)
-            dims = ("B",) if name == "request_ids" else _DIMS[name]
+            dims = ("B",) if name == "request_ids" else _dims(name, array)
             if array.ndim != len(dims):
                 raise ValueError(f"run {self.name!r}: {name} must be {len(dims)}-D [{', '.join(dims)}], "
                                  f"found shape {array.shape}")
@@ -87,13 +95,16 @@ class RunArrays:
     def from_schema(cls, name: str, arrays: dict[str, np.ndarray], *, request_ids, probe_row: int = -1,
                     attrs: dict[str, Any] | None = None) -> RunArrays:
         """A run from arrays keyed by schema path (as `TraceWriter.add_run` and `traces.synthetic` use)."""
-        unknown = sorted(set(arrays) - set(RUN_ARRAY_NAMES))
+        topk = LOGITS_FORMS["topk"]
+        unknown = sorted(set(arrays) - set(RUN_ARRAY_NAMES) - set(topk))
         if unknown:
             raise ValueError(f"run {name!r}: {unknown[0]} is not a dataset of the trace schema")
         missing = [p for p, n in RUN_ARRAY_NAMES.items() if p not in arrays and n != "logits"]
         if missing:
             raise ValueError(f"run {name!r}: dataset {missing[0]} missing")
-        named = {RUN_ARRAY_NAMES[p]: a for p, a in arrays.items()}
+        named = {RUN_ARRAY_NAMES[p]: a for p, a in arrays.items() if p not in topk}
+        if any(p in arrays for p in topk):
+            named["logits"] = TopLogits.from_schema(arrays)
         return cls(name=name, request_ids=np.asarray(request_ids), probe_row=int(probe_row),
                    attrs=dict(attrs or {}), **named)
 
@@ -108,7 +119,7 @@ class RunArrays:
         for name in ARRAY_NAMES:
             value = getattr(self, name)
             if value is not None:
-                out.update(zip(_DIMS[name], value.shape, strict=True))
+                out.update(zip(_dims(name, value), value.shape, strict=True))
         return out
 
     def row_length(self, b: int) -> int:
@@ -116,8 +127,12 @@ class RunArrays:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays keyed by schema path (`"routing/expert"`, ...), as `TraceWriter.add_run` takes them."""
-        return {path: getattr(self, name) for path, name in RUN_ARRAY_NAMES.items()
-                if getattr(self, name) is not None}
+        out = {path: getattr(self, name) for path, name in RUN_ARRAY_NAMES.items()
+               if getattr(self, name) is not None}
+        if isinstance(self.logits, TopLogits):
+            del out["logits"]
+            out.update(self.logits.schema_arrays())
+        return out
 
 
 def _row_length(tokens: np.ndarray) -> int:
@@ -175,7 +190,7 @@ class RowTrace:
     slot: np.ndarray            # [L, T, K]
     group: np.ndarray           # [L, T]
     router_logits: np.ndarray   # [L, T, E]
-    logits: np.ndarray | None = None  # [T, V]
+    logits: np.ndarray | TopLogits | None = None  # [T, V], or the top-k form [T, J]
     #: Gives a whole layer of this row's run, for "who displaced me"; None when not available.
     layer_source: Callable[[int], LayerRouting] | None = field(default=None, repr=False)
 
@@ -210,18 +225,18 @@ class RowTrace:
     # Per-row quantities every pair with this row needs: computed once, kept with the row.
     @functools.cached_property
     def log_probs(self) -> np.ndarray | None:
-        """[T, V] float64 log softmax of the next-token logits (None without logits)."""
-        return None if self.logits is None else log_softmax(self.logits)
+        """[T, V] float64 log softmax of the full next-token logits (None without them)."""
+        return log_softmax(self.logits) if isinstance(self.logits, np.ndarray) else None
 
     @functools.cached_property
     def probs(self) -> np.ndarray | None:
-        """[T, V] float64 next-token distribution (None without logits)."""
+        """[T, V] float64 next-token distribution (None without full logits)."""
         return None if self.log_probs is None else np.exp(self.log_probs)
 
     @functools.cached_property
     def logit_margin(self) -> np.ndarray | None:
-        """[T] top-1 minus top-2 next-token logit (None without logits)."""
-        return None if self.logits is None else logit_margin(self.logits)
+        """[T] top-1 minus top-2 next-token logit, exact in both forms (None without logits)."""
+        return None if self.logits is None else margin(self.logits)
 
     @functools.cached_property
     def router_margin(self) -> np.ndarray:
@@ -248,7 +263,7 @@ def row_trace(run: Any, b: int, *, logits: bool = True) -> RowTrace:
     T = _row_length(tokens)
     row_logits = None
     if logits and getattr(run, "logits", None) is not None:
-        row_logits = np.asarray(run.logits[b, :T])
+        row_logits = run.logits[b, :T]  # an array, or the top-k form
     return RowTrace(
         run=run.name, row=b, request=int(run.request_ids[b]), is_probe=(b == int(run.probe_row)),
         prompt_len=int(run.prompt_len[b]), tokens=tokens[:T], step=np.asarray(run.step[b, :T]),
