@@ -106,15 +106,15 @@ class MoE(nn.Module):
         counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
         cand = order[:N * K - counts[-1]]  # [n] kept candidates, index n*K + j
         token = cand // K  # [n]
-        weight = gate.reshape(N * K, 1).to(x.dtype)[cand]  # [n,1]
+        weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
         if mode == "batch_invariant":
-            out = self._experts_tiled(xs, counts[:-1], tile)
+            out = self._experts_tiled(xs, counts[:-1], tile) * weight
         elif self._groupable(xs):
-            out = self._experts_grouped(xs, counts[:-1])
+            out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
         else:
-            out = self._experts_looped(xs, counts[:-1])
-        return xf.new_zeros(N, C).index_add_(0, token, out * weight).view(B, T, C)
+            out = self._experts_looped(xs, counts[:-1]) * weight
+        return xf.new_zeros(N, C).index_add_(0, token, out).view(B, T, C)
 
     def _groupable(self, xs: torch.Tensor) -> bool:
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were
@@ -132,7 +132,8 @@ class MoE(nn.Module):
         are those of `_experts_looped`, without a Python loop or an operator call per expert."""
         offs = torch.tensor(counts, dtype=torch.int32, device=xs.device).cumsum(0, dtype=torch.int32)  # [E]
         gate, up = F.grouped_mm(xs, self.w_in.transpose(1, 2), offs=offs).chunk(2, dim=-1)  # [n,F] each
-        return F.grouped_mm(F.silu(gate) * up, self.w_out.transpose(1, 2), offs=offs)  # [n,C]
+        # silu(gate) * up written over gate (no autograd here): the same values, two fewer buffers
+        return F.grouped_mm(F.silu(gate, inplace=True).mul_(up), self.w_out.transpose(1, 2), offs=offs)
 
     def _experts_looped(self, xs: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """Native experts one at a time on their slices of xs[n,C] (sorted by expert) -> outputs
