@@ -1,6 +1,7 @@
 """Speed of the model's parts as ratios measured side by side in one process (default model size).
 
     .venv/bin/python bench/model_speed.py [--repeats 9] [--threads 2] [--new-tokens 64] [--no-profile]
+                                          [--cpu-time]
 
 Ratios (target in brackets):
 - generation with the recorder / without                      (<= 1.10)
@@ -10,12 +11,14 @@ Each pair is timed interleaved (A, B, A, B, ...), so load changes on a shared ma
 each ratio is read as in bench/pairs.py (ratio of medians, median and spread of the per-pair ratios,
 load before and after; "noisy — rerun" when they cannot tell). The profiles show where the MoE
 block's time goes and where the extra time of the batch-invariant kernels goes (self CPU time per
-operator).
+operator). `--cpu-time` (with `--threads 1`) times the CPU time of the one thread instead of wall
+time: on a machine other jobs load, it shows the ratios far less disturbed.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -66,9 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--cpu-time", action="store_true", help="time this thread's CPU time (needs --threads 1)")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.threads < 1 or args.new_tokens < 1:
         p.error("--repeats, --threads and --new-tokens must be positive")
+    if args.cpu_time and args.threads != 1:
+        p.error("--cpu-time counts one thread's CPU time: use it with --threads 1")
+    timed = functools.partial(paired, clock=time.thread_time if args.cpu_time else time.perf_counter)
     torch.set_num_threads(args.threads)
     model, origin = load_model()
     cfg = model.config
@@ -80,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{model.num_parameters(active=True) / 1e6:.2f} M active per token; {args.threads} threads; "
           f"load average {load:.2f} on {os.cpu_count()} CPUs")
     print(f"workload: B={len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
-          f"{n} new tokens, routing gshard cf=1.25 batch groups; {args.repeats} interleaved pairs each\n")
+          f"{n} new tokens, routing gshard cf=1.25 batch groups; {args.repeats} interleaved pairs each "
+          f"(the MoE block {3 * args.repeats}); {'thread CPU' if args.cpu_time else 'wall'} time\n")
 
     def gen(mode: str, recorder: bool = False):
         def run():
@@ -90,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec.arrays(result)
         return run
 
-    rows = [("generation + recorder / generation", paired(gen("native"), gen("native", recorder=True),
+    rows = [("generation + recorder / generation", timed(gen("native"), gen("native", recorder=True),
                                                           args.repeats), 1.10)]
 
     # The MoE block against a dense FFN with the same active parameters per token, on the same tokens.
@@ -102,18 +110,18 @@ def main(argv: list[str] | None = None) -> int:
     torch.nn.init.normal_(dense.w_in, std=0.02)
     torch.nn.init.normal_(dense.w_out, std=0.02)
     with torch.no_grad():
-        block = paired(lambda: dense(x), lambda: moe(x, valid, policy), args.repeats * 3)
+        block = timed(lambda: dense(x), lambda: moe(x, valid, policy), args.repeats * 3)
         rows.append(("MoE block / dense FFN (2048 tokens)", block, 1.3))
         # Where the MoE block's time goes: the routing decision, then the experts and their combination.
         logits = kernels.linear(x, moe.router).float()
         decision = route(logits, valid, policy)
-        rows.append(("  route() / dense FFN", paired(lambda: dense(x), lambda: route(logits, valid, policy),
+        rows.append(("  route() / dense FFN", timed(lambda: dense(x), lambda: route(logits, valid, policy),
                                                     args.repeats * 3), None))
-        rows.append(("  experts + combine / dense FFN", paired(
+        rows.append(("  experts + combine / dense FFN", timed(
             lambda: dense(x), lambda: moe.combine(x, decision.expert, decision.kept, decision.gate, "native",
                                                    cfg.kernel_tile), args.repeats * 3), None))
 
-    rows.append(("batch_invariant / native generation", paired(gen("native"), gen("batch_invariant"),
+    rows.append(("batch_invariant / native generation", timed(gen("native"), gen("batch_invariant"),
                                                                args.repeats), 1.34))
 
     print(HEADER)

@@ -72,3 +72,14 @@ def test_paired_times_interleaved_pairs_and_reads_the_load():
         pairs.paired(lambda: None, lambda: None, 0)
     with pytest.raises(ValueError, match="as many B times"):
         pair([1.0, 2.0], [1.0])
+
+
+def test_paired_reads_the_clock_it_is_given():
+    now = [0.0]
+
+    def advance(dt):
+        return lambda: now.__setitem__(0, now[0] + dt)
+
+    p = pairs.paired(advance(2.0), advance(3.0), 6, clock=lambda: now[0])
+    assert p.a == (2.0,) * 6 and p.b == (3.0,) * 6
+    assert p.ratio_of_medians == p.median_ratio == 1.5 and p.spread == (1.5, 1.5)
