@@ -110,17 +110,17 @@ class MoE(nn.Module):
         xs = xf.index_select(0, token)  # [n,C]
         if mode == "batch_invariant":
             out = self._experts_tiled(xs, counts[:-1], tile) * weight
-        elif self._groupable(xs):
+        elif self._groupable(xs, weight):
             out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
         else:
             out = self._experts_looped(xs, counts[:-1]) * weight
         return xf.new_zeros(N, C).index_add_(0, token, out).view(B, T, C)
 
-    def _groupable(self, xs: torch.Tensor) -> bool:
+    def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were
-        checked), in a torch that has it, without autograd (it has no CPU backward), on float matrices
-        16-byte aligned (their data and leading stride)."""
-        grad = torch.is_grad_enabled() and (xs.requires_grad or self.w_in.requires_grad)
+        checked), in a torch that has it, without autograd (it has no CPU backward, and this path
+        works in place), on float matrices 16-byte aligned (their data and leading stride)."""
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xs, weight, self.w_in, self.w_out))
         if grad or xs.device.type != "cpu" or not hasattr(F, "grouped_mm"):
             return False
         return all(m.dtype in _GROUPED_DTYPES and m.is_contiguous() and m.data_ptr() % 16 == 0

@@ -54,8 +54,8 @@ def test_grouped_experts_keep_the_decisions_and_the_bits_of_the_per_expert_loop(
     policy = POLICIES[name]
     for d_model, n_experts, d_ff in ((128, 8, 256), (32, 4, 32)):  # the shipped shape, the tests' tiny one
         moe = block(d_model, n_experts, d_ff)
-        with torch.no_grad():
-            assert moe._groupable(torch.zeros(4, d_model))  # else this test would not run the grouped GEMM
+        with torch.no_grad():  # else this test would not run the grouped GEMM
+            assert moe._groupable(torch.zeros(4, d_model), torch.ones(4, 1))
         for B, T in SHAPES:
             x = torch.randn(B, T, d_model)
             valid = torch.rand(B, T) < 0.8
@@ -71,22 +71,27 @@ def test_grouped_experts_keep_the_decisions_and_the_bits_of_the_per_expert_loop(
 
 def test_the_looped_fallback_gives_the_same_bits_with_autograd_or_unaligned_widths():
     policy = POLICIES["gshard cf 1.0 per batch"]
-    for d_ff, grad in ((256, True), (6, False)):  # 6 float32 = 24 bytes: not 16-byte aligned
+    # (d_ff, what needs a gradient): 6 float32 = 24 bytes is not 16-byte aligned
+    for d_ff, grad in ((256, "experts"), (256, "gates"), (6, None)):
         moe = block(128, 8, d_ff, seed=3)
+        moe.requires_grad_(grad == "experts")
         x = torch.randn(4, 33, 128)
         valid = torch.ones(4, 33, dtype=torch.bool)
         with torch.no_grad():
             d = route(kernels.linear(x, moe.router).float(), valid, policy)
             expect = per_expert_loop(moe, x, d.expert, d.kept, d.gate)
-        with torch.set_grad_enabled(grad):
-            assert moe._groupable(x.reshape(-1, 128)) is False
-            y = moe.combine(x, d.expert, d.kept, d.gate, "native", 4)
-        assert y.requires_grad is grad
+        gate = d.gate.clone().requires_grad_(grad == "gates")
+        with torch.set_grad_enabled(grad is not None):
+            assert moe._groupable(x.reshape(-1, 128), gate.reshape(-1, 1)) is False
+            y = moe.combine(x, d.expert, d.kept, gate, "native", 4)
         assert torch.equal(y.detach(), expect)
-        if grad:
+        if grad is not None:
             y.sum().backward()  # the fallback trains: gradients reach every expert that got rows
-            used = torch.bincount(d.expert[d.kept], minlength=8) > 0
-            assert (moe.w_in.grad.flatten(1).abs().sum(1) > 0).eq(used).all()
+            if grad == "experts":
+                used = torch.bincount(d.expert[d.kept], minlength=8) > 0
+                assert (moe.w_in.grad.flatten(1).abs().sum(1) > 0).eq(used).all()
+            else:
+                assert (gate.grad[d.kept] != 0).all() and (gate.grad[~d.kept] == 0).all()
 
 
 def test_no_kept_candidate_gives_zeros():
