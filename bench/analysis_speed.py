@@ -5,7 +5,8 @@ U(N), t*, the prefix tree, the cause of every run against the reference (with th
 of capacity drops) and the per-position curves of every pair. The runs are realistic synthetic
 ones (`traces.synthetic`): four rows per batch, the request in a random row, partners random.
 Row extraction from in-memory runs is included; building the runs is not. For scale, the same
-analysis is also timed reading the rows from a trace file.
+analysis is also timed reading the rows from a trace file, against the in-memory one in interleaved
+pairs (the ratio read as in bench/pairs.py).
 
     .venv/bin/python bench/analysis_speed.py
 """
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from pairs import HEADER, Pair, paired
 
 from traces import TraceWriter, open_trace
 from traces.analysis import RunArrays, aligned_rows, analyse_request, row_trace
@@ -75,12 +77,11 @@ def main() -> None:
         print(f"    {analysis.summary().describe()}")
         print(f"    causes and curves, in memory: {seconds:.3f} s (target <= {TARGET_S} s, "
               f"{seconds / TARGET_S:.2f} of the target) {'PASS' if seconds <= TARGET_S else 'FAIL'}")
-    from_file = time_from_file(runs, prompts, max(1, args.repeats // 2))
-    print(f"  the last case reading the rows from a gzip trace file: {from_file:.3f} s "
-          f"({from_file / seconds:.1f}x the in-memory time)")
+    from_file = time_from_file(runs, prompts, in_memory, args.repeats)
+    print(f"  {HEADER}\n  {from_file.line('rows from a gzip trace / in memory')}")
 
 
-def time_from_file(runs: list[RunArrays], prompts: list[np.ndarray], repeats: int) -> float:
+def time_from_file(runs: list[RunArrays], prompts: list[np.ndarray], in_memory, repeats: int) -> Pair:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.h5"
         meta = synthetic_meta(L, E, K, V)
@@ -94,8 +95,7 @@ def time_from_file(runs: list[RunArrays], prompts: list[np.ndarray], repeats: in
                          "seed": 1, "wall_time_s": 0.0}
                 writer.add_run(run.name, attrs=attrs, arrays=run.arrays())
         with open_trace(path) as trace:
-            seconds, _ = best_of(repeats, lambda: analyse(aligned_rows(trace, 0)))
-    return seconds
+            return paired(in_memory, lambda: analyse(aligned_rows(trace, 0)), repeats)
 
 
 if __name__ == "__main__":

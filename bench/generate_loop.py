@@ -5,7 +5,8 @@ forward steps, for a static batch and for rows arriving while others decode (con
 
 Each case runs `--repeats` times, interleaved; the loop's share is (wall - forward) / wall, the
 median over repeats with its range. Continuous and static runs generate the same rows, so their
-wall ratio shows what admitting rows mid-batch costs.
+wall ratio shows what admitting rows mid-batch costs (read as in bench/pairs.py: ratio of medians,
+median and spread of the per-pair ratios, load before and after).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import PROMPTS  # noqa: E402
+from pairs import HEADER, PROMPTS, Pair, load_average  # noqa: E402
 
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.generate import generate  # noqa: E402
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
     arrivals = [(b * args.new_tokens) // (2 * args.batch) for b in range(args.batch)]
     cases = {"static batch": None, "continuous (rows arrive over half the window)": arrivals}
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     walls: dict[str, list[float]] = {k: [] for k in cases}
     shares: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(args.repeats):
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
             wall = time.perf_counter() - t0
             walls[name].append(wall)
             shares[name].append((wall - timed.seconds) / wall)
-    load_after = os.getloadavg()[0]
+    load_after = load_average()
     print(f"B={args.batch}, {args.new_tokens} new tokens, gshard cf 1.0, native, {args.threads} thread(s); "
           f"{args.repeats} interleaved repeats; load average {load_before:.2f} before, {load_after:.2f} "
           f"after on {os.cpu_count()} CPUs")
@@ -82,10 +83,10 @@ def main(argv=None) -> int:
         s = shares[name]
         print(f"{name:<48}{statistics.median(walls[name]) * 1e3:>11.1f}{statistics.median(s):>12.3f}"
               f"{f'{min(s):.3f}-{max(s):.3f}':>16}")
-    ratios = [c / s for c, s in zip(walls[list(cases)[1]], walls[list(cases)[0]], strict=True)]
-    print(f"continuous / static wall: median {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f}); ratio of medians "
-          f"{statistics.median(walls[list(cases)[1]]) / statistics.median(walls[list(cases)[0]]):.3f}")
+    static, continuous = (tuple(walls[name]) for name in cases)
+    pair = Pair(static, continuous, load_before, load_after, os.cpu_count() or 1)
+    print(HEADER)
+    print(pair.line("continuous / static wall"))
     return 0
 
 

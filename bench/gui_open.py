@@ -8,7 +8,7 @@ target (and their ratio):
 - a 4096-position x 64-expert heatmap pans and zooms without stutter: the time the event loop
   takes to handle each view change, painting included, while zooming in and panning (median
   <= 16.7 ms, 95th percentile <= 33.3 ms, worst <= 50 ms), beside the same changes of the bare
-  image in a plain pyqtgraph plot.
+  image in a plain pyqtgraph plot (their ratio read as in bench/pairs.py).
 
 Beside each repaint it times reading the same slice through `traces` alone, so the share of a
 frame spent on drawing is visible. The traces are generated once under /tmp and reused.
@@ -29,6 +29,7 @@ import time
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np  # noqa: E402
+from pairs import HEADER, Pair, load_average  # noqa: E402
 
 from inspector.app.main_window import MainWindow  # noqa: E402
 from inspector.app.settings import Settings  # noqa: E402
@@ -229,14 +230,16 @@ def main(argv=None) -> int:
         d = bench.routing.data
         print(f"\nwide heatmap {args.wide_path}: {d.n_positions} positions x {d.n_experts} experts")
         report("open -> first heatmap painted", wide_ms, 1000, "ms")
+        load_before = load_average()
         times = frames(bench)
+        load_after = load_average()
         for name in ("zoom", "pan"):
             values, bare = times[name], times[f"{name} bare"]
             report(f"{name}: frame time (median)", statistics.median(values), 16.7, "ms")
             report(f"{name}: frame time (95th percentile)", float(np.percentile(values, 95)), 33.3, "ms")
             report(f"{name}: frame time (worst)", max(values), 50, "ms")
-            print(f"{'  bare image in a plain plot (median)':<46} {statistics.median(bare):9.1f} ms  "
-                  f"(inspector / bare: {statistics.median(values) / statistics.median(bare):.2f}x)")
+            pair = Pair(tuple(bare), tuple(values), load_before, load_after, os.cpu_count() or 1)
+            print(f"  {HEADER}\n  {pair.line(f'{name}: inspector / bare image in a plain plot', scale=1)}")
         bench.close()
     return 0
 

@@ -8,7 +8,9 @@ nothing is downloaded), a batch of 8 prompts. Ratios (target in brackets):
 - the bridge's generation without the recorder / transformers' own generate (reported)
 - imposed capacity policy (gshard, cf 1.0) / native, whole generation, and the extra time per MoE
   block call (reported)
-Each pair is timed interleaved (A, B, A, B, ...); the ratio is the median of the per-pair ratios.
+Each pair is timed interleaved (A, B, A, B, ...); each ratio is read as in bench/pairs.py (ratio of
+medians, median and spread of the per-pair ratios, load before and after; "noisy — rerun" when they
+cannot tell).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import paired  # noqa: E402
+from pairs import HEADER, paired  # noqa: E402
 
 from model.generate import generate  # noqa: E402
 from model.hf.bridge import HFMoEModel  # noqa: E402
@@ -88,14 +90,14 @@ def main() -> None:
 
     print(f"{args.family}: hidden 256, 4 layers, 8 experts top-2, V 4096; B=8, {n} new tokens, "
           f"{args.threads} threads, {args.repeats} pairs")
-    a, b, r = paired(plain, recorded, args.repeats)
-    print(f"recorder / no recorder           {r:.3f}  ({a * 1e3:.0f} / {b * 1e3:.0f} ms)  target <= 1.10")
-    a, b, r = paired(hf, plain, args.repeats)
-    print(f"bridge / transformers generate   {r:.3f}  ({a * 1e3:.0f} / {b * 1e3:.0f} ms)")
-    a, b, r = paired(plain, capped, args.repeats)
+    print(HEADER)
+    print(paired(plain, recorded, args.repeats).line("recorder / no recorder", 1.10))
+    print(paired(hf, plain, args.repeats).line("bridge / transformers generate"))
+    capacity = paired(plain, capped, args.repeats)
+    print(capacity.line("imposed gshard cf1 / native"))
     calls = len(w.config.moe_layers) * (n + 1)
-    print(f"imposed gshard cf1 / native      {r:.3f}  ({a * 1e3:.0f} / {b * 1e3:.0f} ms); "
-          f"{(b - a) / calls * 1e3:+.2f} ms per MoE block call ({calls} calls)")
+    print(f"imposed capacity: {(capacity.median_b - capacity.median_a) / calls * 1e3:+.2f} ms per MoE block "
+          f"call ({calls} calls)")
 
 
 if __name__ == "__main__":

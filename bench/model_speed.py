@@ -1,19 +1,24 @@
 """Speed of the model's parts as ratios measured side by side in one process (default model size).
 
     .venv/bin/python bench/model_speed.py [--repeats 9] [--threads 2] [--new-tokens 64] [--no-profile]
+                                          [--cpu-time]
 
 Ratios (target in brackets):
 - generation with the recorder / without                      (<= 1.10)
-- MoE block / dense SwiGLU FFN of equal active parameters      (<= 1.5)
+- MoE block / dense SwiGLU FFN of equal active parameters      (<= 1.3)
 - batch_invariant / native generation                          (<= 1.34; SGLang's published +34%)
-Each pair is timed interleaved (A, B, A, B, ...) and the ratio is the median of the per-pair ratios,
-so load changes on a shared machine hit both sides. The profile shows where the extra time of the
-batch-invariant kernels goes (self CPU time per operator, native vs batch_invariant).
+Each pair is timed interleaved (A, B, A, B, ...), so load changes on a shared machine hit both sides;
+each ratio is read as in bench/pairs.py (ratio of medians, median and spread of the per-pair ratios,
+load before and after; "noisy — rerun" when they cannot tell). The profiles show where the MoE
+block's time goes and where the extra time of the batch-invariant kernels goes (self CPU time per
+operator). `--cpu-time` (with `--threads 1`) times the CPU time of the one thread instead of wall
+time: on a machine other jobs load, it shows the ratios far less disturbed.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -25,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import PROMPTS, paired  # noqa: E402
+from pairs import HEADER, PROMPTS, paired  # noqa: E402
 
 from model import kernels  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
@@ -59,13 +64,18 @@ def profile_table(fn) -> tuple[dict[str, float], float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--repeats", type=int, default=9, help="interleaved pairs per generation ratio "
+                   "(the MoE block takes 3x as many)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--cpu-time", action="store_true", help="time this thread's CPU time (needs --threads 1)")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.threads < 1 or args.new_tokens < 1:
         p.error("--repeats, --threads and --new-tokens must be positive")
+    if args.cpu_time and args.threads != 1:
+        p.error("--cpu-time counts one thread's CPU time: use it with --threads 1")
+    timed = functools.partial(paired, clock=time.thread_time if args.cpu_time else time.perf_counter)
     torch.set_num_threads(args.threads)
     model, origin = load_model()
     cfg = model.config
@@ -77,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{model.num_parameters(active=True) / 1e6:.2f} M active per token; {args.threads} threads; "
           f"load average {load:.2f} on {os.cpu_count()} CPUs")
     print(f"workload: B={len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
-          f"{n} new tokens, routing gshard cf=1.25 batch groups; {args.repeats} interleaved pairs each\n")
+          f"{n} new tokens, routing gshard cf=1.25 batch groups; {args.repeats} interleaved pairs each "
+          f"(the MoE block {3 * args.repeats}); {'thread CPU' if args.cpu_time else 'wall'} time\n")
 
     def gen(mode: str, recorder: bool = False):
         def run():
@@ -87,9 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 rec.arrays(result)
         return run
 
-    rows = []
-    ta, tb, r = paired(gen("native"), gen("native", recorder=True), args.repeats)
-    rows.append(("generation + recorder / generation", ta, tb, r, 1.10))
+    rows = [("generation + recorder / generation", timed(gen("native"), gen("native", recorder=True),
+                                                          args.repeats), 1.10)]
 
     # The MoE block against a dense FFN with the same active parameters per token, on the same tokens.
     torch.manual_seed(1)
@@ -100,27 +110,23 @@ def main(argv: list[str] | None = None) -> int:
     torch.nn.init.normal_(dense.w_in, std=0.02)
     torch.nn.init.normal_(dense.w_out, std=0.02)
     with torch.no_grad():
-        ta, tb, r = paired(lambda: dense(x), lambda: moe(x, valid, policy), args.repeats * 3)
-        rows.append(("MoE block / dense FFN (2048 tokens)", ta, tb, r, 1.5))
-        # Where the MoE block's time goes: the routing decision against the experts themselves.
+        block = timed(lambda: dense(x), lambda: moe(x, valid, policy), args.repeats * 3)
+        rows.append(("MoE block / dense FFN (2048 tokens)", block, 1.3))
+        # Where the MoE block's time goes: the routing decision, then the experts and their combination.
         logits = kernels.linear(x, moe.router).float()
         decision = route(logits, valid, policy)
-        t_route, t_combine, _ = paired(lambda: route(logits, valid, policy),
-                                       lambda: moe.combine(x, decision.expert, decision.kept, decision.gate,
-                                                           "native", cfg.kernel_tile), args.repeats * 3)
-    parts = (f"MoE block parts: route() {t_route * 1e3:.2f} ms, experts + combine {t_combine * 1e3:.2f} ms "
-             f"(combine / dense FFN {t_combine / ta:.2f})")
+        rows.append(("  route() / dense FFN", timed(lambda: dense(x), lambda: route(logits, valid, policy),
+                                                    args.repeats * 3), None))
+        rows.append(("  experts + combine / dense FFN", timed(
+            lambda: dense(x), lambda: moe.combine(x, decision.expert, decision.kept, decision.gate, "native",
+                                                   cfg.kernel_tile), args.repeats * 3), None))
 
-    ta, tb, r = paired(gen("native"), gen("batch_invariant"), args.repeats)
-    rows.append(("batch_invariant / native generation", ta, tb, r, 1.34))
+    rows.append(("batch_invariant / native generation", timed(gen("native"), gen("batch_invariant"),
+                                                               args.repeats), 1.34))
 
-    print(f"{'ratio':<40}{'A (ms)':>10}{'B (ms)':>10}{'B/A':>8}{'target':>9}")
-    for name, a, b, ratio, target in rows:
-        flag = "ok" if ratio <= target else "OVER"
-        print(f"{name:<40}{a * 1e3:>10.1f}{b * 1e3:>10.1f}{ratio:>8.3f}{'<= ' + str(target):>9}  {flag}")
-    print(parts)
-    if load > 1.0:
-        print(f"\nnote: load average {load:.2f} before the run; other processes shared the CPUs")
+    print(HEADER)
+    for name, pair, target in rows:
+        print(pair.line(name, target))
 
     if not args.no_profile:
         native, wall_n = profile_table(gen("native"))
@@ -139,9 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'outside operators (Python)':<36}{out_n:>10.1f}{out_i:>11.1f}{out_i - out_n:>+9.1f}")
         print(f"{'wall':<36}{wall_n:>10.1f}{wall_i:>11.1f}{wall_i - wall_n:>+9.1f}")
         moe_prof, _ = profile_table(lambda: moe(x, valid, policy))
-        print(f"\nMoE block, one call on 2048 tokens (self CPU ms, total {sum(moe_prof.values()):.0f}):")
-        for key, ms in sorted(moe_prof.items(), key=lambda kv: -kv[1])[:10]:
-            print(f"{key[:35]:<36}{ms:>10.1f}")
+        dense_prof, _ = profile_table(lambda: dense(x))
+        print(f"\nMoE block against the dense FFN, one call on 2048 tokens (self CPU ms; totals "
+              f"{sum(moe_prof.values()):.1f} and {sum(dense_prof.values()):.1f}):")
+        print(f"{'operator':<36}{'MoE':>10}{'dense':>10}")
+        for key, ms in sorted(moe_prof.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"{key[:35]:<36}{ms:>10.2f}{dense_prof.get(key, 0.0):>10.2f}")
     return 0
 
 

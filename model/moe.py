@@ -18,6 +18,9 @@ from model import kernels
 from model.layers import swiglu
 from model.routing import RoutingDecision, RoutingPolicy, route
 
+#: Dtypes torch's grouped GEMM takes.
+_GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
 
 @dataclass(frozen=True)
 class ForcedRouting:
@@ -87,11 +90,12 @@ class MoE(nn.Module):
                 mode: str, tile: int) -> torch.Tensor:
         """Sum over a token's kept candidates of gate * expert(x); dropped candidates add nothing.
 
-        Kept candidates are sorted by expert (stable, so each expert sees its tokens in arrival order).
-        Native: each expert runs once on its contiguous slice, as in megablocks' grouped GEMM, and adds
-        its gated outputs into its tokens' rows. Batch-invariant: all experts run together over
-        fixed-size tiles. Either way a token's contributions are added in expert order, an order that
-        depends on nothing but the token's own routing.
+        Kept candidates are sorted by expert (stable, so each expert sees its tokens in arrival order)
+        and every expert runs once on its contiguous slice: one grouped GEMM over the E slices in
+        native mode (megablocks' dropless grouped GEMM), fixed-size tiles in batch-invariant mode.
+        The gated outputs are then added into their tokens' rows by one `index_add_` in that sorted
+        order, so a token's contributions are added in expert order, an order that depends on
+        nothing but the token's own routing.
         """
         B, T, C = x.shape
         K = expert.shape[-1]
@@ -102,20 +106,46 @@ class MoE(nn.Module):
         counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
         cand = order[:N * K - counts[-1]]  # [n] kept candidates, index n*K + j
         token = cand // K  # [n]
-        weight = gate.reshape(N * K, 1).to(x.dtype)[cand]  # [n,1]
+        weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
-        y = xf.new_zeros(N, C)
         if mode == "batch_invariant":
-            y.index_add_(0, token, self._experts_tiled(xs, counts[:-1], tile) * weight)
+            out = self._experts_tiled(xs, counts[:-1], tile) * weight
+        elif self._groupable(xs, weight):
+            out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
         else:
-            start = 0
-            for e, n_e in enumerate(counts[:-1]):
-                if n_e:
-                    rows = slice(start, start + n_e)
-                    out = swiglu(xs[rows], self.w_in[e], self.w_out[e], mode, tile)  # [n_e,C]
-                    y.index_add_(0, token[rows], out * weight[rows])
-                start += n_e
-        return y.view(B, T, C)
+            out = self._experts_looped(xs, counts[:-1]) * weight
+        return xf.new_zeros(N, C).index_add_(0, token, out).view(B, T, C)
+
+    def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:
+        """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were
+        checked), in a torch that has it, without autograd (it has no CPU backward, and this path
+        works in place), on float matrices 16-byte aligned (their data and leading stride)."""
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xs, weight, self.w_in, self.w_out))
+        if grad or xs.device.type != "cpu" or not hasattr(F, "grouped_mm"):
+            return False
+        return all(m.dtype in _GROUPED_DTYPES and m.is_contiguous() and m.data_ptr() % 16 == 0
+                   and m.shape[-1] * m.element_size() % 16 == 0 for m in (xs, self.w_in, self.w_out))
+
+    def _experts_grouped(self, xs: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """Native experts as two grouped GEMMs: xs[n,C] sorted by expert (counts[E] rows each) ->
+        outputs [n,C]. torch runs each group as the `mm` a per-expert `F.linear` runs, so the bits
+        are those of `_experts_looped`, without a Python loop or an operator call per expert."""
+        offs = torch.tensor(counts, dtype=torch.int32, device=xs.device).cumsum(0, dtype=torch.int32)  # [E]
+        gate, up = F.grouped_mm(xs, self.w_in.transpose(1, 2), offs=offs).chunk(2, dim=-1)  # [n,F] each
+        # silu(gate) * up written over gate (no autograd here): the same values, two fewer buffers
+        return F.grouped_mm(F.silu(gate, inplace=True).mul_(up), self.w_out.transpose(1, 2), offs=offs)
+
+    def _experts_looped(self, xs: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """Native experts one at a time on their slices of xs[n,C] (sorted by expert) -> outputs
+        [n,C]: where the grouped GEMM cannot run (training, unaligned widths, other devices)."""
+        out = torch.empty_like(xs)
+        start = 0
+        for e, n_e in enumerate(counts):
+            if n_e:
+                rows = slice(start, start + n_e)
+                out[rows] = swiglu(xs[rows], self.w_in[e], self.w_out[e], "native", 1)  # [n_e,C]
+            start += n_e
+        return out
 
     def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int) -> torch.Tensor:
         """Batch-invariant experts: xs[n,C] sorted by expert (counts[E] rows each) -> outputs [n,C].
