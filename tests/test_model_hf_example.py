@@ -59,3 +59,7 @@ def test_file_open_example_lists_both_examples_and_opens_the_second(make_window,
     actions[1].trigger()
     qtbot.waitUntil(lambda: window.path == str(EXAMPLE), timeout=15000)
     assert window.state.trace.meta["model_source"] == "huggingface"
+    # The details name a Hugging Face config's usual settings and count the rest.
+    qtbot.waitUntil(lambda: "model_type mixtral" in window.details.label.text(), timeout=5000)
+    text = window.details.label.text()
+    assert "num_local_experts 8" in text and "more settings" in text and "id2label" not in text

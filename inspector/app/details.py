@@ -10,9 +10,13 @@ import os
 from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtWidgets
 
-#: Model settings named first in the details, in this order; the others follow by name.
+#: Model settings named first in the details, in this order: the shipped model's, then a Hugging Face
+#: config's. The others follow by name, or, past `SHOWN` settings, are counted.
 MODEL_KEYS = ("n_layers", "moe_layers", "n_experts", "top_k", "d_model", "n_heads", "expert_d_ff",
-              "dense_d_ff", "context", "vocab_size")
+              "dense_d_ff", "context", "model_type", "num_hidden_layers", "hidden_size", "num_local_experts",
+              "num_experts", "n_routed_experts", "num_experts_per_tok", "intermediate_size",
+              "moe_intermediate_size", "num_attention_heads", "vocab_size")
+SHOWN = 14
 
 
 def model_text(config) -> str:
@@ -24,7 +28,9 @@ def model_text(config) -> str:
             return config
     if not isinstance(config, dict):
         return "" if config is None else str(config)
-    keys = [k for k in MODEL_KEYS if k in config] + sorted(k for k in config if k not in MODEL_KEYS)
+    known = [k for k in MODEL_KEYS if k in config]
+    others = sorted(k for k in config if k not in MODEL_KEYS)
+    keys = known + others if len(known) + len(others) <= SHOWN else known
 
     def value(v) -> str:
         if isinstance(v, (list, tuple)):
@@ -33,7 +39,9 @@ def model_text(config) -> str:
             return ", ".join(f"{a} {b}" for a, b in v.items()) or "none"
         return str(v)
 
-    return " · ".join(f"{k} {value(config[k])}" for k in keys)
+    more = len(config) - len(keys)
+    tail = f" · and {more} more settings" if more else ""
+    return " · ".join(f"{k} {value(config[k])}" for k in keys) + tail
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
