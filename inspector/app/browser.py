@@ -36,6 +36,8 @@ COLUMNS = (
 COL = {c.title: i for i, c in enumerate(COLUMNS)}
 WIDTHS = {"run": 190, "vs ref": 58, "probe drops": 84, "drops": 104, "completion": 240, "label": 150,
           "#": 36, "B": 32, "requests": 110, "probe": 44, "routing": 260, "kernels": 90}
+#: Widest the run column grows to fit its names; longer ones are elided in the middle.
+RUN_WIDTH_MAX = 300
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 NAME_ROLE = Qt.ItemDataRole.UserRole + 2
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 3   # the condition of a group heading (None on a run)
@@ -426,6 +428,10 @@ class RunBrowser(QtWidgets.QWidget):
         self.model.set_runs(names, infos, unusable)
         for title, width in WIDTHS.items():
             self.table.setColumnWidth(COL[title], width)
+        # The run column fits the longest name (indented under its group), up to RUN_WIDTH_MAX.
+        longest = max((self.table.fontMetrics().horizontalAdvance(n) for n in names), default=0)
+        fit = longest + self.table.indentation() + 16
+        self.table.setColumnWidth(COL["run"], min(max(WIDTHS["run"], fit), RUN_WIDTH_MAX))
         self._structure_changed()
 
     def _folded(self, index, folded: bool) -> None:
