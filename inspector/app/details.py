@@ -16,7 +16,7 @@ MODEL_KEYS = ("n_layers", "moe_layers", "n_experts", "top_k", "d_model", "n_head
               "dense_d_ff", "context", "model_type", "num_hidden_layers", "hidden_size", "num_local_experts",
               "num_experts", "n_routed_experts", "num_experts_per_tok", "intermediate_size",
               "moe_intermediate_size", "num_attention_heads", "vocab_size")
-SHOWN = 14
+SHOWN = 24
 
 
 def model_text(config) -> str:
