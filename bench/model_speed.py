@@ -31,24 +31,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from pairs import HEADER, PROMPTS, paired  # noqa: E402
+from shipped import load_model  # noqa: E402
 
 from model import kernels  # noqa: E402
-from model.checkpoint import load_checkpoint  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
 from model.generate import generate  # noqa: E402
 from model.layers import SwiGLU  # noqa: E402
 from model.recorder import Recorder  # noqa: E402
 from model.routing import RoutingPolicy, route  # noqa: E402
 from model.tokenizer import encode  # noqa: E402
-from model.transformer import MoETransformer  # noqa: E402
-
-
-def load_model() -> tuple[MoETransformer, str]:
-    path = ROOT / "assets" / "moe-default.safetensors"
-    if path.exists():
-        return load_checkpoint(path)[0], "assets/moe-default (trained)"
-    torch.manual_seed(0)
-    return MoETransformer(ModelConfig()).eval(), "default config, random init"
 
 
 def profile_table(fn) -> tuple[dict[str, float], float]:

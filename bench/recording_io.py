@@ -30,31 +30,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import PROMPTS, paired  # noqa: E402
+from pairs import HEADER, PROMPTS, paired  # noqa: E402
+from shipped import load_model  # noqa: E402
 
-from model.checkpoint import load_checkpoint  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
+from model.experiments.session import writer_threads  # noqa: E402
 from model.generate import generate  # noqa: E402
 from model.recorder import Recorder, trace_meta  # noqa: E402
 from model.routing import RoutingPolicy  # noqa: E402
 from model.tokenizer import encode, vocab_strings  # noqa: E402
-from model.transformer import MoETransformer  # noqa: E402
 from traces import TraceWriter  # noqa: E402
 from traces.background import BackgroundWriter  # noqa: E402
-
-
-def load_model():
-    path = ROOT / "assets" / "moe-default.safetensors"
-    if path.exists():
-        return load_checkpoint(path)[0], "assets/moe-default (trained)"
-    torch.manual_seed(0)
-    return MoETransformer(ModelConfig()).eval(), "default config, random init"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=2, help="torch threads (the writer pool takes all CPUs)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1, as `record`; the writer pool takes the other CPUs)")
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--logits", choices=("full", "topk"), default="full")
     p.add_argument("--dir", default=tempfile.gettempdir())
@@ -71,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def open_writer(path: str) -> TraceWriter:
         return TraceWriter(path, meta=meta, vocab=vocab_strings(model.config.vocab_size),
-                           requests=list(PROMPTS), prompt_tokens=prompts)
+                           requests=list(PROMPTS), prompt_tokens=prompts, threads=writer_threads())
 
     cpu: dict[str, list[float]] = {"bare": [], "inline": [], "bare2": [], "recorder": []}
 
@@ -100,22 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         inline = open_writer(paths[1])
         with BackgroundWriter(open_writer(paths[0])) as background:
-            t_bare, t_bg, r_bg = paired(bare, recorded(background), args.repeats)
+            thread = paired(bare, recorded(background), args.repeats)
             background.flush()
-        t_bare2, t_inline, r_inline = paired(timed("bare", bare), timed("inline", recorded(inline)),
-                                             args.repeats)
+        inline_pair = paired(timed("bare", bare), timed("inline", recorded(inline)), args.repeats)
         inline.close()
-        paired(timed("bare2", bare), timed("recorder", recorded(None)), args.repeats)
+        alone = paired(timed("bare2", bare), timed("recorder", recorded(None)), args.repeats)
         size = os.path.getsize(paths[0])
     finally:
         for path in paths:
             if os.path.exists(path):
                 os.remove(path)
-    print(f"generation alone: {t_bare * 1e3:.0f} ms (median)")
-    print(f"generation + recorder + writer thread / generation: {r_bg:.3f}  ({t_bg * 1e3:.0f} ms; "
-          f"target <= 1.10)")
-    print(f"generation + recorder + inline TraceWriter / generation: {r_inline:.3f}  "
-          f"({t_inline * 1e3:.0f} ms against {t_bare2 * 1e3:.0f} ms)")
+    print(HEADER)
+    print(thread.line("generation + recorder + writer thread / alone", 1.10))
+    print(inline_pair.line("generation + recorder + inline write / alone"))
+    print(alone.line("generation + recorder (no write) / alone"))
     c_bare, c_inline, c_bare2, c_rec = (statistics.median(cpu[k])
                                         for k in ("bare", "inline", "bare2", "recorder"))
     print(f"CPU time per call (all threads): generation {c_bare:.2f} s, + recorder + inline write "

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import paired  # noqa: E402
+from pairs import HEADER, paired  # noqa: E402
 
 from traces import TraceWriter, open_trace  # noqa: E402
 from traces.schema import DEFAULT_LOGITS_K  # noqa: E402
@@ -60,9 +60,8 @@ def run_attrs(B: int, i: int) -> dict:
 
 
 def write_both(args, pool, trace_path, plain_path, logits_dtype=None, compression="gzip"):
-    """Write runs with TraceWriter and with plain h5py in interleaved pairs (`args.runs` pairs after
-    one warm-up each); return (median s per run TraceWriter, plain, median per-pair ratio plain /
-    TraceWriter, raw bytes written by TraceWriter)."""
+    """Write runs with plain h5py (A) and with TraceWriter (B) in interleaved pairs (`args.runs`
+    pairs after one warm-up each); return (the `Pair` of seconds per run, raw bytes TraceWriter wrote)."""
     L, E, K, V, B = args.L, args.E, args.K, args.V, args.B
     prompts = [np.full(4, 65, dtype=np.int32)] * 8
     writer = TraceWriter(trace_path, meta=synthetic_meta(L, E, K, V), vocab=byte_vocab(V),
@@ -88,11 +87,11 @@ def write_both(args, pool, trace_path, plain_path, logits_dtype=None, compressio
         plain.flush()
 
     try:
-        t_plain, t_trace, ratio = paired(plain_run, trace_run, args.runs)
+        pair = paired(plain_run, trace_run, args.runs)
     finally:
         writer.close()
         plain.close()
-    return t_trace, t_plain, 1.0 / ratio, raw[0]
+    return pair, raw[0]
 
 
 def topk_bytes_per_token(args, path: str) -> None:
@@ -215,7 +214,8 @@ def main() -> None:
     plain_path = os.path.join(args.dir, "bench_trace_io_plain.h5")
     tokens_per_run = args.B * args.T
     try:
-        t_trace, t_plain, ratio, raw = write_both(args, pool, trace_path, plain_path)
+        pair, raw = write_both(args, pool, trace_path, plain_path)
+        t_trace, t_plain = pair.median_b, pair.median_a
         size = os.path.getsize(trace_path)
         n_runs = args.runs + 1
         with open_trace(trace_path) as trace:
@@ -223,7 +223,12 @@ def main() -> None:
         print(f"raw array bytes           {raw / 1e9:.3f} GB")
         for label, t in (("TraceWriter (gzip-1+shuf)", t_trace), ("plain h5py uncompressed  ", t_plain)):
             print(f"{label} {per_run / t / 1e6:7.1f} MB/s   {t * 1e3:.0f} ms per run (median)")
-        print(f"write throughput ratio    {ratio:.2f}   (median of per-pair ratios; target >= 0.5)")
+        print(HEADER)
+        print(pair.line("TraceWriter / plain h5py, time per run", 2.0))
+        q1, q3 = pair.spread
+        print(f"write throughput ratio    {1 / pair.ratio_of_medians:.2f} (of medians), "
+              f"{1 / pair.median_ratio:.2f} (median of pairs), pairs {1 / q3:.2f}-{1 / q1:.2f}; "
+              f"target >= 0.5: {pair.verdict(2.0)}")
         print(f"size on disk / raw bytes  {size / raw:.3f}   ({size / 1e9:.3f} GB; target <= 0.6)")
         print(f"bytes on disk per token position: {size / (n_runs * tokens_per_run):.0f} "
               f"({logits_stored / (n_runs * tokens_per_run):.0f} of them logits: float32 logits stored at "
@@ -237,7 +242,8 @@ def main() -> None:
                     ("float32, chunked, uncompressed", None, None)] if args.variants else []
         for label, logits_dtype, compression in variants:
             os.remove(trace_path)
-            _, _, ratio_v, _ = write_both(args, pool, trace_path, plain_path, logits_dtype, compression)
+            pair_v, _ = write_both(args, pool, trace_path, plain_path, logits_dtype, compression)
+            ratio_v = 1 / pair_v.ratio_of_medians
             size_v = os.path.getsize(trace_path)
             print(f"variant {label}: size on disk / raw float32 bytes {size_v / (n_runs * per_run):.3f}; "
                   f"ratio against plain h5py writing the same arrays {ratio_v:.2f}")

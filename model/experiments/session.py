@@ -27,6 +27,7 @@ from model.recorder import Recorder, logits_form_for, trace_meta
 from model.tokenizer import encode, vocab_strings
 from traces import TraceWriter
 from traces.background import BackgroundWriter
+from traces.chunks import default_threads
 from traces.schema import DEFAULT_LOGITS_K
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class Recording:
             meta = trace_meta(model, adapt_policy(model, policy), kernel_mode=kernel_mode, seed=seed)
             vocab = model.vocab() if hasattr(model, "vocab") else vocab_strings(model.config.vocab_size)
             writer = TraceWriter(self.path, meta=meta, vocab=vocab, requests=list(pool.texts),
-                                 prompt_tokens=[list(t) for t in pool.tokens])
+                                 prompt_tokens=[list(t) for t in pool.tokens], threads=writer_threads())
             self.writer = BackgroundWriter(writer)
         except OSError as exc:
             raise ExperimentError(f"-o/--output: cannot write {self.path} ({exc})") from None
@@ -225,3 +226,9 @@ class Recording:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def writer_threads() -> int:
+    """Compression threads for a trace written while the model generates: the CPUs torch's own
+    threads leave free, at least one. Sharing torch's cores stalls its threads at every barrier."""
+    return max(1, default_threads() - torch.get_num_threads())
