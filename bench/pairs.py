@@ -147,3 +147,15 @@ def paired(a, b, repeats: int = MIN_PAIRS, clock=time.perf_counter) -> Pair:
         ta.append(t1 - t0)
         tb.append(t2 - t1)
     return Pair(tuple(ta), tuple(tb), load_before, load_average(), os.cpu_count() or 1)
+
+
+def block(fn, n: int, then=None):
+    """One timed call of `paired` that calls `fn` n times, then `then()` (e.g. a background writer's
+    `flush`): work a call leaves running (a write on another thread) is then timed with the block
+    that made it instead of spilling into the other side's next call."""
+    def run():
+        for _ in range(n):
+            fn()
+        if then is not None:
+            then()
+    return run

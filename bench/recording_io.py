@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import HEADER, PROMPTS, paired  # noqa: E402
+from pairs import HEADER, PROMPTS, block, paired  # noqa: E402
 from shipped import load_model  # noqa: E402
 
 from model.experiments.session import writer_threads  # noqa: E402
@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1, as `record`; the writer pool takes the other CPUs)")
     p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--runs-per-block", type=int, default=3,
+                   help="runs per timed block of the writer-thread pair")
     p.add_argument("--logits", choices=("full", "topk"), default="full")
     p.add_argument("--dir", default=tempfile.gettempdir())
     args = p.parse_args(argv)
@@ -92,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         inline = open_writer(paths[1])
         with BackgroundWriter(open_writer(paths[0])) as background:
-            thread = paired(bare, recorded(background), args.repeats)
-            background.flush()
+            # Blocks of runs, each ending when its last write is done: the writer thread's work is
+            # timed with the generations it overlapped, not with the next bare block.
+            n = args.runs_per_block
+            thread = paired(block(bare, n), block(recorded(background), n, background.flush), args.repeats)
         inline_pair = paired(timed("bare", bare), timed("inline", recorded(inline)), args.repeats)
         inline.close()
         alone = paired(timed("bare2", bare), timed("recorder", recorded(None)), args.repeats)
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             if os.path.exists(path):
                 os.remove(path)
     print(HEADER)
-    print(thread.line("generation + recorder + writer thread / alone", 1.10))
+    print(thread.line(f"{n} x (generation + recorder + writer) / alone", 1.10, 1e3 / n))
     print(inline_pair.line("generation + recorder + inline write / alone"))
     print(alone.line("generation + recorder (no write) / alone"))
     c_bare, c_inline, c_bare2, c_rec = (statistics.median(cpu[k])
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU time per call (all threads): generation {c_bare:.2f} s, + recorder + inline write "
           f"{c_inline:.2f} s: ratio {c_inline / c_bare:.3f}; generation {c_bare2:.2f} s, + recorder alone "
           f"{c_rec:.2f} s: ratio {c_rec / c_bare2:.3f}")
-    print(f"trace: {size / (args.repeats + 1) / 1e6:.2f} MB per run on disk")
+    print(f"trace: {size / ((args.repeats + 1) * n) / 1e6:.2f} MB per run on disk")
     return 0
 
 

@@ -8,12 +8,15 @@ thread) with the run's attributes.
 
 Next-token logits are kept whole (`logits="full"`, [B, T, V]) or in the top-k form (`logits="topk"`:
 the k largest with their ids, the log-sum-exp and the following token's logit, reduced on the
-model's device at every step, so a large vocabulary never reaches host memory whole).
+model's device at every step, so a large vocabulary never reaches host memory whole). The reduction
+runs on one worker thread of the recorder while the model computes the next step (torch's kernels
+release the GIL), so it costs generation little where a core is free; `arrays` waits for it.
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +53,7 @@ class StepRecord:
     capacity: np.ndarray  # [L,G]
     requested: np.ndarray  # [L,G,E]
     kept_count: np.ndarray  # [L,G,E]
-    logits: np.ndarray | TopLogits | None  # [B,Ts,V] float32, or its top-k form [B,Ts,J]
+    logits: np.ndarray | TopLogits | Future | None  # [B,Ts,V] float32, or its top-k form [B,Ts,J]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -71,13 +74,26 @@ class Recorder:
         self.logits_form = logits
         self.k = k
         self.steps: list[StepRecord] = []
+        self._reducer: ThreadPoolExecutor | None = None  # the top-k reduction's worker thread
 
     def _logits(self, logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor | None):
         if self.logits_form == "full":
             return _np(logits)
         if self.logits_form == "topk":
-            return top_logits(logits, valid, tokens, self.k)
+            if self._reducer is None:
+                self._reducer = ThreadPoolExecutor(1, thread_name_prefix="recorder-topk")
+            # Copies: the loop may reuse its buffers while the worker reads them.
+            follow = None if tokens is None else tokens.detach().clone()
+            return self._reducer.submit(top_logits, logits.detach().clone(), valid.clone(), follow, self.k)
         return None
+
+    def _step_logits(self) -> list:
+        """Every step's logits, waiting for the top-k reductions still running (their errors raise here)."""
+        out = [r.logits.result() if isinstance(r.logits, Future) else r.logits for r in self.steps]
+        if self._reducer is not None:
+            self._reducer.shutdown()
+            self._reducer = None
+        return out
 
     def record_step(self, step: int, positions: torch.Tensor, valid: torch.Tensor, routing: list,
                     logits: torch.Tensor, tokens: torch.Tensor | None = None) -> None:
@@ -120,6 +136,7 @@ class Recorder:
         if not self.steps:
             raise ValueError("the recorder holds no steps: pass it to generate() first")
         first = self.steps[0]
+        step_logits = self._step_logits()
         B = first.valid.shape[0]
         if len(result.tokens) != B:
             raise ValueError(f"the result has {len(result.tokens)} rows, the recording {B}")
@@ -146,9 +163,9 @@ class Recorder:
             "load/capacity": np.full((S, L, G), MISSING, np.int32),
         }
         if self.logits_form == "full":
-            out["logits"] = np.zeros((B, T, first.logits.shape[-1]), np.float32)
+            out["logits"] = np.zeros((B, T, step_logits[0].shape[-1]), np.float32)
         elif self.logits_form == "topk":
-            J = first.logits.k
+            J = step_logits[0].k
             out.update({"logits_topk/index": np.full((B, T, J), MISSING, np.int32),
                         "logits_topk/value": np.zeros((B, T, J), np.float32),
                         "logits_topk/lse": np.zeros((B, T), np.float32),
@@ -169,9 +186,9 @@ class Recorder:
             # The router reports dropless capacity as DROPLESS_CAPACITY (-2); absent groups stay MISSING.
             out["load/capacity"][s, :, :g] = rec.capacity
             if self.logits_form == "full":
-                out["logits"][b, p] = rec.logits[b, t]
+                out["logits"][b, p] = step_logits[s][b, t]
             elif self.logits_form == "topk":
-                for path, values in rec.logits.schema_arrays().items():
+                for path, values in step_logits[s].schema_arrays().items():
                     out[path][b, p] = values[b, t]
         return out
 
