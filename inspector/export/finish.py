@@ -95,6 +95,19 @@ def widen_axes(canvas: Canvas) -> bool:
     return changed
 
 
+def grow_labels(canvas: Canvas) -> bool:
+    """Give each label whose (wrapped) text is taller than its place the height of its text, so it
+    does not run over what is under it. True if any."""
+    grown = False
+    for label in _labels(canvas):
+        height = label.itemRect().height()
+        if height > label.geometry().height() + 1 and not isinstance(label.parentItem(), pg.PlotItem):
+            label.setMinimumHeight(height)
+            label.setMaximumHeight(height)
+            grown = True
+    return grown
+
+
 def overflow(canvas: Canvas) -> list[str]:
     """Texts that do not lie wholly on the page (what would be cut off), as 'text' descriptions."""
     page = QtCore.QRectF(-0.5, -0.5, canvas.size.width() + 1, canvas.size.height() + 1)
@@ -120,4 +133,6 @@ def finish(canvas: Canvas, style: FigureStyle) -> None:
     for _ in range(3):
         if not wrap_labels(canvas):
             break
+        canvas.settle()
+    if grow_labels(canvas):
         canvas.settle()
