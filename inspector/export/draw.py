@@ -100,14 +100,16 @@ def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
               fit: int = 0) -> PairFigure:
     """Both runs in one picture: their texts, heatmaps, differences, curves and the cause. At odd
     `fit` the curves stack under the heatmaps; from 2 the completions, the key and the cause's
-    numbers are left out (its headline and sentence stay), from 4 the cause too."""
-    figure = PairFigure(layout, style, with_text=fit < 2, stacked=fit % 2 == 1, with_key=fit < 2,
-                        cause="full" if fit < 2 else "brief" if fit < 4 else None)
+    numbers are left out (its headline and sentence stay), from 4 its sentence, from 6 all of it."""
+    level = fit // 2
+    figure = PairFigure(layout, style, with_text=level == 0, stacked=fit % 2 == 1, with_key=level == 0,
+                        cause=("full", "sentence", "headline", None)[min(level, 3)])
     figure.set_data(data)
-    if fit >= 2:
-        figure.left_out = ["the completions and the key of colours (the app's Side by side tab shows them)"
-                           if fit < 4 else "the completions, the key of colours and the cause (the app's Side "
-                           "by side tab shows them, `moe-inspector explain` prints the cause)"]
+    if level == 1:
+        figure.left_out = ["the completions and the key of colours (the app's Side by side tab shows them)"]
+    elif level > 1:
+        figure.left_out = [f"the completions, the key of colours and the cause's {'numbers' if level == 2 else 'text'} "
+                           "(the app's Side by side tab shows them, `moe-inspector explain` prints the cause)"]
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows

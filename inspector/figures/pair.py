@@ -4,8 +4,9 @@ the KL, logit-difference/top-2-margin and drop curves (right column). Every pane
 axis (positions), t* and the selected position are vertical lines in all of them.
 
 With `with_text`, both completions sit above and the cause panel below, so an export holds the
-whole comparison in one picture; `cause="brief"` keeps only the cause's headline and sentence
-below, `with_key=False` leaves the key of colours out (for a page too small for all of it).
+whole comparison in one picture; `cause="sentence"` keeps only the cause's headline and sentence
+below, `cause="headline"` its headline, `with_key=False` leaves the key of colours out (for a page
+too small for all of it).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class PairFigure:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
-        self.cause = cause or ("full" if with_text else None)  # "full", "brief" or None
+        self.cause = cause or ("full" if with_text else None)  # "full", "sentence", "headline" or None
         self.text_a = self.text_b = self.cause_block = self.legend = None
         if with_text:
             texts = layout.addLayout(row=row, col=0, colspan=2)
@@ -184,8 +185,8 @@ class PairFigure:
                                        stepMode="center", name="B")
         for i, s in enumerate((2.2, 1.6, 1.6, 1.6)):
             right.layout.setRowStretchFactor(i, s)
-        if self.cause:
-            self.cause_block = HtmlBlock(self.style)
+        if self.cause:  # a brief one in a smaller font: it is there for a page too small for more
+            self.cause_block = HtmlBlock(self.style, scale=1.0 if self.cause == "full" else 0.85)
             layout.addItem(self.cause_block, row=row + 1, col=0, colspan=2)
 
         self.heatmaps = [self.heat_a.plot, self.heat_b.plot]
@@ -284,7 +285,7 @@ class PairFigure:
         if self.with_text:
             self._set_text(data, selected)
         if self.cause_block is not None:
-            self.cause_block.set_html(cause_html(data.cause, self.style, brief=self.cause == "brief"))
+            self.cause_block.set_html(cause_html(data.cause, self.style, brief="" if self.cause == "full" else self.cause))
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)
