@@ -320,6 +320,8 @@ def test_an_axis_title_over_its_tick_labels_is_seen_and_the_axis_widens(qapp):
 
 
 def test_a_caption_over_the_text_under_it_is_seen_and_the_export_has_none(qapp, trace_path):
+    import pyqtgraph as pg
+
     from inspector.export.fit import overlaps
     from inspector.export.output import default_page, drawn, print_style
     from inspector.export.registry import read_export
@@ -327,9 +329,10 @@ def test_a_caption_over_the_text_under_it_is_seen_and_the_export_has_none(qapp, 
 
     with open_trace(trace_path) as trace:
         export_ = read_export(trace, "text", Selection())
-    with drawn(export_, default_page("text", 96.0, size="column"), print_style(8.0), fit_height=True) as canvas:
-        caption = next(i for i in canvas.widget.scene().items() if isinstance(i, __import__("pyqtgraph").LabelItem)
-                       and "prompt tokens" in i.text)
+    page = default_page("text", 96.0, size="column")
+    with drawn(export_, page, print_style(8.0), fit_height=True) as canvas:
+        caption = next(i for i in canvas.widget.scene().items()
+                       if isinstance(i, pg.LabelItem) and "prompt tokens" in i.text)
         assert caption.item.document().size().height() > 2.5 * caption.item.font().pointSizeF()  # wrapped
         assert overlaps(canvas) == []
         caption.setMinimumHeight(10)

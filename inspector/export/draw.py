@@ -3,8 +3,8 @@ colours, plus what a figure on paper needs that the view says around it (a legen
 `inspector.export.registry` names one of these builders for each view.
 
 Each builder takes a layout level `fit`: 0 is the fullest; a higher one stacks panels (or a
-legend's entries), then leaves a secondary panel out (listed in the figure's `left_out`, which the export notes on the page), for
-a page too small for the fuller one."""
+legend's entries), then leaves a secondary panel out (listed in the figure's `left_out`, which
+the export notes on the page), for a page too small for the fuller one."""
 
 from __future__ import annotations
 
@@ -108,8 +108,9 @@ def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     if level == 1:
         figure.left_out = ["the completions and the key of colours (the app's Side by side tab shows them)"]
     elif level > 1:
-        figure.left_out = [f"the completions, the key of colours and the cause's {'numbers' if level == 2 else 'text'} "
-                           "(the app's Side by side tab shows them, `moe-inspector explain` prints the cause)"]
+        what = "numbers" if level == 2 else "text"
+        figure.left_out = [f"the completions, the key of colours and the cause's {what} (the app's Side by "
+                           "side tab shows them, `moe-inspector explain` prints the cause)"]
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows

@@ -69,7 +69,6 @@ def _text_boxes(canvas: Canvas) -> list[tuple[str, QtCore.QRectF, QtWidgets.QGra
             continue
         if isinstance(item, QtWidgets.QGraphicsTextItem) and item.toPlainText().strip():
             doc = item.document()
-            margin = doc.documentMargin()
             block = doc.begin()
             while block.isValid():
                 layout = block.layout()
@@ -82,7 +81,6 @@ def _text_boxes(canvas: Canvas) -> list[tuple[str, QtCore.QRectF, QtWidgets.QGra
                     rect = QtCore.QRectF(line.naturalTextRect()).translated(origin)
                     boxes.append((text, item.mapRectToScene(rect), item))
                 block = block.next()
-            del margin
         elif isinstance(item, pg.AxisItem) and item.style["showValues"]:
             image = QtGui.QImage(8, 8, QtGui.QImage.Format.Format_ARGB32)
             painter = QtGui.QPainter(image)

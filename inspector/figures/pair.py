@@ -285,7 +285,8 @@ class PairFigure:
         if self.with_text:
             self._set_text(data, selected)
         if self.cause_block is not None:
-            self.cause_block.set_html(cause_html(data.cause, self.style, brief="" if self.cause == "full" else self.cause))
+            brief = "" if self.cause == "full" else self.cause
+            self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)
