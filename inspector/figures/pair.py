@@ -186,7 +186,7 @@ class PairFigure:
         for i, s in enumerate((2.2, 1.6, 1.6, 1.6)):
             right.layout.setRowStretchFactor(i, s)
         if self.cause:  # a brief one in a smaller font: it is there for a page too small for more
-            self.cause_block = HtmlBlock(self.style, scale=1.0 if self.cause == "full" else 0.85)
+            self.cause_block = HtmlBlock(self.style, scale=1.0 if self.cause == "full" else 0.9)
             layout.addItem(self.cause_block, row=row + 1, col=0, colspan=2)
 
         self.heatmaps = [self.heat_a.plot, self.heat_b.plot]
