@@ -61,8 +61,8 @@ def _short(text: str) -> str:
 
 
 def _text_boxes(canvas: Canvas) -> list[tuple[str, QtCore.QRectF, QtWidgets.QGraphicsItem]]:
-    """Each visible text's ink box on the scene: text items without their document margin, one
-    box per line, and the tick labels of every axis."""
+    """Each visible text's ink box on the scene: one box per line of a text item, the tick labels
+    of every axis and the labels a marks axis placed."""
     boxes = []
     for item in canvas.widget.scene().items():
         if not item.isVisible():
@@ -92,6 +92,8 @@ def _text_boxes(canvas: Canvas) -> list[tuple[str, QtCore.QRectF, QtWidgets.QGra
             for rect, _flags, text in (specs[2] if specs else []):
                 if text.strip():
                     boxes.append((text, item.mapRectToScene(QtCore.QRectF(rect)), item))
+            for text, rect in getattr(item, "placed", []):  # the labels a marks axis drew
+                boxes.append((text, item.mapRectToScene(rect.adjusted(3, 1, -3, -1)), item))
     return boxes
 
 
