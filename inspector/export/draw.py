@@ -58,8 +58,8 @@ def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selec
     figure.set_data(data)
     figure.set_levels(*sel.levels)
     show_positions(figure.plot, data.n_positions, data.n_experts, sel)
-    if fit < 2:  # its entries side by side, else one a row
-        layout.addItem(marks_legend(style, columns=3 if fit == 0 else 1), row=1, col=0, colspan=2)
+    if fit < 2:  # its entries side by side, then on two columns
+        layout.addItem(marks_legend(style, columns=3 if fit == 0 else 2), row=1, col=0, colspan=2)
     else:
         figure.left_out = ["the legend (white frame = kept, red ✕ = dropped, dashed = prompt | generation)"]
     return figure

@@ -154,6 +154,7 @@ class RunsFigure:
         for i, c in enumerate(data.causes):
             label = pg.TextItem(f"{c.count} ({c.share:.0%}) · {confirmed_text(c.confirmed, c.count)}",
                                 color=self.style.foreground, anchor=(0.5, 1.0))
+            label.setFont(self.style.font())  # the figure's size, not Qt's default
             label.setPos(i, c.count)
             self.causes.addItem(label)
             self.cause_labels.append(label)
