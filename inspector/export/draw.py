@@ -108,9 +108,9 @@ def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     if level == 1:
         figure.left_out = ["the completions and the key of colours (the app's Side by side tab shows them)"]
     elif level > 1:
-        what = "numbers" if level == 2 else "text"
-        figure.left_out = [f"the completions, the key of colours and the cause's {what} (the app's Side by "
-                           "side tab shows them, `moe-inspector explain` prints the cause)"]
+        what = "the cause's sentence and numbers" if level == 2 else "the cause"
+        figure.left_out = [f"the completions, the key of colours and {what} (the app's Side by side tab "
+                           "shows them, `moe-inspector explain` prints the cause)"]
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows
