@@ -1,6 +1,7 @@
 """Figures for print: every view's SVG drawn by another renderer (cairosvg) looks like its PNG, each
 page preset gives a PDF of its size whose smallest text is 7 pt and whose panels have room, a
-figure that cannot fit fails with exit 2, and the cause names its own layer."""
+figure that cannot fit fails with exit 2, the fit check sees texts over each other, words broken
+by wrapping and linked panels showing other positions, and the cause names its own layer."""
 
 import math
 import re
@@ -192,11 +193,14 @@ def test_a_figure_that_cannot_fit_exits_2_and_says_what_to_change(trace_path, tm
     assert not out.exists()
 
 
-def test_a_compact_layout_says_what_it_left_out(qapp, trace_path, tmp_path):
+@pytest.mark.parametrize("size", ["page", "slide"])
+def test_a_compact_pair_keeps_the_cause_and_says_what_it_left_out(qapp, trace_path, tmp_path, size):
     out = tmp_path / "pair.pdf"
-    assert export(trace_path, "pair", out, "--size", "slide", "--dpi", "72") == 0
+    assert export(trace_path, "pair", out, "--size", size, "--dpi", "72") == 0
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
-    assert "Left out to fit the page: the completions, the cause" in text and "Map:" not in text
+    assert "Cause" in text.split("Left out")[0]  # the cause's headline is on the page, above any note
+    if size == "slide":  # too short for the completions and the key
+        assert "Left out to fit the page: the completions" in text and "Map:" not in text
 
 
 @pytest.mark.parametrize("options", [("--font-pt", "6"), ("--size", "column", "--width", "500")])
@@ -280,3 +284,102 @@ def test_runs_that_never_diverge_get_a_note_not_an_empty_chart(qapp, tmp_path):
                   "--size", "page", "--dpi", "72") == 0
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
     assert "no run diverges from the reference" in text and "causes of the 0" not in text
+
+
+# -- what the fit check sees --------------------------------------------------------------------------
+
+def _canvas(width: int, height: int, font_pt: float):
+    from inspector.export.output import print_style
+    from inspector.export.page import Page
+    from inspector.export.render import Canvas
+
+    style = print_style(font_pt)
+    return Canvas(Page(width, height, 96.0), style.background), style
+
+
+def test_an_axis_title_over_its_tick_labels_is_seen_and_the_axis_widens(qapp):
+    from inspector.export.finish import finish
+    from inspector.export.fit import overlaps, problems
+    from inspector.figures.pair import DecadeAxis
+
+    canvas, style = _canvas(400, 260, 12.0)
+    with canvas:
+        plot = canvas.layout.addPlot(row=0, col=0, axisItems={"left": DecadeAxis("left")})
+        style.style_plot(plot)
+        plot.setLogMode(y=True)
+        plot.plot([0, 1, 2, 3], [1e-4, 1e-3, 1e-2, 1.0])
+        plot.setLabel("left", "KL(A‖B)")
+        plot.setYRange(-4.2, 0.2, padding=0)
+        plot.getAxis("left").setWidth(50)  # laid out for a smaller font: the tick labels and title need more
+        canvas.settle()
+        seen = overlaps(canvas)
+        assert any("KL(A‖B)" in s and "0.01" in s for s in seen), seen
+        finish(canvas, style)
+        assert plot.getAxis("left").width() > 50
+        assert overlaps(canvas) == [] and problems(canvas) == []
+
+
+def test_a_caption_over_the_text_under_it_is_seen_and_the_export_has_none(qapp, trace_path):
+    import pyqtgraph as pg
+
+    from inspector.export.fit import overlaps
+    from inspector.export.output import default_page, drawn, print_style
+    from inspector.export.registry import read_export
+    from inspector.export.selection import Selection
+
+    with open_trace(trace_path) as trace:
+        export_ = read_export(trace, "text", Selection())
+    page = default_page("text", 96.0, size="column")
+    with drawn(export_, page, print_style(8.0), fit_height=True) as canvas:
+        caption = next(i for i in canvas.widget.scene().items()
+                       if isinstance(i, pg.LabelItem) and "prompt tokens" in i.text)
+        assert caption.item.document().size().height() > 2.5 * caption.item.font().pointSizeF()  # wrapped
+        assert overlaps(canvas) == []
+        caption.setMinimumHeight(10)
+        caption.setMaximumHeight(10)  # held to less than its text, as a one-line caption was
+        canvas.settle()
+        seen = overlaps(canvas)
+        assert any("shade:" in s or "prompt tokens" in s for s in seen), seen
+
+
+def test_a_word_broken_by_wrapping_is_seen_and_titles_wrap_between_words(qapp):
+    import pyqtgraph as pg
+
+    from inspector.export.finish import finish
+    from inspector.export.fit import broken_words
+
+    canvas, style = _canvas(300, 200, 10.0)
+    with canvas:
+        label = pg.LabelItem("what differs (layer × position)", size="10pt")
+        canvas.layout.addItem(label, row=0, col=0)
+        label.item.setTextWidth(30)  # narrower than "position"
+        label.resizeEvent(None)
+        canvas.settle()
+        assert any("wraps inside a word" in s for s in broken_words(canvas))
+        canvas2, _ = _canvas(200, 300, 10.0)
+        with canvas2:
+            plot = canvas2.layout.addPlot(row=0, col=0)
+            plot.setTitle("what differs (layer × position) and a good deal more words", size="10pt")
+            finish(canvas2, style)
+            assert plot.titleLabel.item.document().begin().layout().lineCount() > 1  # wrapped
+            assert broken_words(canvas2) == []
+
+
+def test_panels_sharing_positions_show_the_same_ones(qapp):
+    import pyqtgraph as pg
+
+    from inspector.export.fit import unshared_ranges
+    from inspector.figures.axes import XZoomViewBox
+
+    for box, differs in ((pg.ViewBox, True), (XZoomViewBox, False)):
+        canvas, _ = _canvas(400, 300, 10.0)
+        with canvas:
+            top = canvas.layout.addPlot(row=0, col=0, viewBox=box())
+            bottom = canvas.layout.addPlot(row=1, col=0, viewBox=box())
+            bottom.getAxis("left").setWidth(120)  # narrower than the one it follows
+            top.getAxis("left").setWidth(40)
+            bottom.setXLink(top)
+            top.setXRange(0, 90, padding=0)
+            canvas.settle()
+            top.setXRange(0, 90, padding=0)
+            assert bool(unshared_ranges(canvas)) is differs

@@ -8,3 +8,12 @@ second time, as `__main__`).
 
 class UsageError(Exception):
     """A bad option value; the command line prints it and exits with status 2."""
+
+
+def message(exc: Exception) -> str:
+    """The one line a command prints for `exc`: a trace error about the file as a whole names the
+    file and what is wrong with it, without the root group ("/") it gives as where."""
+    path, where, expected = (getattr(exc, name, None) for name in ("path", "where", "expected"))
+    if where == "/" and path and expected:
+        return f"{path}: {expected}"
+    return str(exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from inspector.commands.errors import UsageError
+from inspector.commands.errors import UsageError, message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         result = explain(args.trace, checkpoint=args.checkpoint, device=args.device, requests=args.request,
                          limit=args.limit, redo=args.redo, progress=bar)
     except (TraceError, ExplainError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(message(exc)) from None
     finally:
         if isinstance(bar, ProgressBar):
             bar.finish()

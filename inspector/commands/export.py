@@ -10,7 +10,7 @@ import argparse
 import math
 import os
 
-from inspector.commands.errors import UsageError
+from inspector.commands.errors import UsageError, message
 from inspector.export.registry import NAMES, SPECS
 
 #: Short names of the text strip's shading modes.
@@ -139,7 +139,7 @@ def _page(args: argparse.Namespace):
     try:
         return default_page(args.view, dpi, args.width, args.height, args.size)
     except RenderError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(message(exc)) from None
 
 
 def _style(args: argparse.Namespace):
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             export = read_export(trace, args.view, sel)
             written = save(export, args.output, fmt, page, style, fit_height=args.height is None)
     except (TraceError, SelectionError, RenderError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
     print(f"wrote {args.output} ({fmt}: {what})")
     return 0

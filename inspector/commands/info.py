@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from inspector.commands.errors import message
 from traces import TraceError, open_trace, validate
 from traces.summary import describe
 
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
         with open_trace(args.file) as trace:
             print(describe(trace))
     except TraceError as exc:
-        print(f"moe-inspector info: error: {exc}", file=sys.stderr)
+        print(f"moe-inspector info: error: {message(exc)}", file=sys.stderr)
         return 2
     if args.check:
         problems = validate(args.file, read_data=True)

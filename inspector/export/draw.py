@@ -2,9 +2,9 @@
 colours, plus what a figure on paper needs that the view says around it (a legend of its marks).
 `inspector.export.registry` names one of these builders for each view.
 
-Each builder takes a layout level `fit`: 0 is the fullest; a higher one stacks panels, then leaves
-a secondary panel out (listed in the figure's `left_out`, which the export notes on the page), for
-a page too small for the fuller one."""
+Each builder takes a layout level `fit`: 0 is the fullest; a higher one stacks panels (or a
+legend's entries), then leaves a secondary panel out (listed in the figure's `left_out`, which
+the export notes on the page), for a page too small for the fuller one."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selec
     figure.set_data(data)
     figure.set_levels(*sel.levels)
     show_positions(figure.plot, data.n_positions, data.n_experts, sel)
-    if fit == 0:
-        layout.addItem(marks_legend(style), row=1, col=0, colspan=2)
+    if fit < 2:  # its entries side by side, then on two columns
+        layout.addItem(marks_legend(style, columns=3 if fit == 0 else 2), row=1, col=0, colspan=2)
     else:
         figure.left_out = ["the legend (white frame = kept, red ✕ = dropped, dashed = prompt | generation)"]
     return figure
@@ -70,9 +70,9 @@ def draw_layers(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Select
     figure = LayersFigure(layout, style)
     figure.set_data(data)
     show_positions(figure.plot, data.n_positions, data.n_layers, sel)
-    if fit == 0:
+    if fit < 2:  # its entries side by side, else one a row
         legend = marks_legend(style, kept=False, dropped="a candidate dropped",
-                              boundary_color=style.foreground, columns=2)
+                              boundary_color=style.foreground, columns=2 if fit == 0 else 1)
         layout.addItem(legend, row=1, col=0, colspan=2)
     else:
         figure.left_out = ["the legend of the marks (red ✕ = a candidate dropped)"]
@@ -98,14 +98,19 @@ def draw_text(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
 
 def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
               fit: int = 0) -> PairFigure:
-    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause; at
-    `fit` 1 and 3 the curves stack under the heatmaps, at 2 and 3 the texts and the cause are left
-    out (a slide is too short for them, a column too narrow)."""
-    figure = PairFigure(layout, style, with_text=fit < 2, stacked=fit % 2 == 1)
+    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause. At odd
+    `fit` the curves stack under the heatmaps; from 2 the completions, the key and the cause's
+    numbers are left out (its headline and sentence stay), from 4 its sentence, from 6 all of it."""
+    level = fit // 2
+    figure = PairFigure(layout, style, with_text=level == 0, stacked=fit % 2 == 1, with_key=level == 0,
+                        cause=("full", "sentence", "headline", None)[min(level, 3)])
     figure.set_data(data)
-    if fit >= 2:
-        _leave_out(layout, figure, "the completions, the cause (`moe-inspector explain` prints it) and the "
-                   "key of colours (the app's Side by side tab shows it)", figure.legend)
+    if level == 1:
+        figure.left_out = ["the completions and the key of colours (the app's Side by side tab shows them)"]
+    elif level > 1:
+        what = "the cause's sentence and numbers" if level == 2 else "the cause"
+        figure.left_out = [f"the completions, the key of colours and {what} (the app's Side by side tab "
+                           "shows them, `moe-inspector explain` prints the cause)"]
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from inspector.export.render import Canvas
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtCore, QtWidgets, pg
+from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
 
 def _labels(canvas: Canvas) -> list[pg.LabelItem]:
@@ -29,22 +29,32 @@ def ink(canvas: Canvas, style: FigureStyle) -> None:
 
 
 def wrap_labels(canvas: Canvas) -> bool:
-    """Wrap the labels (titles, captions) that make the layout wider than the page: each label
-    that fills its cell gives up the excess width, its text wrapping onto more lines. True if any."""
+    """Wrap the labels (titles, captions) that make the layout wider than the page: the widest of
+    the labels that fill their cells give up the excess width, each wrapping (between words) to
+    the width of the widest minus the excess, so one long title does not narrow a short one's
+    column. True if any."""
     excess = canvas.layout.geometry().width() - canvas.size.width()
     if excess <= 0.5:
         return False
+    filling = [label for label in _labels(canvas)  # a legend's entries are never wrapped: it stacks them
+               if label.itemRect().width() >= label.geometry().width() - 1
+               and not isinstance(label.parentItem(), pg.LegendItem)]
+    if not filling:
+        return False
+    cap = max(label.itemRect().width() for label in filling) - excess
+    if cap < 40:
+        return False
     wrapped = False
-    for label in _labels(canvas):
-        natural = label.itemRect().width()
-        if natural < label.geometry().width() - 1 or natural - excess < 40:
+    for label in filling:
+        if label.itemRect().width() <= cap:
             continue
         text = label.item
-        text.setTextWidth(natural - excess - 2)
+        text.setTextWidth(cap - 2)
         option = text.document().defaultTextOption()
         option.setAlignment({"left": QtCore.Qt.AlignmentFlag.AlignLeft,
                              "right": QtCore.Qt.AlignmentFlag.AlignRight}.get(
                                  label.opts.get("justify", "center"), QtCore.Qt.AlignmentFlag.AlignHCenter))
+        option.setWrapMode(QtGui.QTextOption.WrapMode.WordWrap)  # between words, never inside one
         text.document().setDefaultTextOption(option)
         label.resizeEvent(None)  # takes the wrapped text's size as its minimum
         plot = label.parentItem()
@@ -55,6 +65,47 @@ def wrap_labels(canvas: Canvas) -> bool:
             plot.layout.setRowFixedHeight(0, height)
         wrapped = True
     return wrapped
+
+
+def _needed_width(axis: pg.AxisItem) -> float:
+    """The width a left or right axis needs for its tick labels and its title (pyqtgraph's own
+    sum when the width is not fixed)."""
+    width = axis.textWidth + axis.style["tickTextOffset"][0] + max(0, axis.style["tickLength"])
+    if axis.label.isVisible():
+        width += axis.label.boundingRect().height() * 0.8
+    return width
+
+
+def widen_axes(canvas: Canvas) -> bool:
+    """Widen the fixed-width vertical axes whose tick labels and title need more room (a larger
+    font than the figure was laid out for), so the title does not run over the labels. Axes that
+    share a fixed width keep sharing one (their plots stay lined up). True if any changed."""
+    groups: dict[float, list[pg.AxisItem]] = {}
+    for item in canvas.widget.scene().items():
+        if (isinstance(item, pg.AxisItem) and item.isVisible() and item.orientation in ("left", "right")
+                and item.fixedWidth is not None):
+            groups.setdefault(float(item.fixedWidth), []).append(item)
+    changed = False
+    for width, axes in groups.items():
+        needed = max(_needed_width(a) for a in axes)
+        if needed > width + 0.5:
+            for axis in axes:
+                axis.setWidth(needed)
+            changed = True
+    return changed
+
+
+def grow_labels(canvas: Canvas) -> bool:
+    """Give each label whose (wrapped) text is taller than its place the height of its text, so it
+    does not run over what is under it. True if any."""
+    grown = False
+    for label in _labels(canvas):
+        height = label.itemRect().height()
+        if height > label.geometry().height() + 1 and not isinstance(label.parentItem(), pg.PlotItem):
+            label.setMinimumHeight(height)
+            label.setMaximumHeight(height)
+            grown = True
+    return grown
 
 
 def overflow(canvas: Canvas) -> list[str]:
@@ -77,7 +128,11 @@ def finish(canvas: Canvas, style: FigureStyle) -> None:
     """Make the canvas's figure print-ready and let it settle."""
     ink(canvas, style)
     canvas.settle()
+    if widen_axes(canvas):
+        canvas.settle()
     for _ in range(3):
         if not wrap_labels(canvas):
             break
+        canvas.settle()
+    if grow_labels(canvas):
         canvas.settle()

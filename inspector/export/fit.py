@@ -1,16 +1,20 @@
-"""Does a drawn figure fit its page? Every plot keeps a readable area, nothing runs off the page
-and no text is cut; and the note a compact layout adds saying what it left out."""
+"""Does a drawn figure fit its page? Every plot keeps a readable area, nothing runs off the page,
+no text is cut, no two texts overlap (an axis title on its tick labels, a header on the text under
+it), no text wraps inside a word, and panels that share positions show the same ones; and the
+note a compact layout adds saying what it left out."""
 
 from __future__ import annotations
 
 from inspector.export.finish import overflow
 from inspector.export.render import Canvas
 from inspector.figures.style import FigureStyle
-from inspector.qt import pg
+from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
 #: The smallest plot area, in inches: its height, and the width of a plot (not a colour bar).
 MIN_PANEL_IN = 0.45
 MIN_PLOT_WIDTH_IN = 1.2
+#: Two texts overlap when their ink boxes share more than this, in layout units both ways.
+OVERLAP_PX = 1.5
 
 
 def _name(plot: pg.PlotItem) -> str:
@@ -45,6 +49,101 @@ def problems(canvas: Canvas) -> list[str]:
         if clash is not None:
             out.append(f"the axis titles {text!r} and {clash!r} overlap")
     out.extend(f"text {t} is cut off" for t in overflow(canvas)[:1])
+    out.extend(overlaps(canvas)[:1])
+    out.extend(broken_words(canvas)[:1])
+    out.extend(unshared_ranges(canvas)[:1])
+    return out
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) < 40 else text[:37] + "…"
+
+
+def _text_boxes(canvas: Canvas) -> list[tuple[str, QtCore.QRectF, QtWidgets.QGraphicsItem]]:
+    """Each visible text's ink box on the scene: one box per line of a text item, the tick labels
+    of every axis and the labels a marks axis placed."""
+    boxes = []
+    for item in canvas.widget.scene().items():
+        if not item.isVisible():
+            continue
+        if isinstance(item, QtWidgets.QGraphicsTextItem) and item.toPlainText().strip():
+            doc = item.document()
+            block = doc.begin()
+            while block.isValid():
+                layout = block.layout()
+                origin = doc.documentLayout().blockBoundingRect(block).topLeft()
+                for i in range(layout.lineCount()):
+                    line = layout.lineAt(i)
+                    text = block.text()[line.textStart():line.textStart() + line.textLength()]
+                    if not text.strip():
+                        continue
+                    rect = QtCore.QRectF(line.naturalTextRect()).translated(origin)
+                    boxes.append((text, item.mapRectToScene(rect), item))
+                block = block.next()
+        elif isinstance(item, pg.AxisItem) and item.style["showValues"]:
+            image = QtGui.QImage(8, 8, QtGui.QImage.Format.Format_ARGB32)
+            painter = QtGui.QPainter(image)
+            try:
+                painter.setFont(item.style["tickFont"] or item.font())
+                specs = item.generateDrawSpecs(painter)
+            finally:
+                painter.end()
+            for rect, _flags, text in (specs[2] if specs else []):
+                if text.strip():
+                    boxes.append((text, item.mapRectToScene(QtCore.QRectF(rect)), item))
+            for text, rect in getattr(item, "placed", []):  # the labels a marks axis drew
+                boxes.append((text, item.mapRectToScene(rect.adjusted(3, 1, -3, -1)), item))
+    return boxes
+
+
+def overlaps(canvas: Canvas) -> list[str]:
+    """Pairs of texts drawn over each other (a title on tick labels, a header on its body), one
+    phrase each."""
+    boxes = _text_boxes(canvas)
+    out = []
+    for i, (text, rect, item) in enumerate(boxes):
+        for other, r, owner in boxes[i + 1:]:
+            if owner is item and isinstance(item, QtWidgets.QGraphicsTextItem):
+                continue  # lines of one text are laid out by Qt, never over each other
+            common = rect.intersected(r)
+            if common.width() > OVERLAP_PX and common.height() > OVERLAP_PX:
+                out.append(f"the texts {_short(text)!r} and {_short(other)!r} overlap")
+    return out
+
+
+def broken_words(canvas: Canvas) -> list[str]:
+    """Texts that wrap inside a word (a column too narrow for it), one phrase each."""
+    out = []
+    for item in canvas.widget.scene().items():
+        if not isinstance(item, QtWidgets.QGraphicsTextItem) or not item.isVisible():
+            continue
+        block = item.document().begin()
+        while block.isValid():
+            layout, text = block.layout(), block.text()
+            for i in range(layout.lineCount() - 1):
+                end = layout.lineAt(i).textStart() + layout.lineAt(i).textLength()
+                if 0 < end < len(text) and text[end - 1].isalnum() and text[end].isalnum():
+                    out.append(f"the text {_short(text)!r} wraps inside a word ({text[max(end - 6, 0):end]}"
+                               f" / {text[end:end + 6]})")
+                    break
+            block = block.next()
+    return out
+
+
+def unshared_ranges(canvas: Canvas) -> list[str]:
+    """Panels linked in x to another that show other positions than it does, one phrase each."""
+    out = []
+    for item in canvas.widget.scene().items():
+        if not isinstance(item, pg.PlotItem) or not item.isVisible():
+            continue
+        master = item.vb.linkedView(pg.ViewBox.XAxis)
+        if master is None:
+            continue
+        (a0, a1), (b0, b1) = item.vb.viewRange()[0], master.viewRange()[0]
+        if abs(a0 - b0) + abs(a1 - b1) > 1e-3 * max(abs(b1 - b0), 1e-9):
+            out.append(f"the plot {_name(item)!r} shows x {a0:.1f}..{a1:.1f}, the panels it shares "
+                       f"positions with {b0:.1f}..{b1:.1f}")
     return out
 
 

@@ -167,3 +167,16 @@ class XZoomViewBox(pg.ViewBox):
     def wheelEvent(self, ev, axis=None):  # noqa: N802 (pyqtgraph's name)
         shift = bool(ev.modifiers() & QtCore.Qt.KeyboardModifier.ShiftModifier)
         super().wheelEvent(ev, axis=axis if shift or axis is not None else 0)
+
+    def linkedViewChanged(self, view, axis):  # noqa: N802 (pyqtgraph's name)
+        """A panel x-linked to another shows the same positions, whatever its width or place
+        (pyqtgraph lines overlapping views up pixel by pixel instead: a panel wider or narrower
+        than the one it follows would show more or fewer positions)."""
+        if axis != pg.ViewBox.XAxis or self.linksBlocked or view is None:
+            return super().linkedViewChanged(view, axis)
+        view.blockLink(True)
+        try:
+            self.enableAutoRange(pg.ViewBox.XAxis, False)
+            self.setXRange(*view.viewRange()[0], padding=0)
+        finally:
+            view.blockLink(False)

@@ -82,13 +82,18 @@ def _escape(visible: str) -> str:
     return html.escape(visible).replace("\n", "<br>")
 
 
-def cause_html(cause: CauseText, style: FigureStyle) -> str:
-    """HTML of the cause panel: headline, sentence, the numbers, counterfactuals, who took the slots."""
+def cause_html(cause: CauseText, style: FigureStyle, brief: str = "") -> str:
+    """HTML of the cause panel: headline, sentence, the numbers, counterfactuals, who took the slots
+    (`brief` "sentence": the headline and the sentence alone, "headline": the headline alone)."""
     color = "#1b7f3b" if cause.confirmed else "#8a4b00"
     parts = [f'<div style="color: {style.foreground};">',
              f'<p style="margin: 0 0 4px 0;"><b style="color: {color};">{html.escape(cause.headline)}</b>'
-             f'</p>',
-             f'<p style="margin: 0 0 4px 0;">{html.escape(cause.sentence)}</p>']
+             f'</p>']
+    if brief == "headline":
+        return "".join(parts) + "</div>"
+    parts.append(f'<p style="margin: 0 0 4px 0;">{html.escape(cause.sentence)}</p>')
+    if brief:
+        return "".join(parts) + "</div>"
     if cause.counterfactuals:
         items = "; ".join(html.escape(c) for c in cause.counterfactuals)
         parts.append(f'<p style="margin: 0 0 4px 0;"><b>Counterfactual reruns:</b> {items}.</p>')

@@ -4,7 +4,9 @@ the KL, logit-difference/top-2-margin and drop curves (right column). Every pane
 axis (positions), t* and the selected position are vertical lines in all of them.
 
 With `with_text`, both completions sit above and the cause panel below, so an export holds the
-whole comparison in one picture.
+whole comparison in one picture; `cause="sentence"` keeps only the cause's headline and sentence
+below, `cause="headline"` its headline, `with_key=False` leaves the key of colours out (for a page
+too small for all of it).
 """
 
 from __future__ import annotations
@@ -117,21 +119,24 @@ class PairFigure:
     """Draws `PairData` into a `pg.GraphicsLayout` (rows from `row` on, columns 0 and 1)."""
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
-                 with_text: bool = False, stacked: bool = False) -> None:
+                 with_text: bool = False, stacked: bool = False, with_key: bool = True,
+                 cause: str | None = None) -> None:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
-        self.text_a = self.text_b = self.cause_block = None
+        self.cause = cause or ("full" if with_text else None)  # "full", "sentence", "headline" or None
+        self.text_a = self.text_b = self.cause_block = self.legend = None
         if with_text:
             texts = layout.addLayout(row=row, col=0, colspan=2)
             self.text_a, self.text_b = HtmlBlock(self.style), HtmlBlock(self.style)
             texts.addItem(self.text_a, row=0, col=0)
             texts.addItem(self.text_b, row=0, col=1)
             row += 1
-        self.legend = HtmlBlock(self.style, scale=0.9)
-        self.legend.set_html(legend_html(self.style))
-        layout.addItem(self.legend, row=row, col=0, colspan=2)
-        row += 1
+        if with_key:
+            self.legend = HtmlBlock(self.style, scale=0.9)
+            self.legend.set_html(legend_html(self.style))
+            layout.addItem(self.legend, row=row, col=0, colspan=2)
+            row += 1
         # Side by side, or (`stacked`, for a narrow page) the right column under the left one.
         left = layout.addLayout(row=row, col=0, colspan=2 if stacked else 1)
         if stacked:
@@ -180,8 +185,8 @@ class PairFigure:
                                        stepMode="center", name="B")
         for i, s in enumerate((2.2, 1.6, 1.6, 1.6)):
             right.layout.setRowStretchFactor(i, s)
-        if with_text:
-            self.cause_block = HtmlBlock(self.style)
+        if self.cause:  # a brief one in a smaller font: it is there for a page too small for more
+            self.cause_block = HtmlBlock(self.style, scale=1.0 if self.cause == "full" else 0.9)
             layout.addItem(self.cause_block, row=row + 1, col=0, colspan=2)
 
         self.heatmaps = [self.heat_a.plot, self.heat_b.plot]
@@ -196,6 +201,8 @@ class PairFigure:
             # x-linked with the panel below, whose axis shows the positions.
             plot.hideAxis("bottom")
         self.heat_b.colorbar.axis.setLabel("")
+        # A's bar names the scale both share; B's values would run into A's at their ends.
+        self.heat_b.colorbar.axis.setStyle(showValues=False)
         self.heat_b.plot.hideAxis("top")  # x-linked with A, whose marks name the boundary and t*
         for plot in (self.strip, self.drops):
             plot.setLabel("bottom", "position (token)")
@@ -277,6 +284,9 @@ class PairFigure:
         self.set_selected(selected)
         if self.with_text:
             self._set_text(data, selected)
+        if self.cause_block is not None:
+            brief = "" if self.cause == "full" else self.cause
+            self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)
@@ -294,7 +304,6 @@ class PairFigure:
     def _set_text(self, data: PairData, selected: int | None) -> None:
         self.text_a.set_html(completion_html(data.text_a, "A", A_COLOR, self.style, selected)[0])
         self.text_b.set_html(completion_html(data.text_b, "B", B_COLOR, self.style, selected)[0])
-        self.cause_block.set_html(cause_html(data.cause, self.style))
 
     def reset_zoom(self) -> None:
         """Every position and expert in view."""

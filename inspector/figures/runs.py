@@ -104,6 +104,7 @@ class RunsFigure:
                                               pen=pg.mkPen("#a0522d"))
         self.causes.addItem(self.cause_bars)
         self.causes.addItem(self.confirmed_bars)
+        self.causes.vb.sigResized.connect(self._cause_headroom)
         self.cause_labels: list[pg.TextItem] = []
         layout.layout.setRowStretchFactor(row + 1, 3)
         layout.layout.setRowStretchFactor(row + 2, 1)
@@ -153,6 +154,7 @@ class RunsFigure:
         for i, c in enumerate(data.causes):
             label = pg.TextItem(f"{c.count} ({c.share:.0%}) · {confirmed_text(c.confirmed, c.count)}",
                                 color=self.style.foreground, anchor=(0.5, 1.0))
+            label.setFont(self.style.font())  # the figure's size, not Qt's default
             label.setPos(i, c.count)
             self.causes.addItem(label)
             self.cause_labels.append(label)
@@ -160,9 +162,18 @@ class RunsFigure:
                  f"light = not confirmed")
         self.causes.setTitle(title, color=self.style.foreground,
                              size=f"{self.style.font_size}pt")
-        top = max((c.count for c in data.causes), default=1)
-        self.causes.vb.setRange(xRange=(-0.6, max(len(names), 1) - 0.4), yRange=(0, top * 1.3 + 0.5),
-                                padding=0)
+        self.causes.vb.setRange(xRange=(-0.6, max(len(names), 1) - 0.4), padding=0)
+        self._cause_headroom()
+
+    def _cause_headroom(self) -> None:
+        """Room above the tallest bar for its label, whatever the plot's height in pixels."""
+        if self.data is None:
+            return
+        top = max((c.count for c in self.data.causes), default=1)
+        height = self.causes.vb.height()
+        label = max((item.textItem.boundingRect().height() for item in self.cause_labels), default=0.0)
+        share = min(label / height, 0.6) if height > 0 else 0.3  # of the plot's height the label takes
+        self.causes.vb.setYRange(0, (top + 0.3) / (1.0 - share - 0.04), padding=0)
 
     def set_selected(self, position: int | None) -> None:
         self.selected_line.setVisible(position is not None)
