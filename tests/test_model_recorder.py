@@ -4,6 +4,7 @@ import functools
 
 import numpy as np
 import pytest
+import torch
 
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
@@ -116,3 +117,15 @@ def test_dense_model_records_no_routing_but_the_logits(tiny_model):
 def test_recorder_without_steps_raises_a_clear_error():
     with pytest.raises(ValueError, match="no steps"):
         Recorder().arrays(None)
+
+
+def test_the_log_sum_exp_is_float64_accurate_and_the_same_for_a_row_in_any_batch():
+    from model.recorder import log_sum_exp
+
+    z = torch.randn(5, 3, 4099, generator=torch.Generator().manual_seed(0)) * 4  # V not a multiple of 16
+    got = log_sum_exp(z)
+    exact = torch.logsumexp(z.double(), -1).numpy()
+    assert got.dtype == np.float32
+    assert np.abs(got - exact).max() <= np.spacing(np.abs(exact).astype(np.float32)).max()
+    for b in range(5):  # one row alone, or among others: the same bits
+        assert np.array_equal(log_sum_exp(z[b:b + 1, 1:2]), got[b:b + 1, 1:2])
