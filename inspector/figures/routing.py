@@ -51,6 +51,7 @@ class RoutingFigure:
         self.colorbar.axis.setTextPen(pg.mkPen(self.style.foreground))
         self.colorbar.axis.setLabel("router probability", color=self.style.foreground)
         self.colorbar.axis.label.setFont(self.style.font())
+        self.colorbar.axis.setTickFont(self.style.font())  # the figure's font, as every other axis
         layout.addItem(self.colorbar, row=row, col=1)
 
     # -- drawing --------------------------------------------------------------------------------
