@@ -216,3 +216,19 @@ def test_open_errors_are_sentences_about_the_file():
     text = open_error_text("/x/b.h5", "/x/b.h5: /: expected an HDF5 trace, found OSError: Unable to "
                                       "synchronously open file (bad superblock version number)")
     assert "found a damaged HDF5 file (bad superblock version number)." in text and "OSError" not in text
+
+
+def test_side_by_side_gives_the_completions_their_height_back(qtbot, example_window):
+    from inspector.views.pair import TEXTS_PX
+
+    w = example_window
+    view = next(v for v in w.views if v.name == "pair")
+    heights = []
+    for width, height in ((1920, 1080), (1280, 560), (1920, 1080)):
+        w.resize(width, height)
+        qtbot.waitUntil(lambda size=(width, height): (w.width(), w.height()) == size, timeout=3000)
+        show(qtbot, w, view)
+        qtbot.wait(50)
+        heights.append(view.splitter.sizes()[0])
+    assert heights[1] < TEXTS_PX, heights  # squeezed by the small window...
+    assert heights[2] == heights[0] == TEXTS_PX, heights  # ...and given back when it grows

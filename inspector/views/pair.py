@@ -17,7 +17,7 @@ from inspector.figure_data.pair import pair_figure_data
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause_html, completion_html
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
-from inspector.qt import Qt, QtGui, QtWidgets, pg
+from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine
 from inspector.views.pair_picker import PairPicker
@@ -25,6 +25,8 @@ from inspector.views.token_text import TokenText
 
 HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL and margins. Click a token "
         "or a position to select it in every view; the mouse wheel zooms all panels together.")
+#: Height of the completions and cause above the plots, when the window has room for it.
+TEXTS_PX = 130
 
 
 class PairView(View):
@@ -63,7 +65,12 @@ class PairView(View):
         self.splitter.addWidget(self.texts)
         self.splitter.addWidget(self.graphics)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([130, 520])
+        self.splitter.setSizes([TEXTS_PX, 520])
+        # A small window squeezes the completions to their minimum; growing gives them back the
+        # height they had (or were dragged to) before the plots take the rest.
+        self._texts_px = TEXTS_PX
+        self.splitter.splitterMoved.connect(lambda *_: setattr(self, "_texts_px", self.splitter.sizes()[0]))
+        self.splitter.installEventFilter(self)
         self.hover = HoverLine(HINT)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
         self.graphics.scene().sigMouseClicked.connect(self._scene_clicked)
@@ -96,6 +103,18 @@ class PairView(View):
     @property
     def data(self):
         return self.figure.data
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.splitter and event.type() == QtCore.QEvent.Type.Resize:
+            QtCore.QTimer.singleShot(0, self._give_texts_back)
+        return super().eventFilter(watched, event)
+
+    def _give_texts_back(self) -> None:
+        texts, plots = self.splitter.sizes()
+        room = texts + plots - self.graphics.minimumHeight()
+        want = min(self._texts_px, room)
+        if want > texts:
+            self.splitter.setSizes([want, texts + plots - want])
 
     def export_state(self) -> Export | None:
         d = self.data
