@@ -277,8 +277,6 @@ def test_runs_that_never_diverge_get_a_note_not_an_empty_chart(qapp, tmp_path):
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
-    if not example.exists():
-        pytest.skip("the example trace is not recorded")
     out = tmp_path / "runs.pdf"
     assert export(example, "runs", out, "--request", "0", "--condition", "MoE dropless, native",
                   "--size", "page", "--dpi", "72") == 0

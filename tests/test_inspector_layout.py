@@ -17,10 +17,7 @@ SIZES = ((1280, 720), (1472, 920), (1920, 1080))
 
 @pytest.fixture
 def example_window(make_window):
-    path = example_path()
-    if path is None or not path.exists():
-        pytest.skip("the example trace is not installed")
-    return make_window(path)
+    return make_window(example_path())  # shipped with the package
 
 
 def show(qtbot, w, view) -> None:

@@ -45,15 +45,23 @@ def baseline(model):
     return run(model)
 
 
-def first_drop(steps: Steps):
-    """(step, layer, row, col, rank) of the first dropped candidate after the prompt step."""
+def first_drop(steps: Steps, where=lambda d, b, col, j: True):
+    """(step, layer, row, col, rank) of the first dropped candidate after the prompt step (for which
+    `where(decision, row, col, rank)` holds)."""
     for s, (_, _, routing) in enumerate(steps.steps):
         for layer, r in enumerate(routing):
-            dropped = torch.nonzero(r.decision.dropped)
-            if s > 0 and len(dropped):
-                b, col, j = (int(x) for x in dropped[0])
-                return s, layer, b, col, j
-    pytest.fail("the low-capacity policy drops nothing: the test needs a drop")
+            for b, col, j in (tuple(int(x) for x in idx) for idx in torch.nonzero(r.decision.dropped)):
+                if s > 0 and where(r.decision, b, col, j):
+                    return s, layer, b, col, j
+    pytest.fail("the low-capacity policy drops no such candidate: the test needs one")
+
+
+def rows_ahead(d, b, col, j) -> tuple[int, ...]:
+    """The other rows holding slots ahead of candidate (b, col, j) in its expert's queue."""
+    expert, g = int(d.expert[b, col, j]), int(d.group[b, col])
+    queue = (d.expert == expert) & (d.group[..., None] == g)
+    ahead = queue & (d.slot < d.slot[b, col, j])
+    return tuple(sorted({int(r) for r in torch.nonzero(ahead)[:, 0]} - {b}))
 
 
 def event(steps: Steps, s, layer, b, col):
@@ -103,14 +111,11 @@ def test_a_larger_capacity_keeps_the_group_members_below_it(model, baseline):
 
 
 def test_withdrawing_the_displacing_rows_moves_the_queue_up(model, baseline):
-    s, layer, b, col, j = first_drop(baseline)
+    s, layer, b, col, j = first_drop(baseline, lambda d, b, col, j: bool(rows_ahead(d, b, col, j)))
     position, d = event(baseline, s, layer, b, col)
     expert, g = int(d.expert[b, col, j]), int(d.group[b, col])
+    rows = rows_ahead(d, b, col, j)
     queue = (d.expert == expert) & (d.group[..., None] == g)
-    ahead = queue & (d.slot < d.slot[b, col, j])
-    rows = tuple(sorted({int(r) for r in torch.nonzero(ahead)[:, 0]} - {b}))
-    if not rows:
-        pytest.skip("only the row's own tokens are ahead of the dropped candidate in this queue")
     iv = Intervention("remove_rows", step=s, layer=layer, row=b, position=position, rank=j, expert=expert,
                       group=g, rows=rows)
     after = run(model, iv).steps[s][2][layer].decision
