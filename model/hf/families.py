@@ -26,6 +26,7 @@ product is computed and multiplied by zero, which adds exactly nothing.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import torch
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 
 
 @dataclass(frozen=True)
-class RouterFamily:
+class RouterFamily(ABC):
     """How one family's MoE blocks are routed. `choose` maps logits[N,E] to (weights, indices)[N,K]."""
 
     model_types: tuple[str, ...]
@@ -56,9 +57,9 @@ class RouterFamily:
         """Whether a dropped candidate may go to index E (else: its expert, weight 0)."""
         return self.sentinel_ok and getattr(config, "_experts_implementation", "eager") == "eager"
 
+    @abstractmethod
     def choose(self, router: torch.nn.Module, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(weights[N,K], indices[N,K]) the router gives for logits[N,E]."""
-        raise NotImplementedError
+        """(weights[N,K], indices[N,K]) the router gives for logits[N,E] (each family its own)."""
 
 
 class _Softmax(RouterFamily):
