@@ -20,6 +20,7 @@ from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine
+from inspector.views.notice import Notice
 from inspector.views.pair_picker import PairPicker
 from inspector.views.token_text import TokenText
 
@@ -46,10 +47,7 @@ class PairView(View):
         bar.addWidget(self.picker, 1)
         bar.addWidget(reset)
         bar.addWidget(self.export_button())
-        self.notice = QtWidgets.QLabel()
-        self.notice.setWordWrap(True)
-        self.notice.setStyleSheet("color: #505050; padding: 4px;")
-        self.notice.hide()
+        self.notice = Notice()
         self.text_a, self.text_b = TokenText(), TokenText()
         self.cause_box = QtWidgets.QTextBrowser()
         self.cause_box.setMinimumHeight(40)
@@ -161,9 +159,7 @@ class PairView(View):
 
     def _say(self, text: str | None, blank: bool = True) -> None:
         """Show a notice (None hides it); `blank` hides the panels, which would show another pair."""
-        self.notice.setVisible(bool(text))
-        self.notice.setText(text or "")
-        self.splitter.setVisible(not (text and blank))
+        self.notice.say(text, self.splitter, blank)
 
     def redraw(self) -> None:
         source = self._ensure_source()

@@ -12,6 +12,7 @@ from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
+from inspector.views.notice import Notice
 from traces.analysis import mode_reference
 
 ALL_CONDITIONS = "all conditions"
@@ -43,10 +44,7 @@ class RunsView(View):
             bar.addWidget(box)
         bar.addStretch(1)
         bar.addWidget(self.export_button())
-        self.notice = QtWidgets.QLabel()
-        self.notice.setWordWrap(True)
-        self.notice.setStyleSheet("color: #505050; padding: 4px;")
-        self.notice.hide()
+        self.notice = Notice()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(FigureStyle().background)
         self.figure = RunsFigure(self.graphics.ci)
@@ -202,9 +200,7 @@ class RunsView(View):
 
     def _say(self, text: str | None, blank: bool = True) -> None:
         """Show a notice (None hides it); `blank` hides the panels, which would show other runs."""
-        self.notice.setVisible(bool(text))
-        self.notice.setText(text or "")
-        self.splitter.setVisible(not (text and blank))
+        self.notice.say(text, self.splitter, blank)
 
     def redraw(self) -> None:
         source = self._ensure_source()
