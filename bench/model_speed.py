@@ -7,6 +7,9 @@ Ratios (target in brackets):
 - generation with the recorder / without                      (<= 1.10)
 - MoE block / dense SwiGLU FFN of equal active parameters      (<= 1.3)
 - batch_invariant / native generation                          (<= 1.34; SGLang's published +34%)
+Reported beside the MoE block: route() alone, the experts and their combination alone, the part of
+the block whose float results the traces depend on (router logits, softmax, expert GEMMs and
+activation: the least any rewrite keeping today's bits can take), and the block on one decode step.
 Each pair is timed interleaved (A, B, A, B, ...), so load changes on a shared machine hit both sides;
 each ratio is read as in bench/pairs.py (ratio of medians, median and spread of the per-pair ratios,
 load before and after; "noisy — rerun" when they cannot tell). The profiles show where the MoE
@@ -30,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import HEADER, PROMPTS, paired  # noqa: E402
+from pairs import HEADER, PROMPTS, paired, steady_allocator  # noqa: E402
 from shipped import load_model  # noqa: E402
 
 from model import kernels  # noqa: E402
@@ -52,6 +55,25 @@ def profile_table(fn) -> tuple[dict[str, float], float]:
     return {e.key: e.self_cpu_time_total / 1000 for e in prof.key_averages()}, wall
 
 
+def fixed_bits(moe, x: torch.Tensor, decision):
+    """The part of the MoE block whose float results the traces depend on, alone: the router's
+    logits, torch's softmax over them and the experts (two grouped GEMMs and the activation) on the
+    rows the decision kept, sorted by expert beforehand. No rewrite of the block that keeps today's
+    bits can take less; the rest of the block (choosing, counting and sorting candidates, gathering
+    their rows and adding them back) is the part open to change."""
+    B, T, C = x.shape
+    E, K = moe.n_experts, decision.expert.shape[-1]
+    flat = torch.where(decision.kept, decision.expert, E).reshape(-1)  # [N*K]
+    counts = torch.bincount(flat, minlength=E + 1).tolist()
+    rows = torch.sort(flat, stable=True).indices[:sum(counts[:E])] // K
+    xs = x.reshape(B * T, C).index_select(0, rows)  # [n,C] the kept candidates' rows, by expert
+
+    def run():
+        torch.softmax(kernels.linear(x, moe.router).float(), dim=-1)
+        moe._experts_grouped(xs, counts[:E])
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=9, help="interleaved pairs per generation ratio "
@@ -67,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--cpu-time counts one thread's CPU time: use it with --threads 1")
     timed = functools.partial(paired, clock=time.thread_time if args.cpu_time else time.perf_counter)
     torch.set_num_threads(args.threads)
+    allocator = steady_allocator()
     model, origin = load_model()
     cfg = model.config
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.25)
@@ -75,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     print(f"model: {origin}; {model.num_parameters() / 1e6:.2f} M parameters, "
           f"{model.num_parameters(active=True) / 1e6:.2f} M active per token; {args.threads} threads; "
-          f"load average {load:.2f} on {os.cpu_count()} CPUs")
+          f"load average {load:.2f} on {os.cpu_count()} CPUs; {allocator}")
     print(f"workload: B={len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
           f"{n} new tokens, routing gshard cf=1.25 batch groups; {args.repeats} interleaved pairs each "
           f"(the MoE block {3 * args.repeats}); {'thread CPU' if args.cpu_time else 'wall'} time\n")
@@ -110,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("  experts + combine / dense FFN", timed(
             lambda: dense(x), lambda: moe.combine(x, decision.expert, decision.kept, decision.gate, "native",
                                                    cfg.kernel_tile), args.repeats * 3), None))
+        rows.append(("  fixed-bits part / dense FFN", timed(lambda: dense(x), fixed_bits(moe, x, decision),
+                                                            args.repeats * 3), None))
+        step = x[:, :1].contiguous()  # [B,1,C]: one decode step of B tokens
+        step_valid = valid[:, :1].contiguous()
+        decode = timed(lambda: dense(step), lambda: moe(step, step_valid, policy), args.repeats * 3)
+        rows.append((f"MoE block / dense FFN ({step.shape[0]} tokens, a decode step)", decode, None))
 
     rows.append(("batch_invariant / native generation", timed(gen("native"), gen("batch_invariant"),
                                                                args.repeats), 1.34))

@@ -10,6 +10,8 @@ ratios once read 0.10 for two equal medians, and was marked ok.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import statistics
 import time
@@ -30,6 +32,25 @@ NOISY = "noisy — rerun"
 #: interquartile range of the per-pair ratios, the load average before -> after.
 HEADER = (f"{'ratio':<44}{'A (ms)':>9}{'B (ms)':>9}{'B/A':>9}{'pairs':>8}{'pairs IQR':>13}{'load':>11}"
           f"{'target':>9}  verdict")
+
+
+def steady_allocator() -> str:
+    """Keep the C heap's freed memory mapped (glibc `mallopt`: no trimming, blocks up to 32 MiB from
+    the heap), and say what was done.
+
+    With glibc's adaptive defaults a function that frees 16 MiB at the top of the heap hands it back
+    to the system and takes page faults to get it again on its next call: the dense FFN of
+    bench/model_speed.py took 4,064 minor faults a call (7.7 ms instead of 3.5) in one process
+    history and none in another, so a ratio against it read 1.19 or 1.65 for the same code.
+    Pinning the allocator times the kernels, not the history of the heap."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return "allocator: the system's (no glibc mallopt here)"
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    if mallopt(M_TRIM_THRESHOLD, 2**30) and mallopt(M_MMAP_THRESHOLD, 2**25):
+        return "allocator: glibc, freed memory kept mapped (no trimming; blocks up to 32 MiB from the heap)"
+    return "allocator: glibc defaults (mallopt refused)"
 
 
 def load_average() -> float:

@@ -20,6 +20,7 @@ from model.routing import RoutingDecision, RoutingPolicy, route
 
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_HAS_GROUPED_MM = hasattr(F, "grouped_mm")
 
 
 @dataclass(frozen=True)
@@ -120,11 +121,16 @@ class MoE(nn.Module):
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were
         checked), in a torch that has it, without autograd (it has no CPU backward, and this path
         works in place), on float matrices 16-byte aligned (their data and leading stride)."""
-        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (xs, weight, self.w_in, self.w_out))
-        if grad or xs.device.type != "cpu" or not hasattr(F, "grouped_mm"):
+        if xs.device.type != "cpu" or not _HAS_GROUPED_MM:
             return False
-        return all(m.dtype in _GROUPED_DTYPES and m.is_contiguous() and m.data_ptr() % 16 == 0
-                   and m.shape[-1] * m.element_size() % 16 == 0 for m in (xs, self.w_in, self.w_out))
+        if torch.is_grad_enabled() and (xs.requires_grad or weight.requires_grad or self.w_in.requires_grad
+                                        or self.w_out.requires_grad):
+            return False
+        for m in (xs, self.w_in, self.w_out):
+            if m.dtype not in _GROUPED_DTYPES or not m.is_contiguous() or m.data_ptr() % 16 \
+                    or m.shape[-1] * m.element_size() % 16:
+                return False
+        return True
 
     def _experts_grouped(self, xs: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """Native experts as two grouped GEMMs: xs[n,C] sorted by expert (counts[E] rows each) ->

@@ -141,9 +141,11 @@ def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None) 
     p = _to_stream(probs, seq_major)                  # [N,E]
     routed_n = _to_stream(routed, seq_major)          # [N]
     counted_n = _to_stream(counted, seq_major)        # [N]
-    # [N,K] the model's own choice order, or score desc then expert index asc
-    expert = _to_stream(expert, seq_major) if chosen else _top_experts(p, K)
-    raw = p.gather(-1, expert)                        # [N,K] scores of the chosen experts
+    if chosen:  # [N,K] the model's own choice order, and the scores of the chosen experts
+        expert = _to_stream(expert, seq_major)
+        raw = p.gather(-1, expert)
+    else:  # score desc then expert index asc
+        expert, raw = _top_experts(p, K)
 
     group, G = _groups(counted_n, B, T, seq_major, policy)   # [N]
     S = _bucket_count(torch.where(counted_n, group, G), G + 1)[:G]  # [G]
@@ -197,8 +199,9 @@ def _route_by_position(probs, routed, counted, policy, K, expert=None) -> Routin
     B, T, E = probs.shape
     chosen = expert is not None
     if not chosen:
-        expert = _top_experts(probs.view(B * T, E), K).view(B, T, K)  # [B,T,K]
-    raw = probs.gather(-1, expert)                                  # [B,T,K]
+        expert, raw = (t.view(B, T, K) for t in _top_experts(probs.view(B * T, E), K))  # [B,T,K] each
+    else:
+        raw = probs.gather(-1, expert)                              # [B,T,K] scores of the chosen
     by_seq = policy.group_by == "sequence"
     G = B if by_seq else 1
     S = counted.sum(1) if by_seq else counted.sum().view(1)         # [G] int64
@@ -293,19 +296,23 @@ def _from_stream(x: torch.Tensor, B: int, T: int, seq_major: bool) -> torch.Tens
     return x.reshape(B, T, *x.shape[1:])
 
 
-def _top_experts(p: torch.Tensor, K: int) -> torch.Tensor:
-    """Indices [N,K] of the K best experts of each row of p[N,E]: score desc, then index asc."""
+def _top_experts(p: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The K best experts of each row of p[N,E] (score desc, then index asc): indices [N,K] and
+    their scores [N,K]."""
     if K > 4:  # expert choice or a large k: one stable sort
-        return torch.sort(-p, dim=-1, stable=True).indices[:, :K]
-    # A few argmax passes beat a full sort over E; argmax returns the first (lowest) index among
-    # equal maxima, which is the tie-break wanted. Scores are >= 0, so -1 removes a chosen expert.
+        neg, index = torch.sort(-p, dim=-1, stable=True)
+        return index[:, :K], -neg[:, :K]
+    # A few max passes beat a full sort over E; max returns the first (lowest) index among equal
+    # maxima, which is the tie-break wanted, and the score with it (several times faster than
+    # argmax over a short last axis). Scores are >= 0, so -1 removes a chosen expert.
     q = p.clone()
-    chosen = []
+    experts, scores = [], []
     for _ in range(K):  # loop over choice ranks only
-        e = q.argmax(-1, keepdim=True)
-        chosen.append(e)
+        score, e = q.max(-1, keepdim=True)
+        experts.append(e)
+        scores.append(score)
         q.scatter_(-1, e, -1.0)
-    return torch.cat(chosen, -1)
+    return torch.cat(experts, -1), torch.cat(scores, -1)
 
 
 def _groups(counted: torch.Tensor, B: int, T: int, seq_major: bool,

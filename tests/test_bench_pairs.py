@@ -83,3 +83,18 @@ def test_paired_reads_the_clock_it_is_given():
     p = pairs.paired(advance(2.0), advance(3.0), 6, clock=lambda: now[0])
     assert p.a == (2.0,) * 6 and p.b == (3.0,) * 6
     assert p.ratio_of_medians == p.median_ratio == 1.5 and p.spread == (1.5, 1.5)
+
+
+
+def test_steady_allocator_says_what_it_set():
+    # In a child process: mallopt changes the whole process's heap, and this one runs other tests.
+    import platform
+    import subprocess
+
+    script = "import sys; sys.path.insert(0, sys.argv[1]); import pairs; print(pairs.steady_allocator())"
+    said = subprocess.run([sys.executable, "-c", script, str(PATH.parent)], capture_output=True, text=True,
+                          check=True).stdout
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert said.startswith("allocator: glibc, freed memory kept mapped")
+    else:
+        assert said.startswith("allocator: ")

@@ -312,6 +312,9 @@ def test_choice_order_is_score_then_expert_index(seed, E, k, score_fn):
     p = d.probs.double()
     keys = -p * 1000 + torch.arange(E) / 1000  # score descending, then index ascending (no ties)
     assert torch.equal(d.expert, keys.argsort(-1)[..., :k])
+    # the scores the top-k passes return with the experts are the chosen experts' own, bit for bit
+    raw = route(z, all_valid(z), RoutingPolicy.preset("dropless", top_k=k, score_fn=score_fn, norm="none"))
+    assert torch.equal(raw.expert, d.expert) and torch.equal(raw.gate, raw.probs.gather(-1, raw.expert))
 
 
 def test_same_inputs_give_bitwise_same_decision():
