@@ -138,6 +138,33 @@ def test_final_coordinates_moves_strokes_out_of_stretching_transforms():
     assert "vector-effect" not in final_coordinates(svg).decode()
 
 
+def test_text_clips_span_the_page_so_wider_glyphs_are_not_cut(tmp_path):
+    # Qt fills a label's box by its own metrics and clips the text to that box; cairosvg sets small
+    # text ~3% wider, which cut the ")" off a full line of the text view at the column preset.
+    line = "run c01-gshard-cf1.0-batch-native · row 0 (request 0)"
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="336" height="60" viewBox="0 0 336 60">'
+           '<defs><clipPath id="c"><path d="M12,10 L316,10 L316,40 L12,40 L12,10"/></clipPath></defs>'
+           '<rect width="336" height="60" fill="#fff"/>'
+           '<g clip-path="url(#c)">'
+           '<g transform="matrix(1,0,0,1,12,10)" font-family="DejaVu Sans" font-size="11">'
+           f'<text x="4" y="14" fill="#000">{line}</text></g></g>'
+           '<g clip-path="url(#c)"><rect x="0" y="45" width="336" height="10" fill="#000"/></g>'
+           '</svg>').encode()
+    root = ET.fromstring(final_coordinates(svg))
+    text_group, shape_group = (g for g in root.findall(f"{NS}g") if g.get("clip-path"))
+    assert shape_group.get("clip-path") == "url(#c)"  # a plot's data clip stays as it was
+    widened = text_group.get("clip-path")[len("url(#"):-1]
+    path = root.find(f".//{NS}clipPath[@id='{widened}']/{NS}path").get("d")
+    assert _box([float(v) for v in re.findall(r"[-\d.]+", path)]) == (0, 10, 336, 40)
+
+    def ink_right(data: bytes) -> int:
+        columns = np.nonzero((gray(cairosvg.svg2png(bytestring=data))[10:40] < 128).any(0))[0]
+        return int(columns.max())
+    # a line longer than its box: the box's clip ends it at x = 316, the widened one at the page's edge
+    long = svg.replace(line.encode(), f"{line} {line}".encode())
+    assert ink_right(long) <= 316 < ink_right(final_coordinates(long))
+
+
 # -- page presets -----------------------------------------------------------------------------------
 
 def _mult(a, b):

@@ -7,7 +7,10 @@ converters) draws every 1 px frame, bar edge and curve 10 to 100 px wide. `final
 applies each such transform to the shapes' coordinates instead, so every stroke is drawn in the
 page's units with no `vector-effect` at all; text and images keep their transforms (a text's
 rotation, an image's cell grid). Font families end in a generic family, DejaVu Sans first, and
-font sizes are the whole pixels Qt set the text in.
+font sizes are the whole pixels Qt set the text in. A clip that holds only text (a label's or a
+text box's own rectangle) spans the page's width: Qt lays text out to fill its box by its own
+metrics, and cairosvg, which advances each glyph by whole pixels, sets small text about 3% wider,
+so the end of a full line would be cut off.
 """
 
 from __future__ import annotations
@@ -179,8 +182,49 @@ def _fonts(element: ET.Element) -> None:
         element.set("font-family", MONO if "mono" in family.lower() or "courier" in family.lower() else SANS)
 
 
+def _clip_box(clip: ET.Element) -> list[float] | None:
+    """[x0, y0, x1, y1] of a clipPath that is one axis-aligned rectangle, else None."""
+    if len(clip) != 1 or _tag(clip[0]) != "path":
+        return None
+    numbers = [float(v) for v in _NUMBER.findall(clip[0].get("d", ""))]
+    if len(numbers) != 10:
+        return None
+    xs, ys = numbers[0::2], numbers[1::2]
+    if not all(x in (min(xs), max(xs)) for x in xs) or not all(y in (min(ys), max(ys)) for y in ys):
+        return None
+    return [min(xs), min(ys), max(xs), max(ys)]
+
+
+def _widen_text_clips(root: ET.Element) -> None:
+    """Give each group that draws only text under a rectangular clip that rectangle widened to the
+    page (the module docstring says why); its top and bottom stay, so scrolled-away lines stay hidden."""
+    view_box = [float(v) for v in _NUMBER.findall(root.get("viewBox", ""))]
+    defs = next((d for d in root if _tag(d) == "defs"), None)
+    if len(view_box) != 4 or defs is None:
+        return
+    clips = {c.get("id"): c for c in defs if _tag(c) == "clipPath"}
+    widened: dict[str, str] = {}
+    for group in list(root.iter(f"{{{SVG_NS}}}g")):
+        found = re.fullmatch(r"url\(#([^)]+)\)", group.get("clip-path", ""))
+        inside = {_tag(e) for e in group.iter()} - {"g"}
+        if found is None or found.group(1) not in clips or not inside or not inside <= {"text", "tspan"}:
+            continue
+        name = found.group(1)
+        if name not in widened:
+            box = _clip_box(clips[name])
+            if box is None:
+                continue
+            x0, y0, x1, y1 = view_box[0], box[1], view_box[0] + view_box[2], box[3]
+            clip = ET.SubElement(defs, f"{{{SVG_NS}}}clipPath", id=f"{name}-text")
+            ET.SubElement(clip, f"{{{SVG_NS}}}path", d=f"M{_num(x0)},{_num(y0)} L{_num(x1)},{_num(y0)} "
+                          f"L{_num(x1)},{_num(y1)} L{_num(x0)},{_num(y1)} L{_num(x0)},{_num(y0)}")
+            widened[name] = f"{name}-text"
+        group.set("clip-path", f"url(#{widened[name]})")
+
+
 def final_coordinates(svg: bytes) -> bytes:
-    """Qt's SVG with every shape in its group's parent coordinates and no `vector-effect`."""
+    """Qt's SVG with every shape in its group's parent coordinates, no `vector-effect`, and text
+    clips as wide as the page."""
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     root = ET.fromstring(svg)
@@ -198,6 +242,7 @@ def final_coordinates(svg: bytes) -> bytes:
         parent[:] = replaced
 
     walk(root)
+    _widen_text_clips(root)
     for element in root.iter():
         _fonts(element)
         element.attrib.pop("vector-effect", None)
