@@ -463,8 +463,8 @@ def test_probes_file_and_floor_options(tmp_path):
     assert options.resolve(args_for("-e", "e1"), ("gshard",), ()).all_probes == (options.DEFAULT_PROBE,)
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n", encoding="utf-8")
-    for argv, message in ((["--probes", str(empty)], "holds no probe"),
-                          (["--probes", str(tmp_path / "absent.txt")], "cannot read"),
+    for argv, message in ((["--probes", str(empty)], "holds no prompts"),
+                          (["--probes", str(tmp_path / "absent.txt")], "absent.txt not found"),
                           (["--probes", str(probes), "--probe", "other"], "not both"),
                           (["-e", "e4", "--probes", str(probes)], "does not apply"),
                           (["-e", "e7", "--min-capacities", "4"], "does not apply"),
