@@ -271,7 +271,12 @@ class RunsView(View):
     def _fill_causes(self, data: RunsData, how: str) -> None:
         self.causes.setRowCount(len(data.causes))
         for i, row in enumerate(data.causes):
-            confirmed = f"{row.proven} of {row.count}" if row.proven else NO_PROOF
+            if row.proven:
+                confirmed = f"{row.proven} of {row.count}"
+            elif row.confirmed:
+                confirmed = f"none ({row.confirmed} of {row.count} confirmed by whole-batch reruns)"
+            else:
+                confirmed = NO_PROOF
             for j, text in enumerate((row.cause, str(row.count), f"{row.share:.0%}", confirmed)):
                 item = QtWidgets.QTableWidgetItem(text)
                 if j in (1, 2):
