@@ -4,19 +4,23 @@ For each request with two or more runs under one condition (`pairs`), every run 
 the reference by `traces.analysis.explain_pair` (the guess). Each run whose completion differs is
 then rerun with the model (`reruns`): both batches as recorded (checked bit for bit), dropless,
 with batch-invariant kernels, and the divergent row forced to replay the reference's recorded
-routing. `decide` turns the guess and the reruns into a confirmed cause, and `store` writes the
-records to the table `explain_counterfactual` of the trace.
+routing. When that replay restores the reference's tokens, `search.prove` finds the proven cause:
+the event, or 1-minimal set of events, whose intervention alone removes the split, with its
+necessity and reach. `decide` turns the guess, the reruns and the proof's kind into a confirmed
+cause, and `store` writes the records to the table `explain_counterfactual` of the trace.
 
 A rerun on another machine or thread count rarely gives the recorded floats back bit for bit; it is
 enough that it takes the same decisions (`traces.analysis.reproduction`). Each record says at which
 level its runs were reproduced and how far the floats drifted, and the sentence names both machines
 when they differ. `redo` never replaces a verdict with weaker evidence: a cause confirmed on bitwise
-reruns stays when a rerun elsewhere only reproduces the decisions, or nothing.
+reruns stays when a rerun elsewhere only reproduces the decisions, or nothing; a proven event weighs
+more than bitwise reruns without one (`evidence_rank`).
 
 Divergent pairs are taken in turns across the groups (the first of every request and condition,
 then the second of each, ...), so `--limit` samples every condition. Pairs an earlier call already
-confirmed with the same checkpoint are kept rather than rerun (unless `redo`), so a call stopped by
-Ctrl-C or `--limit` resumes where it stopped; Ctrl-C stores the pairs done so far.
+confirmed with the same checkpoint are kept rather than rerun (unless `redo`, or the table predates
+the search for a proven cause), so a call stopped by Ctrl-C or `--limit` resumes where it stopped;
+Ctrl-C stores the pairs done so far. Progress counts the comparisons, then the reruns, as one bar.
 """
 
 from __future__ import annotations
@@ -211,12 +215,14 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
 
 def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
            redo: bool) -> list[Pair]:
-    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again), cap the
-    rest at `limit`; return those to rerun."""
+    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again, and so is
+    one a table older than the proof search holds: it never searched for a proven cause), cap the rest
+    at `limit`; return those to rerun."""
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        if old is not None and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
+        searched = old is not None and old.proof_reruns >= 0
+        if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1
         elif limit is not None and len(rerun) >= limit:

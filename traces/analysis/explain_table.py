@@ -241,12 +241,18 @@ def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = 
 
 
 def evidence_rank(record: ExplainRecord) -> int:
-    """How strong a record's confirmation is: 2 a cause confirmed on bitwise reruns, 1 confirmed on
-    reruns that took the same decisions with float drift, 0 nothing confirmed (not rerun, not
-    reproduced, or unexplained). A rerun never replaces a record of a higher rank."""
+    """How strong a record's confirmation is: 0 nothing confirmed (not rerun, not reproduced, or
+    unexplained); else 2 for a cause confirmed on bitwise reruns, 1 on reruns that took the same
+    decisions with float drift, plus 2 when an event is proven, and 2 more when the proof comes from
+    the complete search (version 3: every single event, then a minimal set, with necessity and reach).
+    A proof weighs more than bitwise reruns without one. A rerun never replaces a record of a higher
+    rank."""
     if record.confirmed_cause in NOT_CONFIRMED or record.confirmed_cause == "unexplained":
         return 0
-    return 1 if record.reproduction == "decisions" else 2
+    level = 1 if record.reproduction == "decisions" else 2
+    if not record.proven:
+        return level
+    return level + (4 if record.proof_reruns >= 0 else 2)
 
 
 def proof_cells(record: ExplainRecord) -> list[tuple[int, int]]:
