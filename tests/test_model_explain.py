@@ -114,7 +114,7 @@ def assert_proof(r):
     """A capacity verdict names the event (or 1-minimal set of events) whose intervention removed the
     split, of capacity kind, with its necessity, reach and cost."""
     assert r.proven and r.proof_kind == "capacity" and r.sufficient, r.sentence
-    assert r.scope in ("candidate", "cell", "set") and (r.scope == "set") == (r.proof_size > 1), r
+    assert r.scope in ("candidate", "token", "cell", "set") and (r.scope == "set") == (r.proof_size > 1), r
     assert r.proof_step >= 0 and r.proof_layer >= 0 and 0 <= r.proof_position < r.t_star, r
     assert len(r.proof_cells.split()) == r.proof_size
     assert f"{r.proof_layer}:{r.proof_position}" in r.proof_cells.split()
@@ -222,8 +222,13 @@ def test_limit_takes_divergent_runs_in_turns_across_conditions(trace_copy):
 def test_ctrl_c_keeps_what_is_done_and_the_file_intact(trace_copy):
     stem, path, model = trace_copy
 
+    reruns = []
+
     def interrupt_after_two(done, total, label):
-        if done == 2:
+        # the comparisons report progress first ("compared ..."), then the reruns continue the count
+        if not label.startswith("compared"):
+            reruns.append(done)
+        if len(reruns) == 2:
             raise KeyboardInterrupt
 
     result = explain_trace(path, model, checkpoint=str(stem), progress=interrupt_after_two)
@@ -259,6 +264,8 @@ def test_command_prints_the_cause_table(trace_copy, capsys):
     out = capsys.readouterr().out
     assert "| confirmed cause | divergent runs | share" in out and "| capacity" in out
     assert "Unexplained share: 0.0%" in out
+    assert "Proven cause (sufficient through the first split): " in out
+    assert "Cost of this call: " in out and " minutes, " in out and "reruns per pair (median)" in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -366,12 +373,12 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
             assert_proof(r)
     assert any(r.confirmed_cause == "capacity" for r in divergent)
     # Native pairs carry both kinds of difference where the kernels round by batch shape: a numeric
-    # root (router logits an ulp apart) before the drop that decides. The proof must be a capacity
-    # intervention, and the reference's router logits at the named event alone must not suffice.
+    # root (router logits an ulp apart) before the drop that decides. The proof must be of capacity
+    # kind (a router change it holds came after earlier drops), never the numeric root alone.
     both = [r for r in divergent if r.root_kind == "router_logits" and r.cause == "capacity"
             and r.confirmed_cause == "capacity"]
     for r in both:
-        assert "router logits" not in r.sufficient and r.logits_same is not True, r.sentence
+        assert r.proof_kind == "capacity" and r.logits_same is not True, r.sentence
     assert attrs["rerun_machine"]["threads"] == torch.get_num_threads()
     if recorded_machine and recorded_machine != attrs["rerun_machine"]:
         assert all("Recorded on" in r.sentence for r in divergent)

@@ -83,6 +83,7 @@ class ExplainResult:
     reused: int = 0                     # divergent pairs an earlier call had explained
     skipped: int = 0                    # divergent pairs left for a later call (--limit or Ctrl-C)
     generations: int = 0                # batches generated
+    trials: int = 0                     # of which counterfactual trials of the proof search
     seconds: float = 0.0
     interrupted: bool = False
     not_reproduced: list[str] = field(default_factory=list)
@@ -173,6 +174,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
             result.skipped = result.divergent - result.rerun - result.reused
             log.info("interrupted after %d divergent pairs", result.rerun)
         result.generations = reruns.generations
+        result.trials = reruns.trials
         result.not_reproduced = reruns.not_reproduced()
         result.levels = reruns.levels()
         result.drift = _largest_drift(reruns.reproductions())
