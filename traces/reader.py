@@ -21,6 +21,8 @@ import numpy as np
 from traces import schema
 from traces.errors import TraceError
 from traces.lazy import LazyArray
+from traces.live import being_written, read_consistently
+from traces.lock import reading
 from traces.toplogits import LazyTopLogits
 from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
 
@@ -62,7 +64,8 @@ class Requests:
     @property
     def text(self) -> list[str]:
         if self._text is None:
-            self._text = _strings(self._path, self._group["text"], f"/{schema.REQUEST_TEXT}")
+            with reading(self._path):
+                self._text = _strings(self._path, self._group["text"], f"/{schema.REQUEST_TEXT}")
         return self._text
 
     def prompt_tokens(self, r: int) -> np.ndarray:
@@ -96,13 +99,13 @@ class Run:
     capacity: LazyArray
     logits: LazyArray | LazyTopLogits  # full [B, T, V], or the top-k form (`logits_form`)
 
-    def __init__(self, path: str, f: h5py.File, name: str, meta: dict) -> None:
-        dims, problems = check_run(f, name, meta)
+    def __init__(self, path: str, f: h5py.File, name: str, meta: dict, group: h5py.Group | None = None) -> None:
+        group = f[schema.RUNS][name] if group is None else group
+        dims, problems = check_run(f, name, meta, group=group)
         _first_error(path, problems)
         self.name = name
         self.where = f"/{schema.RUNS}/{name}"
         self.dims: dict[str, int] = dims
-        group = f[schema.RUNS][name]
         try:
             attrs = {k: plain_attr(v) for k, v in group.attrs.items()}
         except Exception as exc:
@@ -159,6 +162,14 @@ class Trace:
     def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> None:
         self.path = os.fspath(path)
         self._cache_bytes = cache_bytes
+        self._file = None
+        # A trace being recorded is read as one committed version of it (traces/live.py).
+        read_consistently(self.path, self._open_file, discard=lambda _: self._file.close())
+        #: Whether a recording was adding runs when the trace was opened (its incomplete run, if
+        #: any, is the one being written).
+        self.recording: bool = being_written(self.path)
+
+    def _open_file(self) -> None:
         self._file = open_hdf5(self.path)
         try:
             self._open()
@@ -178,12 +189,19 @@ class Trace:
         self._vocab: list[str] | None = None
         self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # least recently used first
+        # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
+        self._refs: dict[str, h5py.Reference] = {}
         complete, incomplete = [], []
         runs = self._file[schema.RUNS]
-        for name in runs:
+        names = list(runs)
+        if len(names) > schema.MAX_RUNS:
+            raise TraceError(self.path, f"/{schema.RUNS}", f"expected at most {schema.MAX_RUNS} runs, "
+                                                           f"found {len(names)} groups")
+        for name in names:
             where = f"/{schema.RUNS}/{name}"
             try:
                 group = runs[name]
+                self._refs[name] = group.ref
                 done = bool(plain_attr(group.attrs["complete"])) if "complete" in group.attrs else False
                 index = plain_attr(group.attrs["index"]) if "index" in group.attrs else None
             except Exception as exc:  # a damaged run header does not make the whole file unusable
@@ -202,7 +220,8 @@ class Trace:
     def vocab(self) -> list[str]:
         """Display string of each token id (read on first use)."""
         if self._vocab is None:
-            self._vocab = _strings(self.path, self._file[schema.VOCAB], f"/{schema.VOCAB}")
+            with reading(self.path):
+                self._vocab = _strings(self.path, self._file[schema.VOCAB], f"/{schema.VOCAB}")
         return self._vocab
 
     # -- runs ---------------------------------------------------------------------------------
@@ -216,7 +235,9 @@ class Trace:
                 raise TraceError(self.path, f"/{schema.RUNS}/{name}",
                                  f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
             try:
-                self._runs[name] = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V})
+                with reading(self.path):  # the run's string attributes share heap blocks with new runs
+                    self._runs[name] = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V},
+                                           self._file[self._refs[name]] if name in self._refs else None)
             except TraceError:
                 raise
             except Exception as exc:
@@ -240,6 +261,10 @@ class Trace:
     @property
     def table_names(self) -> list[str]:
         """Names of the complete tables under /tables."""
+        with reading(self.path):
+            return self._table_names()
+
+    def _table_names(self) -> list[str]:
         try:
             tables = self._file.get(schema.TABLES)
             if tables is None:
@@ -250,6 +275,10 @@ class Trace:
 
     def read_table(self, name: str) -> tuple[dict[str, np.ndarray], dict]:
         """Columns (name -> 1-D array, strings as str arrays) in stored order, and the table's attrs."""
+        with reading(self.path):
+            return self._read_table(name)
+
+    def _read_table(self, name: str) -> tuple[dict[str, np.ndarray], dict]:
         where = f"/{schema.TABLES}/{name}"
         if name not in self.table_names:
             raise TraceError(self.path, where, f"expected an existing table "
@@ -271,7 +300,8 @@ class Trace:
     def close(self) -> None:
         """Close the file and every run read from it; the memory they held goes back to the system."""
         self._runs.clear()
-        if self._file.id.valid:
+        self._refs = {}
+        if self._file is not None and self._file.id.valid:
             self._file.close()
             _return_freed_memory()
 

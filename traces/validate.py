@@ -17,6 +17,8 @@ import numpy as np
 from traces import schema
 from traces.errors import TraceError
 from traces.heap import damaged_collection
+from traces.live import being_written, read_consistently
+from traces.lock import reading
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ MAX_EXPANSION = 1100
 MAX_UNSTORED = 1 << 20
 #: Largest attribute read (stored bytes); the schema's attributes are a few KB.
 MAX_ATTR_BYTES = 16 << 20
+#: Most problems `validate` collects before it stops walking a file.
+MAX_PROBLEMS = 1000
 
 
 def _safe(fn, where: str, problems: list[Problem], what: str):
@@ -242,15 +246,17 @@ def _check_labels(ds: h5py.Dataset, spec: schema.DatasetSpec, where: str, proble
         problems.append(Problem(where, f"expected dimension labels {spec.dims}, found {found}", "warning"))
 
 
-def check_run(f: h5py.File, name: str, meta: dict,
-              labels: bool = False) -> tuple[dict[str, int], list[Problem]]:
+def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
+              group: h5py.Group | None = None) -> tuple[dict[str, int], list[Problem]]:
     """Problems of one run (attributes, each dataset's dtype and ndim, consistent dims) and its dims.
 
     With `labels`, also check the dimension labels (only `validate` does: the reader never needs them).
+    `group` is the run's group when the caller holds it already.
     """
     where = f"/{schema.RUNS}/{name}"
     problems: list[Problem] = []
-    group = _safe(lambda: f[schema.RUNS].get(name), where, problems, "a readable group")
+    if group is None:
+        group = _safe(lambda: f[schema.RUNS].get(name), where, problems, "a readable group")
     if not isinstance(group, h5py.Group):
         if group is not None or not problems:
             problems.append(Problem(where, "expected group"))
@@ -314,14 +320,14 @@ def check_run(f: h5py.File, name: str, meta: dict,
     return dims, problems
 
 
-def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
+def _read_all(group: h5py.Group, where_run: str, problems: list[Problem]) -> None:
     """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
     for spec in schema.RUN_DATASETS:
-        where = f"/{schema.RUNS}/{name}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in f[schema.RUNS][name], where,
-                                           problems, "a readable group"):
+        where = f"{where_run}/{spec.path}"
+        if not spec.required and not _safe(lambda spec=spec: spec.path in group, where, problems,
+                                           "a readable group"):
             continue
-        ds = _safe(lambda spec=spec: f[schema.RUNS][name][spec.path], where, problems, "a dataset")
+        ds = _safe(lambda spec=spec: group[spec.path], where, problems, "a dataset")
         if ds is None:
             continue
         step = ds.chunks[0] if ds.chunks else max(1, ds.shape[0] if ds.shape else 1)
@@ -332,31 +338,75 @@ def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
 
 
 def validate(path: str | os.PathLike, *, read_data: bool = False) -> list[Problem]:
-    """Every problem found in the trace at `path` (empty list: a valid file).
+    """Every problem found in the trace at `path` (empty list: a valid file), at most MAX_PROBLEMS.
 
     With `read_data`, also read every dataset of every run (slow on big files) to find damaged chunks.
-    """
+    A trace being recorded is checked as one committed version of it (traces/live.py); the run its
+    writer is adding is a warning, not checked."""
     path = os.fspath(path)
     try:
-        f = open_hdf5(path)
+        return read_consistently(path, lambda: _validate(path, read_data), hold=False,
+                                 good_enough=lambda found: not any(p.severity == "error" for p in found))
     except TraceError as exc:
         return [Problem(exc.where, exc.expected)]
+
+
+def _validate(path: str, read_data: bool) -> list[Problem]:
+    with reading(path):
+        f = open_hdf5(path)
     with f:
-        meta, problems = check_root(f)
-        if any(p.severity == "error" for p in problems) and "format_version" not in meta:
-            return problems
-        runs = f.get(schema.RUNS) if not any(p.where == f"/{schema.RUNS}" for p in problems) else None
-        names = _safe(lambda: list(runs), f"/{schema.RUNS}", problems, "a readable group") if runs else []
-        for name in names or []:
-            _, run_problems = check_run(f, name, meta, labels=True)
-            problems.extend(run_problems)
-            if read_data and not any(p.severity == "error" for p in run_problems):
-                _read_all(f, name, problems)
-        tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
-        if isinstance(tables, h5py.Group):
-            for name in _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group") or []:
-                problems.extend(check_table(f, name)[1])
-    return problems
+        with reading(path):  # metadata that a writer adding runs may rewrite
+            recording = being_written(path)
+            meta, problems = check_root(f)
+            if any(p.severity == "error" for p in problems) and "format_version" not in meta:
+                return problems
+            runs = f.get(schema.RUNS) if not any(p.where == f"/{schema.RUNS}" for p in problems) else None
+            names = _safe(lambda: list(runs), f"/{schema.RUNS}", problems, "a readable group") if runs else []
+            if names and len(names) > schema.MAX_RUNS:
+                problems.append(Problem(f"/{schema.RUNS}", f"expected at most {schema.MAX_RUNS} runs, found "
+                                                           f"{len(names)} groups (not checked)"))
+                names = []
+            to_read = []
+            for name in names or []:
+                where = f"/{schema.RUNS}/{name}"
+                group = _safe(lambda name=name: runs[name], where, problems, "a readable group")
+                if recording and isinstance(group, h5py.Group) and _complete(group) is False:
+                    problems.append(Problem(where, "run is being recorded (not checked)", "warning"))
+                    continue
+                _, run_problems = check_run(f, name, meta, labels=True,
+                                            group=group if isinstance(group, h5py.Group) else None)
+                problems.extend(run_problems)
+                if read_data and not any(p.severity == "error" for p in run_problems):
+                    to_read.append((group, where))
+                if _too_many(problems):
+                    return _capped(problems)
+            tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
+            if isinstance(tables, h5py.Group):
+                for name in _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group") or []:
+                    problems.extend(check_table(f, name)[1])
+        for group, where in to_read:  # committed runs: a writer never changes them again
+            _read_all(group, where, problems)
+            if _too_many(problems):
+                break
+    return _capped(problems)
+
+
+def _complete(group: h5py.Group):
+    try:
+        return plain_attr(group.attrs["complete"]) if "complete" in group.attrs else None
+    except Exception:
+        return None
+
+
+def _too_many(problems: list[Problem]) -> bool:
+    return len(problems) > MAX_PROBLEMS
+
+
+def _capped(problems: list[Problem]) -> list[Problem]:
+    if not _too_many(problems):
+        return problems
+    return problems[:MAX_PROBLEMS] + [Problem("/", f"expected at most {MAX_PROBLEMS} problems; stopped "
+                                                   f"checking after {MAX_PROBLEMS} (the file is badly damaged)")]
 
 
 def check_table(f: h5py.File, name: str) -> tuple[list[str], list[Problem]]:

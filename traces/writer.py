@@ -286,12 +286,17 @@ class TraceWriter:
         self._check_usable()
         with self._io(f"/{schema.RUNS}/{run.name}"):
             self._check_space(stored_bound(run.arrays))
-            self._add_run(run.name, run.attrs, run.arrays)
-            trim_to_stored_eof(self.path)  # give back the reserved space the run did not use
-            self._reopen_now_and_then()
+            group = self._add_run(run.name, run.attrs, run.arrays)
+            with self._lock.changing():  # readers wait for this moment only (traces/live.py)
+                self._file.flush()
+                group.attrs["complete"] = True
+                self._file.flush()
+                trim_to_stored_eof(self.path)  # give back the reserved space the run did not use
+                self._reopen_now_and_then()
         log.info("wrote run %s (%s) to %s", run.name, run.dims, self.path)
 
-    def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> h5py.Group:
+        """Create the run's group (flushed, incomplete) and write its datasets (not flushed yet)."""
         runs = self._file[schema.RUNS]
         if name in runs:
             if bool(runs[name].attrs.get("complete", False)):
@@ -302,15 +307,14 @@ class TraceWriter:
         group.attrs.update(run_attrs)
         group.attrs["index"] = self._next_index
         group.attrs["complete"] = False
-        self._file.flush()
+        with self._lock.changing():
+            self._file.flush()
         self._next_index += 1
         specs = [spec for spec in schema.RUN_DATASETS if spec.path in arrays]
         encoded = [self._encode(spec, arrays[spec.path]) for spec in specs]  # all queued at once
         for spec, chunks in zip(specs, encoded, strict=True):
             self._write_dataset(group, spec, arrays[spec.path], chunks)
-        self._file.flush()
-        group.attrs["complete"] = True
-        self._file.flush()
+        return group
 
     def write_table(self, name: str, columns: Mapping[str, object],
                     attrs: Mapping[str, object] | None = None) -> None:
@@ -327,9 +331,10 @@ class TraceWriter:
         self._check_usable()
         with self._io(f"/{schema.TABLES}/{name}"):
             self._check_space(sum(c.nbytes for c in cols.values()))
-            self._write_table(name, cols, attrs)
-            trim_to_stored_eof(self.path)
-            self._reopen_now_and_then()
+            with self._lock.changing():
+                self._write_table(name, cols, attrs)
+                trim_to_stored_eof(self.path)
+                self._reopen_now_and_then()
 
     def _write_table(self, name: str, cols: dict[str, np.ndarray], attrs) -> None:
         tables = self._file.require_group(schema.TABLES)
@@ -352,12 +357,13 @@ class TraceWriter:
         """Flush and close the file (idempotent)."""
         try:
             if getattr(self, "_file", None) is not None and self._file.id.valid:
-                if self._failed is None:
-                    with self._io("/"):
-                        self._file.flush()
-                self._close_quietly()
-                with contextlib.suppress(OSError):
-                    trim_to_stored_eof(self.path)
+                with self._lock.changing():
+                    if self._failed is None:
+                        with self._io("/"):
+                            self._file.flush()
+                    self._close_quietly()
+                    with contextlib.suppress(OSError):
+                        trim_to_stored_eof(self.path)
         finally:
             if self._pool is not None:
                 self._pool.shutdown()
