@@ -60,6 +60,15 @@ def commit_state(path: str | os.PathLike) -> tuple | None:
     return (st.st_dev, st.st_ino), counter
 
 
+def version(path: str | os.PathLike) -> tuple:
+    """What a follower compares to see that the trace changed: its `commit_state`, and without a
+    writer also its size and modification time (a file appended to between two looks)."""
+    committed = commit_state(path)
+    if committed is None or committed[1] is None:
+        return committed, file_state(path)
+    return committed, None
+
+
 def settled(state: tuple | None, path: str | os.PathLike) -> bool:
     """Whether no writer is changing the file now (a counter left odd by a killed writer, whose
     lock the kernel dropped, counts as settled)."""

@@ -21,7 +21,7 @@ import numpy as np
 from traces import schema
 from traces.errors import TraceError
 from traces.lazy import LazyArray
-from traces.live import being_written, read_consistently
+from traces.live import being_written, read_consistently, version
 from traces.lock import reading
 from traces.toplogits import LazyTopLogits
 from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
@@ -170,6 +170,8 @@ class Trace:
         self.recording: bool = being_written(self.path)
 
     def _open_file(self) -> None:
+        #: The trace's `traces.live.version` when it was opened (a follower compares it).
+        self.version = version(self.path)
         self._file = open_hdf5(self.path)
         try:
             self._open()

@@ -75,13 +75,14 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self._regroup_timer.setInterval(REGROUP_MS)
         self._regroup_timer.timeout.connect(self.regroup)
 
-    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str]) -> None:
-        """Rows for `names` (then any unusable run not among them); `infos` known so far."""
+    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
+                 stats: dict[str, RunStats] | None = None) -> None:
+        """Rows for `names` (then any unusable run not among them); `infos` and `stats` known so far."""
         self.beginResetModel()
         self.names = list(names) + [n for n in unusable if n not in names]
         self.infos = dict(infos)
         self.unusable = dict(unusable)
-        self.stats = {}
+        self.stats = dict(stats or {})
         self.chosen_reference = None
         self._refs = None
         self.groups = self._grouped()
@@ -89,17 +90,28 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.endResetModel()
 
     def add_run(self, info: RunInfo, stats: RunStats | None = None) -> None:
-        moved = self.group_key(info.name) != info.condition
-        self.infos[info.name] = info
-        if stats is not None:
-            self.stats[info.name] = stats
+        self.add_runs([(info, stats)])
+
+    def add_runs(self, batch: list[tuple[RunInfo, RunStats | None]]) -> None:
+        """Fill the rows of a batch of runs: the rows that change are the batch's, those whose
+        reference changed and those of the batch's runs as references (with their headings), so
+        adding n runs in batches costs O(n) per batch, not per run."""
+        if not batch:
+            return
+        old_refs = self.refs
+        moved = False
+        for info, stats in batch:
+            moved |= self.group_key(info.name) != info.condition
+            self.infos[info.name] = info
+            if stats is not None:
+                self.stats[info.name] = stats
         self._refs = None
         if moved:
             self._regroup_timer.start()
-        index = self.index_of(info.name)
-        if index.isValid():
-            self.dataChanged.emit(index, index.siblingAtColumn(len(COLUMNS) - 1))
-        self._changed_all()  # a new run may be another's reference
+        new_refs = self.refs
+        added = {info.name for info, _ in batch}
+        changed = added | {n for n, ref in new_refs.items() if ref in added or old_refs.get(n) != ref}
+        self._changed_rows(changed)
 
     def mark_unusable(self, name: str, why: str) -> None:
         self.unusable[name] = why
@@ -118,6 +130,20 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.chosen_reference = name
         self._refs = None
         self._changed_all()
+
+    def _changed_rows(self, names: set[str]) -> None:
+        """dataChanged for the rows of `names`, one span per group, and for their groups' headings."""
+        last = len(COLUMNS) - 1
+        spans: dict[int, tuple[int, int]] = {}
+        for name in names:
+            if name in self._where:
+                g, r = self._where[name]
+                lo, hi = spans.get(g, (r, r))
+                spans[g] = (min(lo, r), max(hi, r))
+        for g, (lo, hi) in sorted(spans.items()):
+            self.dataChanged.emit(self.index(g, 0), self.index(g, last))
+            parent = self.index(g, 0)
+            self.dataChanged.emit(self.index(lo, 0, parent), self.index(hi, last, parent))
 
     def _changed_all(self) -> None:
         last = len(COLUMNS) - 1
@@ -416,16 +442,17 @@ class RunBrowser(QtWidgets.QWidget):
         layout.addWidget(self.filter)
         layout.addWidget(self.table)
         layout.addWidget(self.count)
-        for signal in (self.proxy.rowsInserted, self.proxy.modelReset, self.proxy.layoutChanged):
+        for signal in (self.proxy.rowsInserted, self.proxy.rowsRemoved, self.proxy.modelReset,
+                       self.proxy.layoutChanged):
             signal.connect(self._structure_changed)
-        self.model.dataChanged.connect(self._update_count)
         self.filter.textChanged.connect(self._structure_changed)
         self._applying = False
 
-    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str]) -> None:
-        """Show the runs `names` (attributes known so far in `infos`) and, greyed, those that cannot
-        be shown (name -> why)."""
-        self.model.set_runs(names, infos, unusable)
+    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
+                 stats: dict[str, RunStats] | None = None) -> None:
+        """Show the runs `names` (attributes and stats known so far in `infos`, `stats`) and, greyed,
+        those that cannot be shown (name -> why)."""
+        self.model.set_runs(names, infos, unusable, stats)
         for title, width in WIDTHS.items():
             self.table.setColumnWidth(COL[title], width)
         # The run column fits the longest name (indented under its group), up to RUN_WIDTH_MAX.
@@ -466,7 +493,8 @@ class RunBrowser(QtWidgets.QWidget):
         return self.proxy.mapFromSource(self.model.index_of(name, column))
 
     def _update_count(self, *args) -> None:
-        shown, total = len(self.shown_names()), len(self.model.names)
+        shown = sum(self.proxy.rowCount(self.proxy.index(g, 0)) for g in range(self.proxy.rowCount()))
+        total = len(self.model.names)
         n_bad = len(self.model.unusable)
         bad = f" ({n_bad} incomplete or damaged)" if n_bad else ""
         groups = sum(1 for g in self.model.groups if g.key not in (PENDING, DAMAGED))

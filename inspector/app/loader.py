@@ -46,7 +46,8 @@ def open_first(path: str):
     fails its checks does not make the file unusable; the others are checked later (`SummaryJob`).
     """
     trace = open_trace(path)
-    unusable = {name: INCOMPLETE for name in trace.incomplete_runs}
+    # While a recording adds runs, its incomplete run is the one being written: it shows once done.
+    unusable = {} if trace.recording else {name: INCOMPLETE for name in trace.incomplete_runs}
     first = None
     try:
         for name in trace.run_names:
