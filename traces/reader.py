@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import logging
 import os
@@ -101,18 +102,17 @@ class Run:
 
     def __init__(self, path: str, f: h5py.File, name: str, meta: dict, group: h5py.Group | None = None) -> None:
         group = f[schema.RUNS][name] if group is None else group
-        dims, problems = check_run(f, name, meta, group=group)
+        found: dict = {}
+        dims, problems = check_run(f, name, meta, group=group, found=found)
         _first_error(path, problems)
         self.name = name
         self.where = f"/{schema.RUNS}/{name}"
         self.dims: dict[str, int] = dims
+        attrs = found["attrs"]  # the schema's, checked (JSON ones decoded); then any others
         try:
-            attrs = {k: plain_attr(v) for k, v in group.attrs.items()}
+            attrs.update({k: plain_attr(group.attrs[k]) for k in group.attrs if k not in attrs})
         except Exception as exc:
             raise TraceError(path, self.where, f"plain attributes ({type(exc).__name__}: {exc})") from exc
-        for key in schema.JSON_RUN_ATTRS:
-            if isinstance(attrs.get(key), str):
-                attrs[key] = json.loads(attrs[key])  # check_run proved it parses
         self.attrs: dict = attrs
         self.complete: bool = bool(attrs["complete"])
         self.request_ids: np.ndarray = np.asarray(attrs["request_ids"], dtype=np.int64)
@@ -120,9 +120,9 @@ class Run:
         self.batch_size: int = int(attrs["batch_size"])
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
-            if spec.required or spec.path in group:
+            if spec.path in found["datasets"]:
                 where = f"{self.where}/{spec.path}"
-                self.arrays[spec.path] = LazyArray(group[spec.path], path, where, spec.dims)
+                self.arrays[spec.path] = LazyArray(found["datasets"][spec.path], path, where, spec.dims)
         for data_path, attr in schema.RUN_ARRAY_NAMES.items():
             if data_path in self.arrays:
                 setattr(self, attr, self.arrays[data_path])
@@ -134,7 +134,7 @@ class Run:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
         return f"<Run {self.name} [{dims}]{'' if self.complete else ' incomplete'}>"
 
-    @property
+    @functools.cached_property
     def resident_bytes(self) -> int:
         """What this run may hold in memory once read: each dataset's chunk cache (at most
         CHUNK_CACHE_BYTES, h5py's default) plus a small fixed cost per open dataset."""
@@ -191,6 +191,7 @@ class Trace:
         self._vocab: list[str] | None = None
         self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # least recently used first
+        self._held = 0  # their resident_bytes
         # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
         self._refs: dict[str, h5py.Reference] = {}
         complete, incomplete = [], []
@@ -240,6 +241,7 @@ class Trace:
                 with reading(self.path):  # the run's string attributes share heap blocks with new runs
                     self._runs[name] = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V},
                                            self._file[self._refs[name]] if name in self._refs else None)
+                self._held += self._runs[name].resident_bytes
             except TraceError:
                 raise
             except Exception as exc:
@@ -251,8 +253,8 @@ class Trace:
     def _evict(self) -> None:
         """Drop the least recently used runs past the byte budget (the newest always stays): an open
         dataset holds HDF5's chunk cache, so a reader that kept every run grew with the file."""
-        while len(self._runs) > 1 and sum(r.resident_bytes for r in self._runs.values()) > self._cache_bytes:
-            self._runs.popitem(last=False)
+        while len(self._runs) > 1 and self._held > self._cache_bytes:
+            self._held -= self._runs.popitem(last=False)[1].resident_bytes
 
     def runs(self) -> list[Run]:
         """Every complete run, in write order."""
@@ -302,6 +304,7 @@ class Trace:
     def close(self) -> None:
         """Close the file and every run read from it; the memory they held goes back to the system."""
         self._runs.clear()
+        self._held = 0
         self._refs = {}
         if self._file is not None and self._file.id.valid:
             self._file.close()

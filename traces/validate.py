@@ -120,18 +120,31 @@ def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, r
     return value
 
 
-def _dataset(parent, path: str, where: str, problems: list[Problem]) -> h5py.Dataset | None:
+#: What `_dataset` returns for an optional dataset that is not there.
+ABSENT = object()
+
+
+def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True):
+    """The dataset at `path`, None (a problem recorded) when it is not a usable one, or ABSENT when it
+    is optional and missing."""
+    n_before = len(problems)
     obj = _safe(lambda: parent.get(path), where, problems, "a readable object")
     if obj is None:
-        if not any(p.where == where for p in problems):
+        if not required and len(problems) == n_before:
+            return ABSENT
+        if len(problems) == n_before:
             problems.append(Problem(where, "expected dataset, found nothing"))
         return None
     if not isinstance(obj, h5py.Dataset):
         problems.append(Problem(where, f"expected dataset, found {type(obj).__name__.lower()}"))
         return None
     declared = _safe(lambda: _declared_bytes(obj), where, problems, "a readable dataset")
+    if declared is None:
+        return None
+    if declared <= MAX_UNSTORED:
+        return obj  # small whatever it stores: no need to walk its chunk index
     stored = _safe(lambda: int(obj.id.get_storage_size()), where, problems, "readable storage")
-    if declared is None or stored is None:
+    if stored is None:
         return None
     if declared > stored * MAX_EXPANSION + MAX_UNSTORED:
         problems.append(Problem(where, f"expected a shape its stored data can hold, found {obj.shape} "
@@ -247,12 +260,16 @@ def _check_labels(ds: h5py.Dataset, spec: schema.DatasetSpec, where: str, proble
 
 
 def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
-              group: h5py.Group | None = None) -> tuple[dict[str, int], list[Problem]]:
+              group: h5py.Group | None = None, found: dict | None = None) -> tuple[dict[str, int], list[Problem]]:
     """Problems of one run (attributes, each dataset's dtype and ndim, consistent dims) and its dims.
 
     With `labels`, also check the dimension labels (only `validate` does: the reader never needs them).
-    `group` is the run's group when the caller holds it already.
+    `group` is the run's group when the caller holds it already; `found` (a dict) receives the
+    schema attributes read (`"attrs"`, JSON ones decoded) and the datasets opened (`"datasets"`),
+    so the reader does not read them twice.
     """
+    found = {} if found is None else found
+    values, datasets = found.setdefault("attrs", {}), found.setdefault("datasets", {})
     where = f"/{schema.RUNS}/{name}"
     problems: list[Problem] = []
     if group is None:
@@ -261,29 +278,32 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         if group is not None or not problems:
             problems.append(Problem(where, "expected group"))
         return {}, problems
-    complete = _attr(group, "complete", where, problems, bool)
+    values.update(complete=_attr(group, "complete", where, problems, bool),
+                  index=_attr(group, "index", where, problems, int),
+                  request_ids=_attr(group, "request_ids", where, problems, np.ndarray),
+                  batch_size=_attr(group, "batch_size", where, problems, int),
+                  probe_row=_attr(group, "probe_row", where, problems, int))
+    complete, request_ids = values["complete"], values["request_ids"]
+    batch_size, probe_row = values["batch_size"], values["probe_row"]
     if complete is False:
         problems.append(Problem(where, "run is incomplete (complete = false): its writer did not finish",
                                 "warning"))
-    _attr(group, "index", where, problems, int)
-    request_ids = _attr(group, "request_ids", where, problems, np.ndarray)
-    batch_size = _attr(group, "batch_size", where, problems, int)
-    probe_row = _attr(group, "probe_row", where, problems, int)
     for key in schema.RUN_ATTRS:
         if key not in schema.REQUIRED_RUN_ATTRS:
             if key in schema.JSON_RUN_ATTRS:
-                _json_attr(group, key, where, problems, dict, required=False)
+                values[key] = _json_attr(group, key, where, problems, dict, required=False)
             else:
-                _attr(group, key, where, problems, (str, int, float), required=False)
+                values[key] = _attr(group, key, where, problems, (str, int, float), required=False)
+    for key in [k for k, v in values.items() if v is None]:
+        del values[key]
     shapes = {}
     present = set()
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in group, ds_where, problems,
-                                           "a readable group"):
+        ds = _dataset(group, spec.path, ds_where, problems, spec.required)
+        if ds is ABSENT:
             continue  # one of the logits forms; which one is checked below
         present.add(spec.path)
-        ds = _dataset(group, spec.path, ds_where, problems)
         if ds is None:
             continue
         if not schema.dtype_ok(spec, ds.dtype):
@@ -291,6 +311,7 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
                                               f"found {ds.dtype}"))
             continue
         shapes[spec.path] = ds.shape
+        datasets[spec.path] = ds
         if labels:
             _check_labels(ds, spec, ds_where, problems)
     dims, conflicts = schema.collect_dims(shapes)

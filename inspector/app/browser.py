@@ -43,8 +43,6 @@ NAME_ROLE = Qt.ItemDataRole.UserRole + 2
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 3   # the condition of a group heading (None on a run)
 #: Groups of runs whose condition is not known yet, or that cannot be shown.
 PENDING, DAMAGED = "\x00reading", "\x00damaged"
-#: Milliseconds between regroupings while run attributes arrive from the background.
-REGROUP_MS = 120
 
 
 @dataclass
@@ -70,10 +68,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.groups: list[Group] = []
         self._where: dict[str, tuple[int, int]] = {}   # run -> (group, row in group)
         self._refs: dict[str, str] | None = None
-        self._regroup_timer = QtCore.QTimer(self)
-        self._regroup_timer.setSingleShot(True)
-        self._regroup_timer.setInterval(REGROUP_MS)
-        self._regroup_timer.timeout.connect(self.regroup)
+        self._marks: dict[tuple[str, str], str] = {}  # (run, reference) -> mark, once both are summarised
 
     def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
                  stats: dict[str, RunStats] | None = None) -> None:
@@ -83,6 +78,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.infos = dict(infos)
         self.unusable = dict(unusable)
         self.stats = dict(stats or {})
+        self._marks = {}
         self.chosen_reference = None
         self._refs = None
         self.groups = self._grouped()
@@ -99,15 +95,16 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if not batch:
             return
         old_refs = self.refs
-        moved = False
+        moved = []
         for info, stats in batch:
-            moved |= self.group_key(info.name) != info.condition
+            if self.group_key(info.name) != info.condition:
+                moved.append(info.name)
             self.infos[info.name] = info
             if stats is not None:
                 self.stats[info.name] = stats
         self._refs = None
         if moved:
-            self._regroup_timer.start()
+            self._move_rows(moved)
         new_refs = self.refs
         added = {info.name for info, _ in batch}
         changed = added | {n for n, ref in new_refs.items() if ref in added or old_refs.get(n) != ref}
@@ -140,8 +137,9 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 g, r = self._where[name]
                 lo, hi = spans.get(g, (r, r))
                 spans[g] = (min(lo, r), max(hi, r))
-        for g, (lo, hi) in sorted(spans.items()):
+        for g in range(len(self.groups)):  # headings count their runs and name their references
             self.dataChanged.emit(self.index(g, 0), self.index(g, last))
+        for g, (lo, hi) in sorted(spans.items()):
             parent = self.index(g, 0)
             self.dataChanged.emit(self.index(lo, 0, parent), self.index(hi, last, parent))
 
@@ -155,7 +153,14 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 self.dataChanged.emit(self.index(0, 0, parent), end)
 
     def mark(self, name: str) -> str:
-        return divergence_mark(name, self.refs.get(name, name), self.stats)
+        ref = self.refs.get(name, name)
+        key = (name, ref)
+        if key not in self._marks:
+            mark = divergence_mark(name, ref, self.stats)
+            if name not in self.stats or ref not in self.stats:
+                return mark  # not final yet
+            self._marks[key] = mark
+        return self._marks[key]
 
     def usable(self, name: str) -> bool:
         return name in self._where and name not in self.unusable
@@ -181,7 +186,6 @@ class RunTableModel(QtCore.QAbstractItemModel):
 
     def regroup(self) -> None:
         """Move runs to the groups of their conditions, keeping the view's selection and expansion."""
-        self._regroup_timer.stop()
         groups = self._grouped()
         if [(g.key, g.names) for g in groups] == [(g.key, g.names) for g in self.groups]:
             return
@@ -201,6 +205,52 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 new.append(QtCore.QModelIndex())
         self.changePersistentIndexList(old, new)
         self.layoutChanged.emit()
+
+    def _move_rows(self, names: list[str]) -> None:
+        """Move the rows of `names` to the groups of their keys as blocks of removed and inserted
+        rows (a layout change would make the view and its proxy sort and lay out every row)."""
+        leaving = set(names)
+        for g in reversed(range(len(self.groups))):
+            group = self.groups[g]
+            rows = [r for r, n in enumerate(group.names) if n in leaving]
+            for lo, hi in reversed(_blocks(rows)):
+                self.beginRemoveRows(self.index(g, 0), lo, hi)
+                del group.names[lo:hi + 1]
+                self.endRemoveRows()
+            if not group.names and group.key in (PENDING, DAMAGED):
+                self.beginRemoveRows(QtCore.QModelIndex(), g, g)
+                del self.groups[g]
+                self.endRemoveRows()
+        order = {n: i for i, n in enumerate(self.names)}
+        joining: dict[str, list[str]] = {}
+        for name in sorted(names, key=order.__getitem__):
+            joining.setdefault(self.group_key(name), []).append(name)
+        for key, new in joining.items():
+            g = next((i for i, grp in enumerate(self.groups) if grp.key == key), None)
+            if g is None:  # a new condition goes after the others, before PENDING and DAMAGED
+                g = sum(1 for grp in self.groups if grp.key not in (PENDING, DAMAGED))
+                if key == DAMAGED:
+                    g = len(self.groups)
+                self.beginInsertRows(QtCore.QModelIndex(), g, g)
+                self.groups.insert(g, Group(key, []))
+                self.endInsertRows()
+            self._insert_in_order(g, new, order)
+        self._index_groups()
+
+    def _insert_in_order(self, g: int, new: list[str], order: dict[str, int]) -> None:
+        """Insert `new` (in write order) into group g, keeping the group in write order."""
+        names, parent = self.groups[g].names, self.index(g, 0)
+        at, i = 0, 0
+        while i < len(new):
+            while at < len(names) and order[names[at]] < order[new[i]]:
+                at += 1
+            j = i + 1
+            while j < len(new) and (at == len(names) or order[new[j]] < order[names[at]]):
+                j += 1
+            self.beginInsertRows(parent, at, at + j - i - 1)
+            names[at:at] = new[i:j]
+            self.endInsertRows()
+            at, i = at + j - i, j
 
     def index_of(self, name: str, column: int = 0) -> QtCore.QModelIndex:
         """The index of run `name` (invalid when it is not listed)."""
@@ -396,6 +446,17 @@ class RunTableModel(QtCore.QAbstractItemModel):
         return None
 
 
+def _blocks(rows: list[int]) -> list[tuple[int, int]]:
+    """Sorted row numbers as (first, last) runs of consecutive rows."""
+    out: list[tuple[int, int]] = []
+    for r in rows:
+        if out and out[-1][1] == r - 1:
+            out[-1] = (out[-1][0], r)
+        else:
+            out.append((r, r))
+    return out
+
+
 class RunBrowser(QtWidgets.QWidget):
     """Filter box and sortable tree of runs grouped by condition; emits `run_selected(name)` and
     `reference_chosen(name)`."""
@@ -470,13 +531,17 @@ class RunBrowser(QtWidgets.QWidget):
         """Headings and unusable runs span the row; groups stay folded as the user left them."""
         self._applying = True
         root = QtCore.QModelIndex()
-        for g in range(self.proxy.rowCount()):
+        for g in range(self.proxy.rowCount()):  # each call lays out every row: only what changed
             group = self.proxy.index(g, 0)
-            self.table.setFirstColumnSpanned(g, root, True)
-            self.table.setExpanded(group, group.data(GROUP_ROLE) not in self.collapsed)
+            if not self.table.isFirstColumnSpanned(g, root):
+                self.table.setFirstColumnSpanned(g, root, True)
+            expanded = group.data(GROUP_ROLE) not in self.collapsed
+            if self.table.isExpanded(group) != expanded:
+                self.table.setExpanded(group, expanded)
             if group.data(GROUP_ROLE) == DAMAGED:
                 for r in range(self.proxy.rowCount(group)):
-                    self.table.setFirstColumnSpanned(r, group, True)
+                    if not self.table.isFirstColumnSpanned(r, group):
+                        self.table.setFirstColumnSpanned(r, group, True)
         self._applying = False
         self._update_count()
 

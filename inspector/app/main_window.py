@@ -60,6 +60,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._restore_selection: tuple | None = None
         # Summaries reach the browser in batches (one model update per BATCH_MS, not one per run).
         self._summary_rows: list = []
+        self._summary_done_count = 0
         self._batch_timer = QtCore.QTimer(self)
         self._batch_timer.setSingleShot(True)
         self._batch_timer.setInterval(BATCH_MS)
@@ -304,6 +305,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._summary_job = job
         self.progress.setRange(0, len(names))
         self.progress.setValue(0)
+        self._summary_done_count = 0
         self.progress.setFormat("runs %v/%m")
         self.progress.show()
         self.status_text.setText(
@@ -322,6 +324,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._batch_timer.stop()
         batch, self._summary_rows = self._summary_rows, []
         self.browser.model.add_runs(batch)
+        self.progress.setValue(self._summary_done_count)
         if self.state.run is not None and any(info.name == self.state.run.name for info, _ in batch):
             self._show_details()
 
@@ -332,7 +335,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.browser.model.mark_unusable(name, message)
 
     def _summary_progress(self, done: int, total: int) -> None:
-        self.progress.setValue(done)
+        self._summary_done_count = done  # shown with the next batch (a repaint per run is slow)
 
     def _summary_done(self, job: SummaryJob) -> None:
         if job is self._summary_job:
