@@ -26,6 +26,7 @@ from traces.live import being_written, read_consistently, version
 from traces.lock import reading
 from traces.toplogits import LazyTopLogits
 from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
+from traces.validate import read_strings as _strings
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,6 @@ def _first_error(path: str, problems) -> None:
     if errors:
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
         raise TraceError(path, errors[0].where, errors[0].message + more)
-
-
-def _strings(path: str, ds: h5py.Dataset, where: str, start: int = 0, stop: int | None = None) -> list[str]:
-    try:
-        return [str(s) for s in ds.asstr()[start:stop]]
-    except Exception as exc:  # damaged heap, invalid UTF-8, ...
-        raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
 
 
 class Requests:

@@ -16,7 +16,7 @@ import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
-from traces.heap import damaged_collection
+from traces.heap import HeapScan, scan_heap
 from traces.live import being_written, read_consistently
 from traces.lock import reading
 
@@ -40,6 +40,11 @@ MAX_EXPANSION = 1100
 MAX_UNSTORED = 1 << 20
 #: Largest attribute read (stored bytes); the schema's attributes are a few KB.
 MAX_ATTR_BYTES = 16 << 20
+#: Longest string (one global heap object) a trace may hold: the schema's strings (JSON attributes,
+#: prompts, token texts) are KBs. A file holding a longer one is refused before anything is read.
+MAX_STRING_BYTES = MAX_ATTR_BYTES
+#: Bytes of strings read at once (a slice of a string dataset holds at most this many bytes).
+STRING_SLICE_BYTES = 32 << 20
 #: Most problems `validate` collects before it stops walking a file.
 MAX_PROBLEMS = 1000
 
@@ -381,6 +386,13 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
             meta, problems = check_root(f)
             if any(p.severity == "error" for p in problems) and "format_version" not in meta:
                 return problems
+            for where in (schema.VOCAB, schema.REQUEST_TEXT):  # what the strings point at, bounded
+                ds = f.get(where) if not any(p.where == f"/{where}" for p in problems) else None
+                if isinstance(ds, h5py.Dataset):
+                    try:
+                        read_strings(path, ds, f"/{where}")
+                    except TraceError as exc:
+                        problems.append(Problem(exc.where, exc.expected))
             runs = f.get(schema.RUNS) if not any(p.where == f"/{schema.RUNS}" for p in problems) else None
             names = _safe(lambda: list(runs), f"/{schema.RUNS}", problems, "a readable group") if runs else []
             if names and len(names) > schema.MAX_RUNS:
@@ -478,16 +490,49 @@ def open_hdf5(path: str) -> h5py.File:
         raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
 
 
-def check_heap(path: str) -> None:
-    """TraceError when a global heap collection of `path` would make HDF5 loop for ever (traces/heap.py)."""
+def check_heap(path: str) -> HeapScan:
+    """TraceError when a global heap collection of `path` would make HDF5 loop for ever, or holds a
+    string longer than MAX_STRING_BYTES (traces/heap.py); else what the walk found."""
     try:
-        stuck = damaged_collection(path)
+        scan = scan_heap(path)
     except (OSError, ValueError) as exc:
         raise TraceError(path, "/", f"expected a readable file ({type(exc).__name__}: {exc})") from exc
+    stuck = scan.stuck
+    if scan.largest_object > MAX_STRING_BYTES:
+        raise TraceError(path, "/", f"expected strings of at most {MAX_STRING_BYTES} bytes, found one of "
+                                    f"{scan.largest_object} bytes (refused unread)")
     if stuck is not None:
         raise TraceError(path, "/", f"expected intact string storage, found a damaged HDF5 global heap "
                                     f"collection at byte {stuck[0]} (object at byte {stuck[1]} has size 0; "
                                     f"HDF5 would never finish reading it)")
+    return scan
+
+
+def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
+    """Every string of a 1-D string dataset, read in slices that the heap walk bounds: a slice holds
+    at most STRING_SLICE_BYTES whatever its strings point at, and the strings together may not take
+    more bytes than the file holds (entries pointing at one long string many times are refused
+    before they fill memory)."""
+    scan = check_heap(path)
+    budget = os.path.getsize(path)
+    step = max(1, STRING_SLICE_BYTES // max(scan.largest_object, 1))
+    out: list[str] = []
+    total = 0
+    try:
+        text = ds.asstr()
+        for start in range(0, len(ds), step):
+            part = [str(s) for s in text[start:start + step]]
+            total += sum(len(s) for s in part)
+            if total > budget:
+                raise TraceError(path, where, f"expected strings that fit in the file ({budget} bytes), found "
+                                              f"{total} bytes in the first {start + len(part)} of {len(ds)} "
+                                              f"entries (they point at the same data again and again)")
+            out += part
+    except TraceError:
+        raise
+    except Exception as exc:  # damaged heap, invalid UTF-8, ...
+        raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
+    return out
 
 
 def is_hdf5(path: str | os.PathLike) -> bool:
