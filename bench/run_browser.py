@@ -97,7 +97,8 @@ def measure(app: QtWidgets.QApplication, path: str, settings_dir: str) -> dict[s
         time.sleep(0.01)
     out = {"runs": len(window.browser.model.names), "full_s": full_s,
            "rss_mb": rss_mb() - rest_before, "worst_ms": max(lateness, default=0.0),
-           "p99_ms": statistics.quantiles(lateness, n=100)[98] if len(lateness) > 100 else max(lateness, default=0),
+           "p99_ms": (statistics.quantiles(lateness, n=100)[98] if len(lateness) > 100
+                      else max(lateness, default=0.0)),
            "count": window.browser.count.text()}
     window.close()
     window.wait_for_jobs()

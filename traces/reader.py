@@ -94,7 +94,8 @@ class Run:
     capacity: LazyArray
     logits: LazyArray | LazyTopLogits  # full [B, T, V], or the top-k form (`logits_form`)
 
-    def __init__(self, path: str, f: h5py.File, name: str, meta: dict, group: h5py.Group | None = None) -> None:
+    def __init__(self, path: str, f: h5py.File, name: str, meta: dict,
+                 group: h5py.Group | None = None) -> None:
         group = f[schema.RUNS][name] if group is None else group
         found: dict = {}
         dims, problems = check_run(f, name, meta, group=group, found=found)
@@ -233,8 +234,9 @@ class Trace:
                                  f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
             try:
                 with reading(self.path):  # the run's string attributes share heap blocks with new runs
-                    self._runs[name] = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V},
-                                           self._file[self._refs[name]] if name in self._refs else None)
+                    group = self._file[self._refs[name]] if name in self._refs else None
+                    self._runs[name] = Run(self.path, self._file, name,
+                                           {**self.meta, "R": self._R, "V": self._V}, group)
                 self._held += self._runs[name].resident_bytes
             except TraceError:
                 raise

@@ -265,7 +265,8 @@ def _check_labels(ds: h5py.Dataset, spec: schema.DatasetSpec, where: str, proble
 
 
 def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
-              group: h5py.Group | None = None, found: dict | None = None) -> tuple[dict[str, int], list[Problem]]:
+              group: h5py.Group | None = None,
+              found: dict | None = None) -> tuple[dict[str, int], list[Problem]]:
     """Problems of one run (attributes, each dataset's dtype and ndim, consistent dims) and its dims.
 
     With `labels`, also check the dimension labels (only `validate` does: the reader never needs them).
@@ -415,7 +416,8 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                     return _capped(problems)
             tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
             if isinstance(tables, h5py.Group):
-                for name in _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group") or []:
+                table_names = _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group")
+                for name in table_names or []:
                     problems.extend(check_table(f, name)[1])
         for group, where in to_read:  # committed runs: a writer never changes them again
             _read_all(group, where, problems)
@@ -439,7 +441,7 @@ def _capped(problems: list[Problem]) -> list[Problem]:
     if not _too_many(problems):
         return problems
     return problems[:MAX_PROBLEMS] + [Problem("/", f"expected at most {MAX_PROBLEMS} problems; stopped "
-                                                   f"checking after {MAX_PROBLEMS} (the file is badly damaged)")]
+                                                   f"checking after {MAX_PROBLEMS} (a badly damaged file)")]
 
 
 def check_table(f: h5py.File, name: str) -> tuple[list[str], list[Problem]]:
@@ -524,9 +526,10 @@ def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
             part = [str(s) for s in text[start:start + step]]
             total += sum(len(s) for s in part)
             if total > budget:
-                raise TraceError(path, where, f"expected strings that fit in the file ({budget} bytes), found "
-                                              f"{total} bytes in the first {start + len(part)} of {len(ds)} "
-                                              f"entries (they point at the same data again and again)")
+                raise TraceError(path, where, f"expected strings that fit in the file ({budget} bytes), "
+                                              f"found {total} bytes in the first {start + len(part)} of "
+                                              f"{len(ds)} entries (they point at the same data again and "
+                                              f"again)")
             out += part
     except TraceError:
         raise

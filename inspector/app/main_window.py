@@ -232,7 +232,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.state.set_run(name, row)
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
-            self._start_summary(trace.path, [n for n in trace.run_names if n not in unusable and n not in stats])
+            self._start_summary(trace.path, [n for n in trace.run_names
+                                             if n not in unusable and n not in stats])
         else:
             self._idle(f"{os.path.basename(trace.path)}: no usable runs"
                        + (f" ({len(unusable)} incomplete or damaged)" if unusable else ""))
