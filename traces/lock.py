@@ -113,13 +113,13 @@ def reading(path: str | os.PathLike):
     try:
         fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        yield
-        return
+        fd = None  # no writer
     try:
         _range_lock(fd, fcntl.F_RDLCK)
         yield
     finally:
-        os.close(fd)  # drops the lock
+        if fd is not None:
+            os.close(fd)  # drops the lock
 
 
 def commit_counter(path: str | os.PathLike) -> tuple[int, int] | None:

@@ -35,7 +35,7 @@ class LiveFollower(QtCore.QObject):
         self._path = path
         self._opened = version(path) if opened is None else opened
         self._live = None
-        self.poll()
+        self._show_live()  # a change is left to the timer: the caller is still showing the trace
         self.timer.start()
 
     def stop(self) -> None:
@@ -45,13 +45,16 @@ class LiveFollower(QtCore.QObject):
             self.live.emit(False)
         self._live = None
 
-    def poll(self) -> None:
-        if self._path is None:
-            return
+    def _show_live(self) -> None:
         live = being_written(self._path)
         if live != self._live:
             self._live = live
             self.live.emit(live)
+
+    def poll(self) -> None:
+        if self._path is None:
+            return
+        self._show_live()
         now = version(self._path)
         if now[0] is not None and now != self._opened and settled(now[0], self._path):
             self._opened = now
