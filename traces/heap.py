@@ -54,17 +54,19 @@ class HeapScan:
     largest_object: int
 
 
-#: (device, inode) -> (size, mtime_ns, scanned end, offsets of the collections found) of files found intact.
-_SCANNED: dict[tuple[int, int], tuple[int, int, int, list[int]]] = {}
+#: (device, inode) -> (size, mtime_ns, scanned end, offsets of the collections found, largest object)
+#: of files found intact.
+_SCANNED: dict[tuple[int, int], tuple[int, int, int, list[int], int]] = {}
 _SCANNED_MAX = 256
 
 
-def scan_heap(path: str | os.PathLike) -> HeapScan:
+def scan_heap(path: str | os.PathLike, walk_again: bool = True) -> HeapScan:
     """Walk every global heap collection of `path` as HDF5 would (see the module docstring).
 
     The collections of a file found intact are remembered by inode: reopening it unchanged walks
     them again without scanning, and a file that grew (a trace being recorded) is scanned from its
-    old end on. Every collection is walked on every call, so damage inside one is always found."""
+    old end on. Every collection is walked on every call, so damage inside one is always found;
+    without `walk_again`, an unchanged file (size, time) found intact is not walked again."""
     with open(path, "rb") as fh:
         fd = fh.fileno()
         st = os.fstat(fd)
@@ -73,6 +75,8 @@ def scan_heap(path: str | os.PathLike) -> HeapScan:
             return HeapScan(None, 0)
         key = (st.st_dev, st.st_ino)
         known = _SCANNED.get(key)
+        if not walk_again and known is not None and known[:3] == (st.st_size, st.st_mtime_ns, end):
+            return HeapScan(None, known[4])
         if known is not None and known[:3] == (st.st_size, st.st_mtime_ns, end):
             found = list(known[3])  # unchanged: walk the known collections again, no scan
         elif known is not None and known[2] <= end:
@@ -91,7 +95,7 @@ def scan_heap(path: str | os.PathLike) -> HeapScan:
             largest = max(largest, biggest)
     if len(_SCANNED) >= _SCANNED_MAX:
         _SCANNED.clear()
-    _SCANNED[key] = (st.st_size, st.st_mtime_ns, end, found)
+    _SCANNED[key] = (st.st_size, st.st_mtime_ns, end, found, largest)
     return HeapScan(None, largest)
 
 

@@ -492,11 +492,12 @@ def open_hdf5(path: str) -> h5py.File:
         raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
 
 
-def check_heap(path: str) -> HeapScan:
+def check_heap(path: str, walk_again: bool = True) -> HeapScan:
     """TraceError when a global heap collection of `path` would make HDF5 loop for ever, or holds a
-    string longer than MAX_STRING_BYTES (traces/heap.py); else what the walk found."""
+    string longer than MAX_STRING_BYTES (traces/heap.py); else what the walk found (`walk_again`:
+    see `scan_heap`)."""
     try:
-        scan = scan_heap(path)
+        scan = scan_heap(path, walk_again)
     except (OSError, ValueError) as exc:
         raise TraceError(path, "/", f"expected a readable file ({type(exc).__name__}: {exc})") from exc
     stuck = scan.stuck
@@ -515,7 +516,7 @@ def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
     at most STRING_SLICE_BYTES whatever its strings point at, and the strings together may not take
     more bytes than the file holds (entries pointing at one long string many times are refused
     before they fill memory)."""
-    scan = check_heap(path)
+    scan = check_heap(path, walk_again=False)  # walked when the file was opened
     budget = os.path.getsize(path)
     step = max(1, STRING_SLICE_BYTES // max(scan.largest_object, 1))
     out: list[str] = []

@@ -34,6 +34,7 @@ COLUMNS = (
     Column("kernels", "kernel mode"),
 )
 COL = {c.title: i for i, c in enumerate(COLUMNS)}
+_N_COLUMNS = len(COLUMNS)
 WIDTHS = {"run": 190, "vs ref": 58, "probe drops": 84, "drops": 104, "completion": 240, "label": 150,
           "#": 36, "B": 32, "requests": 110, "probe": 44, "routing": 260, "kernels": 90}
 #: Widest the run column grows to fit its names; longer ones are elided in the middle.
@@ -43,6 +44,12 @@ NAME_ROLE = Qt.ItemDataRole.UserRole + 2
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 3   # the condition of a group heading (None on a run)
 #: Groups of runs whose condition is not known yet, or that cannot be shown.
 PENDING, DAMAGED = "\x00reading", "\x00damaged"
+
+
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
+_GROUP_FLAGS = Qt.ItemFlag.ItemIsEnabled
+#: A run row never has children: the view then never asks.
+_RUN_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
 
 
 @dataclass
@@ -281,13 +288,15 @@ class RunTableModel(QtCore.QAbstractItemModel):
     # -- Qt model API -----------------------------------------------------------------------------
 
     def index(self, row, column, parent=None):
-        if not 0 <= column < len(COLUMNS):
-            return QtCore.QModelIndex()
-        if parent is None or not parent.isValid():
-            return self.createIndex(row, column, 0) if 0 <= row < len(self.groups) else QtCore.QModelIndex()
-        g = parent.row()
-        if parent.internalId() == 0 and 0 <= g < len(self.groups) and 0 <= row < len(self.groups[g].names):
-            return self.createIndex(row, column, g + 1)
+        # Called a few times per row whenever the view lays out its rows: kept short.
+        if 0 <= column < _N_COLUMNS and row >= 0:
+            if parent is None or not parent.isValid():
+                if row < len(self.groups):
+                    return self.createIndex(row, column, 0)
+            elif parent.internalId() == 0:
+                g = parent.row()
+                if g < len(self.groups) and row < len(self.groups[g].names):
+                    return self.createIndex(row, column, g + 1)
         return QtCore.QModelIndex()
 
     def parent(self, index=None):
@@ -319,12 +328,13 @@ class RunTableModel(QtCore.QAbstractItemModel):
         return self.groups[index.internalId() - 1].names[index.row()]
 
     def flags(self, index):
-        name = self._name(index)
-        if name is None:
-            return Qt.ItemFlag.ItemIsEnabled if index.isValid() else Qt.ItemFlag.NoItemFlags
-        if name in self.unusable:
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+        # Called for every row each time the view lays out its rows: constants, no enum arithmetic.
+        if not index.isValid():
+            return _NO_FLAGS
+        g = index.internalId()
+        if g == 0:
+            return _GROUP_FLAGS
+        return _NO_FLAGS if self.groups[g - 1].names[index.row()] in self.unusable else _RUN_FLAGS
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
