@@ -182,6 +182,7 @@ class TraceWriter:
         # before keeps it, and readers see one or the other.
         self._disk = os.path.join(os.path.dirname(os.path.abspath(self.path)),
                                   f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
+        _remove_stale_temporaries(self.path)
         try:
             # The root is built in memory and written with plain writes: a full disk or file-size
             # limit then fails an os.write, cleanly, never an HDF5 flush half-way.
@@ -607,6 +608,18 @@ def _write_new(path: str, data: bytes) -> None:
         _remove(path)
         raise
     os.close(fd)
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Remove the temporary files a killed writer of this trace left (`.<name>.<pid>.tmp`): the
+    caller holds the trace's lock, so no other writer is building one now."""
+    folder, name = os.path.split(os.path.abspath(path))
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(folder):
+            stem, _, pid = entry[:-len(".tmp")].rpartition(".") if entry.endswith(".tmp") else ("", "", "")
+            if stem == f".{name}" and pid.isdigit():
+                log.info("removing %s, left by a writer that was stopped", entry)
+                _remove(os.path.join(folder, entry))
 
 
 def _remove(path: str) -> None:
