@@ -99,6 +99,26 @@ def scan_heap(path: str | os.PathLike, walk_again: bool = True) -> HeapScan:
     return HeapScan(None, largest)
 
 
+def scanned(path: str | os.PathLike) -> tuple | None:
+    """What a scan of `path` found, for `remember_scan` in another process (None when this process
+    has not scanned the file as it is now)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (st.st_dev, st.st_ino)
+    known = _SCANNED.get(key)
+    return (key, known) if known is not None and known[:2] == (st.st_size, st.st_mtime_ns) else None
+
+
+def remember_scan(found: tuple | None) -> None:
+    """Take what another process's scan of a file found (`scanned`): the next scan of that file, if
+    unchanged, walks the collections found without looking through the whole file again."""
+    if found is not None:
+        key, known = found
+        _SCANNED[key] = known
+
+
 def damaged_collection(path: str | os.PathLike) -> tuple[int, int] | None:
     """(collection offset, object offset) of the first global heap collection whose object walk
     would never end, or None when every collection walks to its end (or the file has none)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from inspector.figure_data.browser import RunInfo, RunStats, run_info, run_stats
 from traces import Trace, TraceError, open_trace
+from traces.heap import remember_scan, scanned
 
 #: (run, its info and stats, or None and why it cannot be shown).
 Summary = tuple[str, RunInfo | None, RunStats | None, str | None]
@@ -67,8 +68,9 @@ def summaries_in_workers(path: str, names: Sequence[str], cancelled: Callable[[]
     procs = [subprocess.Popen([sys.executable, "-m", __name__, path], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, env=env) for _ in range(n)]
     try:
+        found = scanned(path)  # this process looked through the file already: the workers need not
         for k, proc in enumerate(procs):
-            pickle.dump(chunks[k::n], proc.stdin)
+            pickle.dump((found, chunks[k::n]), proc.stdin)
             proc.stdin.close()
         for i in range(len(chunks)):
             yield from pickle.load(procs[i % n].stdout)  # our own child's answer
@@ -86,8 +88,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def _serve(path: str) -> None:
-    """A worker: read the chunks of run names, write each chunk's summaries."""
-    chunks = pickle.load(sys.stdin.buffer)
+    """A worker: read the parent's heap scan and the chunks of run names, write each chunk's
+    summaries."""
+    found, chunks = pickle.load(sys.stdin.buffer)
+    remember_scan(found)
     with open_trace(path) as trace:
         for names in chunks:
             pickle.dump(summarise(trace, names), sys.stdout.buffer)
