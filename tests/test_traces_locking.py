@@ -82,3 +82,14 @@ def test_new_trace_replaces_the_old_one_only_once_written(tmp_path):
     with open_trace(path) as trace:
         assert trace.run_names == ["n0", "n1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.h5"]  # no temporary or lock file left
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer(tmp_path):
+    path = tmp_path / "t.h5"
+    stale = tmp_path / ".t.h5.99999999.tmp"  # left by a writer killed before its first run
+    stale.write_bytes(b"half a trace")
+    other = tmp_path / ".other.h5.99999999.tmp"  # another trace's: not ours to remove
+    other.write_bytes(b"x")
+    with new_writer(path) as writer:
+        add_run(writer, "r0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.h5.99999999.tmp", "t.h5"]

@@ -1,0 +1,102 @@
+"""The run browser's summary of many runs (attributes, drops, completion), in worker processes.
+
+Summarising a run is a few dozen small HDF5 reads: some milliseconds, nearly all of them holding
+the interpreter lock. For a trace of thousands of runs the work goes to worker processes (their own
+interpreters, their own cores), so the window's thread never waits for the lock; each worker opens
+the trace once and summarises runs in chunks, and the results come back in write order. No Qt here.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+from inspector.figure_data.browser import RunInfo, RunStats, run_info, run_stats
+from traces import Trace, TraceError, open_trace
+from traces.heap import remember_scan, scanned
+
+#: (run, its info and stats, or None and why it cannot be shown).
+Summary = tuple[str, RunInfo | None, RunStats | None, str | None]
+
+#: Runs summarised in the calling thread below this count (starting processes costs more).
+IN_THREAD_MAX = 200
+#: Runs one worker summarises per answer.
+CHUNK = 32
+
+
+def summarise(trace: Trace, names: Sequence[str]) -> list[Summary]:
+    """The summary of each run of `names` (a run that fails its checks gets why)."""
+    out: list[Summary] = []
+    for name in names:
+        try:
+            run = trace.run(name)
+            info = run_info(run)
+            out.append((name, info, run_stats(run, trace.vocab, info.focus_row), None))
+        except TraceError as exc:
+            out.append((name, None, None, str(exc)))
+        except Exception as exc:  # a run the reader accepts but that does not add up
+            out.append((name, None, None, f"{trace.path}: /runs/{name}: could not be summarised "
+                                          f"({type(exc).__name__}: {exc})"))
+    return out
+
+
+def workers() -> int:
+    """Worker processes for a large trace: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def summaries_in_workers(path: str, names: Sequence[str], cancelled: Callable[[], bool],
+                         n_workers: int | None = None) -> Iterator[Summary]:
+    """The summaries of `names`, in order, computed by worker processes (each opens `path` once and
+    takes every n-th chunk of runs); stops early when `cancelled()`. OSError (or EOFError) when a
+    worker cannot run.
+
+    The workers are plain child interpreters (`python -m` this module) fed through pipes, not
+    `multiprocessing`: that re-imports the main script in each child, which a script without a
+    `__main__` guard (one that starts the app) cannot take."""
+    chunks = [list(names[i:i + CHUNK]) for i in range(0, len(names), CHUNK)]
+    n = max(1, min(n_workers or workers(), len(chunks)))
+    path_entries = [_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
+    procs = [subprocess.Popen([sys.executable, "-m", __name__, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env=env) for _ in range(n)]
+    try:
+        found = scanned(path)  # this process looked through the file already: the workers need not
+        for k, proc in enumerate(procs):
+            pickle.dump((found, chunks[k::n]), proc.stdin)
+            proc.stdin.close()
+        for i in range(len(chunks)):
+            yield from pickle.load(procs[i % n].stdout)  # our own child's answer
+            if cancelled():
+                return
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+
+
+#: The folder holding the `inspector` package, for the workers' import path.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _serve(path: str) -> None:
+    """A worker: read the parent's heap scan and the chunks of run names, write each chunk's
+    summaries."""
+    found, chunks = pickle.load(sys.stdin.buffer)
+    remember_scan(found)
+    with open_trace(path) as trace:
+        for names in chunks:
+            pickle.dump(summarise(trace, names), sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])
