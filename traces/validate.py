@@ -172,7 +172,7 @@ def check_root(f: h5py.File) -> tuple[dict, list[Problem]]:
         return {}, problems
     meta: dict = {}
     kinds = {"model_config": dict, "moe_layers": list, "routing": dict, "machine": dict,
-             "kernel_coverage": dict}
+             "kernel_coverage": dict, "engine": dict}
     for key in schema.ROOT_ATTRS:
         required = key in schema.REQUIRED_ROOT_ATTRS
         if key in schema.OPTIONAL_ROOT_ATTRS and _safe(lambda k=key: k not in f.attrs, "/", problems,
@@ -263,8 +263,14 @@ def check_run(f: h5py.File, name: str, meta: dict,
     request_ids = _attr(group, "request_ids", where, problems, np.ndarray)
     batch_size = _attr(group, "batch_size", where, problems, int)
     probe_row = _attr(group, "probe_row", where, problems, int)
+    not_recorded = ()
     for key in schema.RUN_ATTRS:
-        if key not in schema.REQUIRED_RUN_ATTRS:
+        if key in schema.OPTIONAL_RUN_ATTRS and not _safe(lambda k=key: k in group.attrs, where, problems,
+                                                          "readable attributes"):
+            continue
+        if key == "not_recorded":
+            not_recorded = _not_recorded(group, where, problems)
+        elif key not in schema.REQUIRED_RUN_ATTRS:
             if key in schema.JSON_RUN_ATTRS:
                 _json_attr(group, key, where, problems, dict, required=False)
             else:
@@ -273,9 +279,9 @@ def check_run(f: h5py.File, name: str, meta: dict,
     present = set()
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in group, ds_where, problems,
-                                           "a readable group"):
-            continue  # one of the logits forms; which one is checked below
+        if (not spec.required or spec.path in not_recorded) and not _safe(
+                lambda spec=spec: spec.path in group, ds_where, problems, "a readable group"):
+            continue  # one of the logits forms (which one is checked below), or not recorded
         present.add(spec.path)
         ds = _dataset(group, spec.path, ds_where, problems)
         if ds is None:
@@ -314,12 +320,27 @@ def check_run(f: h5py.File, name: str, meta: dict,
     return dims, problems
 
 
+def _not_recorded(group, where: str, problems: list[Problem]) -> tuple[str, ...]:
+    """The run's `not_recorded` datasets; a problem for any the schema does not let an engine omit."""
+    value = _json_attr(group, "not_recorded", where, problems, list)
+    if value is None:
+        return ()
+    wrong = [p for p in value if p not in schema.ENGINE_OMITTABLE]
+    if wrong:
+        problems.append(Problem(where, f"expected attribute 'not_recorded' to list datasets an engine may "
+                                       f"leave out ({', '.join(schema.ENGINE_OMITTABLE)}), "
+                                       f"found {wrong[0]!r:.40}"))
+        return ()
+    return tuple(value)
+
+
 def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
     """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
     for spec in schema.RUN_DATASETS:
         where = f"/{schema.RUNS}/{name}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in f[schema.RUNS][name], where,
-                                           problems, "a readable group"):
+        optional = not spec.required or spec.path in schema.ENGINE_OMITTABLE
+        if optional and not _safe(lambda spec=spec: spec.path in f[schema.RUNS][name], where,
+                                  problems, "a readable group"):
             continue
         ds = _safe(lambda spec=spec: f[schema.RUNS][name][spec.path], where, problems, "a dataset")
         if ds is None:
