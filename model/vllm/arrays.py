@@ -1,8 +1,10 @@
 """A batch composition's `EngineOutput`s as the datasets of one trace run (`traces/schema.py`).
 
-An engine is asked for `max_new_tokens + 1` tokens and the last one is dropped, so that, as in the
-project's own loop, every kept token was fed to the model (its routing is known) and the last kept
-position holds the distribution of the token that would follow. Positions are each sequence's own.
+An engine is asked for `max_new_tokens + 1` tokens, without stopping at EOS, and the last one is
+dropped, so that, as in the project's own loop, every kept token was fed to the model (its routing is
+known) and the last kept position holds the distribution of the token that would follow; a row is
+cut after its first EOS, where the project's loop stops it (the engine kept the row running in its
+batch meanwhile). Positions are each sequence's own.
 
 - `step`: 0 for the prompt, `j + 1` for the `j`-th generated token: the decode step that fed it as
   the engine's request saw it. An engine does not say which requests shared a forward step (its
@@ -28,12 +30,14 @@ from traces.schema import ENGINE_OMITTABLE, MISSING
 ENGINE_NOT_RECORDED = ENGINE_OMITTABLE
 
 
-def run_arrays(outputs: list[EngineOutput], max_new_tokens: int, k: int) -> dict[str, np.ndarray]:
-    """The run's datasets for the rows' outputs (each asked for `max_new_tokens + 1` tokens)."""
+def run_arrays(outputs: list[EngineOutput], max_new_tokens: int, k: int,
+               eos_ids: tuple[int, ...] = ()) -> dict[str, np.ndarray]:
+    """The run's datasets for the rows' outputs (each asked for `max_new_tokens + 1` tokens without
+    stopping): a row ends after its first token of `eos_ids`, as in the project's loop."""
     if not outputs:
         raise ValueError("a run needs at least one row")
     B = len(outputs)
-    kept = [min(len(o.generated) - 1, max_new_tokens) for o in outputs]  # new tokens kept per row
+    kept = [min(len(o.generated) - 1, max_new_tokens, _eos_end(o.generated, eos_ids)) for o in outputs]
     if min(kept) < 0:
         raise ValueError("every row needs at least one generated token")
     lengths = [len(o.prompt) + n for o, n in zip(outputs, kept, strict=True)]
@@ -68,6 +72,11 @@ def run_arrays(outputs: list[EngineOutput], max_new_tokens: int, k: int) -> dict
         "logits_topk/lse": np.zeros((B, T), np.float32),
         "logits_topk/chosen": chosen,
     }
+
+
+def _eos_end(generated: list[int], eos_ids: tuple[int, ...]) -> int:
+    """New tokens up to and including the first end-of-sequence token (all when there is none)."""
+    return next((j + 1 for j, t in enumerate(generated) if t in eos_ids), len(generated))
 
 
 def _top(logprobs: dict[int, float], k: int) -> tuple[np.ndarray, np.ndarray]:

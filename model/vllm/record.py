@@ -95,10 +95,11 @@ def start_engine(args, settings):
 class EngineRecording:
     """One trace written from an engine's outputs, one run per composition."""
 
-    def __init__(self, path: Path, engine, pool: RequestPool, meta: dict, vocab: list[str], experiment: str):
+    def __init__(self, path: Path, engine, pool: RequestPool, meta: dict, vocab: list[str], experiment: str,
+                 eos_ids: tuple[int, ...] = ()):
         from traces import TraceWriter
 
-        self.engine, self.pool, self.experiment = engine, pool, experiment
+        self.engine, self.pool, self.experiment, self.eos_ids = engine, pool, experiment, eos_ids
         self.condition = f"{engine.name}, dropless (the engine's routing and kernels)"
         try:
             self.writer = TraceWriter(path, meta=meta, vocab=vocab, requests=list(pool.texts),
@@ -111,7 +112,7 @@ class EngineRecording:
         started = time.perf_counter()
         outputs = self.engine.generate(self.pool.prompts(comp), max_new_tokens)
         wall = time.perf_counter() - started
-        arrays = run_arrays(outputs, max_new_tokens, LOGPROBS)
+        arrays = run_arrays(outputs, max_new_tokens, LOGPROBS, self.eos_ids)
         attrs = {"request_ids": np.asarray(comp.requests, np.int32), "probe_row": comp.probe_row,
                  "batch_size": comp.batch_size, "max_new_tokens": max_new_tokens, "label": comp.label,
                  "condition": self.condition, "experiment": self.experiment, "routing": self.routing,
@@ -152,6 +153,19 @@ def trace_meta(folder: str, engine, settings, tokenizer, n_layers: int) -> tuple
     return meta, vocab_strings(tokenizer, int(config.vocab_size))
 
 
+def eos_ids(folder: str, tokenizer) -> tuple[int, ...]:
+    """The ids that end a row, as the project's Hugging Face path reads them (generation config first)."""
+    from transformers import GenerationConfig
+
+    try:
+        eos = GenerationConfig.from_pretrained(folder, local_files_only=True).eos_token_id
+    except OSError:
+        eos = None
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return tuple(eos) if isinstance(eos, (list, tuple)) else (() if eos is None else (int(eos),))
+
+
 def moe_layers(config, n_layers: int) -> list[int]:
     """Decoder-layer index of each of the `n_layers` MoE layers the engine reports."""
     total = int(config.num_hidden_layers)
@@ -173,20 +187,19 @@ def run(args, settings, progress: ProgressFn = no_progress):
     try:
         first = engine.generate([list(pool.tokens[0])], 1)[0]  # the engine's layer count, and a warm-up
         meta, vocab = trace_meta(settings.hf_model, engine, settings, tokenizer, first.routed.shape[1])
-        if settings.experiment == "e1":
-            return record_e1(settings, engine, pool, meta, vocab, progress)
-        return record_example(settings, engine, pool, meta, vocab, progress)
+        record = record_e1 if settings.experiment == "e1" else record_example
+        return record(settings, engine, pool, meta, vocab, eos_ids(settings.hf_model, tokenizer), progress)
     finally:
         engine.close()
 
 
 def record_e1(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
-              progress: ProgressFn = no_progress) -> E1Result:
+              eos_ids: tuple[int, ...] = (), progress: ProgressFn = no_progress) -> E1Result:
     """E1 through the engine: one trace (first probe), U(N) per repeat at each new-token count."""
     s = settings
     n_max = s.max_new_tokens
     result = ConditionResult(f"{engine.name}, dropless")
-    rec = EngineRecording(s.output, engine, pool, meta, vocab, "E1")
+    rec = EngineRecording(s.output, engine, pool, meta, vocab, "E1", eos_ids)
     total, done = s.repeats * s.compositions, 0
     try:
         for r in range(s.repeats):
@@ -213,12 +226,12 @@ def record_e1(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
 
 
 def record_example(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
-                   progress: ProgressFn = no_progress) -> ExampleResult:
+                   eos_ids: tuple[int, ...] = (), progress: ProgressFn = no_progress) -> ExampleResult:
     """The probe alone, then `compositions` batches, through the engine."""
     s = settings
     n = s.max_new_tokens
     comps = random_compositions(s.seed, s.compositions, pool.n_partners, s.batch_sizes)
-    rec = EngineRecording(s.output, engine, pool, meta, vocab, "example")
+    rec = EngineRecording(s.output, engine, pool, meta, vocab, "example", eos_ids)
     try:
         rec.record("alone", solo(), n, s.seed)
         progress(1, 1 + len(comps), f"example through {engine.name}: the probe alone")
