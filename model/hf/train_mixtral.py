@@ -188,6 +188,8 @@ def train(args: argparse.Namespace) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
+    for path in args.out.iterdir():  # safetensors writes owner-only files; a checkpoint is for everyone
+        path.chmod(0o644)
     shipped = transformers.MixtralForCausalLM.from_pretrained(args.out, dtype=torch.float32)
     held = evaluate(shipped, held_stream, args.seq)
     card = {
