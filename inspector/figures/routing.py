@@ -61,6 +61,7 @@ class RoutingFigure:
         self.data = data
         E, T = data.probs.shape
         levels = self.colorbar.levels()
+        self.colorbar.axis.setLabel(data.colour_label, color=self.style.foreground)
         self.image.setImage(data.probs, autoLevels=False, levels=levels)
         self.image.setRect(QtCore.QRectF(-0.5, -0.5, T, E))
         self.x_axis.set_labels([label.replace(" ", "·") for label in data.labels])
