@@ -25,6 +25,9 @@ CAUSE_MEANINGS: dict[str, str] = {
     "renormalization": "the after-drop renormalization of the weights differs",
     "upstream_numeric": "a numeric difference upstream of the router (no routing decision differs)",
     "output_numeric": "routing is identical; a numeric difference in the expert or attention reductions",
+    "numeric_routing": "routing changed without a capacity limit (numeric): the chosen experts differ in a "
+                       "dropless engine",
+    "token_near_tie": "next-token near-tie: routing identical up to the split, the token choice flipped",
     "unexplained": "the tokens differ but no routing or logit difference precedes them",
     "unconfirmed": "the reruns point at capacity, but no single routing event is shown to carry the split",
     "not_reproduced": "the reruns took another decision than the recording, so they confirm nothing",
