@@ -126,6 +126,9 @@ def test_vllm_trace_validates_and_says_what_it_does_not_hold(e1_trace, capsys):
         assert run.logits_form == "topk"
         assert bool(np.asarray(run.kept[...])[np.asarray(run.expert[...]) >= 0].all())  # dropless
         assert np.isnan(run.gate[0, 0, 0]).all()
+    assert main(["explain", str(e1_trace)]) == 0
+    out = capsys.readouterr().out
+    assert "cannot be intervened on" in out and "4 of 4 runs match this unbatched reference" in out
 
 
 @pytest.mark.parametrize("view", VIEWS)

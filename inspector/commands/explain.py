@@ -46,6 +46,11 @@ def run(args: argparse.Namespace) -> int:
     from model.experiments.progress import ProgressBar, no_progress
     from traces import TraceError
 
+    try:
+        if _engine_name(args.trace):
+            return _engine_trace(args)
+    except TraceError as exc:
+        raise UsageError(message(exc)) from None
     bar = no_progress if args.quiet else ProgressBar(sys.stderr)
     try:
         threads = args.threads or _recorded_threads(args.trace)
@@ -61,6 +66,27 @@ def run(args: argparse.Namespace) -> int:
     if result.interrupted:
         print("moe-inspector explain: interrupted: the runs explained so far are stored", file=sys.stderr)
         return 130
+    return 0
+
+
+def _engine_name(path: str) -> str:
+    """The serving engine that generated the trace ('' for the project's own loop)."""
+    from traces import open_trace
+
+    with open_trace(path) as trace:
+        return str((trace.meta.get("engine") or {}).get("name", ""))
+
+
+def _engine_trace(args: argparse.Namespace) -> int:
+    """A serving engine's runs cannot be intervened on: say so, and make the one check there is (the
+    probe alone through the Hugging Face path; docs/engines.md)."""
+    from model.vllm.reference import reference_check
+
+    try:
+        check = reference_check(args.trace, device=args.device)
+    except (FileNotFoundError, ValueError, ImportError) as exc:
+        raise UsageError(f"{args.trace}: {exc}") from None
+    print(check.describe())
     return 0
 
 
