@@ -75,6 +75,7 @@ def test_engine_runs_validate_and_read_with_stand_ins(trace, capsys):
         assert np.asarray(run.kept[...]).all()  # dropless: every chosen expert computed
         assert np.isnan(run.gate[...]).all() and np.isnan(run.router_logits[0, 0, :3]).all()
         assert (run.capacity[...] == -2).all()
+        assert (run.group[1, 0, :10] == 0).all() and run.group.shape == run.expert.shape[:3]
         requested = run.requested[...]  # [S, L, G, E]: each step's chosen experts, counted
         assert requested[0].sum() == 2 * len(PROMPT) * 2 and requested[1:].sum(axis=(2, 3)).tolist() == \
             [[2, 2]] * 6

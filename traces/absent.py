@@ -8,7 +8,8 @@ working, the reader hands out, for each dataset not recorded, what the run's own
 - `kept`: every chosen expert was computed (`expert >= 0`): the engine's experts are dropless;
 - `capacity`: dropless (`DROPLESS_CAPACITY`) in every step, one group per step;
 - `requested`, `load_kept`: each step's count of chosen experts, from `expert` and `step`;
-- `gate`, `router_logits`: NaN (unknown), `slot`, `group`: `MISSING`.
+- `group`: 0 for every routed token (one group per step), `MISSING` past a row's end;
+- `gate`, `router_logits`: NaN (unknown), `slot`: `MISSING`.
 
 Readers that show probabilities check `Run.not_recorded` and say they were not recorded.
 """
@@ -73,6 +74,18 @@ class ChosenArray(ConstantArray):
         return np.asarray(self._expert[key]) >= 0
 
 
+class OneGroupArray(ConstantArray):
+    """`group` [L,B,T] of one group per step: 0 wherever `step` [B,T] routed a token, else MISSING."""
+
+    def __init__(self, step, n_layers: int, where: str) -> None:
+        super().__init__((n_layers, *step.shape), np.int32, 0, ("L", "B", "T"), where)
+        self._step = step
+
+    def __getitem__(self, key) -> np.ndarray:
+        routed = np.broadcast_to(np.asarray(self._step[...]) >= 0, self.shape)[key]
+        return np.where(routed, 0, schema.MISSING).astype(np.int32)
+
+
 def stand_ins(run_where: str, not_recorded, expert, step, n_experts: int) -> dict:
     """Schema path -> stand-in for every path in `not_recorded`; `expert` [L,B,T,K] and `step` [B,T]
     are the run's lazy arrays, `n_experts` E."""
@@ -90,13 +103,14 @@ def stand_ins(run_where: str, not_recorded, expert, step, n_experts: int) -> dic
     shapes = {"routing/gate": ((L, B, T, K), np.float32, np.nan),
               "routing/router_logits": ((L, B, T, n_experts), np.float32, np.nan),
               "routing/slot": ((L, B, T, K), np.int32, schema.MISSING),
-              "routing/group": ((L, B, T), np.int32, schema.MISSING),
               "load/capacity": ((S, L, 1), np.int32, schema.DROPLESS_CAPACITY)}
     out = {}
     for path in not_recorded:
         spec, where = schema.DATASETS_BY_PATH[path], f"{run_where}/{path}"
         if path == "routing/kept":
             out[path] = ChosenArray(expert, where)
+        elif path == "routing/group":
+            out[path] = OneGroupArray(step, L, where)
         elif path in ("load/requested", "load/kept"):
             out[path] = DerivedArray(requested, (S, L, 1, n_experts), np.int32, spec.dims, where)
         else:
