@@ -49,7 +49,7 @@ class RoutingData:
 
     @property
     def colour_label(self) -> str:
-        return "router probability" if self.probabilities else "choice rank (probabilities not recorded)"
+        return "router probability" if self.probabilities else "choice rank (1st = 1)"
 
     @property
     def n_positions(self) -> int:

@@ -77,7 +77,8 @@ class RoutingFigure:
                             "prompt | generation", self.style.boundary)
         self.plot.setTitle(
             f"run {data.run} · row {data.row} (request {data.request}) · layer {data.layer} "
-            f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped",
+            f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped"
+            + ("" if data.probabilities else " · router probabilities not recorded"),
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-0.5 - E, yMax=E - 0.5 + E,
                                minXRange=min(4, T), minYRange=min(4, E))
