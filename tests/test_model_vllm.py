@@ -139,6 +139,34 @@ def test_every_view_exports_a_vllm_trace(e1_trace, tmp_path, view):
         assert out.stat().st_size > 0
 
 
+def test_engine_against_engine_trace(engine, pool, tmp_path):
+    """The probe through the project's loop and through vLLM in one trace: in float32 vLLM's routing
+    never leaves the reference's: the same tokens and experts everywhere (the project's own batches
+    may differ from its probe alone in router-logit bits, upstream of any decision)."""
+    from model.vllm.record import eos_ids, record_against, trace_meta
+    from traces.analysis.causes import explain_pair
+    from traces.analysis.rows import row_trace
+
+    requests, tok = pool
+    settings = _settings(tmp_path, "against", compositions=2, batch_sizes=(2, 3), new_tokens=(16,))
+    meta, vocab = trace_meta(str(MODEL), engine, settings, tok, 2)
+    result = record_against(settings, engine, requests, meta, vocab, eos_ids(str(MODEL), tok))
+    assert "both together" in result.table()
+    assert [p for p in validate(settings.output) if p.severity == "error"] == []
+    with open_trace(settings.output) as t:
+        assert t.run_names[:2] == ["alone-project", "alone-vllm"]
+        assert not t.run("alone-project").not_recorded and t.run("alone-vllm").not_recorded
+        ref = row_trace(t.run("alone-project"), 0)
+        for name in t.run_names[1:]:
+            run = t.run(name)
+            verdict = explain_pair(ref, row_trace(run, run.probe_row))
+            assert verdict.t_star == -1, name  # the same tokens, and no routing decision differs:
+            assert verdict.cause in ("identical", "upstream_numeric", "output_numeric"), (name, verdict.cause)
+    out = tmp_path / "pair.png"
+    assert main(["export", str(settings.output), "--view", "pair", "--pair", "alone-project,alone-vllm",
+                 "-o", str(out)]) == 0
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

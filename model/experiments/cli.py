@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, quality held-out "
                              "bits per byte under each routing condition, continuous rows arriving and "
                              "leaving (batch sizes 1-64), example the "
-                             "shipped example trace (default e1)")
+                             "shipped example trace, against the probe through the project's loop and "
+                             "through --engine in one trace (default e1)")
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="model checkpoint stem or .safetensors/.json file (default assets/moe-default)")
     parser.add_argument("--model", metavar="PATH_OR_ID",
@@ -199,6 +200,9 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     check_outputs(output_paths(settings), bool(getattr(args, "force", False)))
     if getattr(args, "engine", "project") != "project":
         return _run_engine(args, settings, out, progress)
+    if settings.experiment == "against":
+        raise ExperimentError("-e against: compares the project's loop with a serving engine; pass --engine "
+                              "vllm or vllm-server")
     if getattr(args, "engine_arg", None) or getattr(args, "url", None):
         raise ExperimentError("--engine-arg/--url: apply to --engine vllm or vllm-server")
     if settings.threads:

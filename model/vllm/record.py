@@ -6,7 +6,9 @@ Each batch composition is one engine call (offline: one `LLM.generate`; server: 
 under the one condition an engine offers: its own routing, dropless, its own kernels.
 
 - `e1`: N compositions per repeat, U(N) of the probe's completions (`model.experiments.e1_table`'s table);
-- `example`: the probe alone, then N compositions (the table of `model.experiments.example`).
+- `example`: the probe alone, then N compositions (the table of `model.experiments.example`);
+- `against`: engine against engine: the probe alone and in N compositions, each through the project's
+  loop on transformers' model (dropless, the reference) and through the engine, in one trace.
 
 Capacity conditions, kernel modes and the dense control do not apply: the engine has none.
 """
@@ -32,7 +34,7 @@ from model.vllm.arrays import ENGINE_NOT_RECORDED, run_arrays
 log = logging.getLogger(__name__)
 
 ENGINES = ("project", "vllm", "vllm-server")
-EXPERIMENTS = ("e1", "example")
+EXPERIMENTS = ("e1", "example", "against")
 #: Top-k log-probabilities kept per generated token (vLLM's default `max_logprobs`).
 LOGPROBS = 20
 
@@ -187,7 +189,7 @@ def run(args, settings, progress: ProgressFn = no_progress):
     try:
         first = engine.generate([list(pool.tokens[0])], 1)[0]  # the engine's layer count, and a warm-up
         meta, vocab = trace_meta(settings.hf_model, engine, settings, tokenizer, first.routed.shape[1])
-        record = record_e1 if settings.experiment == "e1" else record_example
+        record = {"e1": record_e1, "example": record_example, "against": record_against}[settings.experiment]
         return record(settings, engine, pool, meta, vocab, eos_ids(settings.hf_model, tokenizer), progress)
     finally:
         engine.close()
@@ -246,3 +248,44 @@ def record_example(settings, engine, pool: RequestPool, meta: dict, vocab: list[
     rows = [(f"probe alone, {rec.condition}", 1, 1, 1.0),
             (rec.condition, len(comps), u.n_unique, u.mode_share)]
     return ExampleResult(s, rows, s.output.stat().st_size)
+
+
+def record_against(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
+                   eos_ids: tuple[int, ...] = (), progress: ProgressFn = no_progress) -> ExampleResult:
+    """The probe alone and in `compositions` batches, each through the project's loop (transformers'
+    model, dropless, top-k logits) and through the engine, into one trace: Side by side then shows
+    where the engine's routing first leaves the reference's."""
+    from model.generate import generate
+    from model.hf.load import load_hf
+    from model.recorder import Recorder
+    from model.routing_policy import RoutingPolicy
+
+    s = settings
+    n = s.max_new_tokens
+    comps = [solo(), *random_compositions(s.seed, s.compositions, pool.n_partners, s.batch_sizes)]
+    model = load_hf(s.hf_model, dtype=s.dtype)
+    policy = model.adapt_policy(RoutingPolicy.preset("dropless"))
+    loop = f"project loop (transformers, {s.dtype}), dropless"
+    rec = EngineRecording(s.output, engine, pool, meta, vocab, "against", eos_ids)
+    rows: dict[str, list[np.ndarray]] = {loop: [], rec.condition: []}
+    try:
+        for i, comp in enumerate(comps):
+            name = "alone" if i == 0 else f"c{i - 1:02d}"
+            recorder = Recorder("topk", LOGPROBS)
+            result = generate(model, pool.prompts(comp), n, policy, recorder=recorder)
+            arrays = recorder.write_run(rec.writer, f"{name}-project", result, policy=policy,
+                                        request_ids=comp.requests, probe_row=comp.probe_row, label=comp.label,
+                                        condition=loop, experiment="against", seed=s.seed, max_new_tokens=n)
+            rows[loop].append(arrays["tokens"][comp.probe_row])
+            arrays = rec.record(f"{name}-{engine.name}", comp, n, s.seed)
+            rows[rec.condition].append(arrays["tokens"][comp.probe_row])
+            progress(i + 1, len(comps), f"against: composition {i + 1} through both")
+    finally:
+        rec.close()
+        model.close()
+    P = len(pool.tokens[0])
+    u = {name: unique_completions(tokens, P, n) for name, tokens in rows.items()}
+    both = unique_completions(rows[loop] + rows[rec.condition], P, n)
+    table = [(name, len(comps), c.n_unique, c.mode_share) for name, c in u.items()]
+    table.append(("both together", 2 * len(comps), both.n_unique, both.mode_share))
+    return ExampleResult(s, table, s.output.stat().st_size)

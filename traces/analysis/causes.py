@@ -198,9 +198,13 @@ def _router_recorded(row: RowTrace) -> bool:
 
 def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, first_logits: int,
                     t_star: int, fields: dict) -> Verdict:
-    """The verdict of runs without router logits: the first differing expert set, else the token split."""
+    """The verdict of runs without router logits: the first differing expert set, else the token split.
+    Router logits, weights and kept sets are not compared (one run at least does not hold them)."""
+    logits_root = Difference(first_logits, LOGITS_LAYER, "logits") if first_logits >= 0 else None
+    fields = {**fields, "root": logits_root}
     if decision.any():
         p, l = (int(i) for i in np.unravel_index(int(np.argmax(decision)), decision.shape))
+        fields["root"] = Difference(p, l, "expert")
         ea, eb = ref.expert[l, p], other.expert[l, p]
         return Verdict(cause="numeric_routing", position=p, layer=l, experts=_ints(eb), ref_experts=_ints(ea),
                        kept=_bools(other.kept[l, p]), ref_kept=_bools(ref.kept[l, p]),
