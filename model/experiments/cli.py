@@ -39,6 +39,8 @@ EPILOG = """examples:
   moe-inspector record -e continuous                             continuous batching, batch sizes 1-64
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
   moe-inspector record -e e1 --model DIR -n 4 --new-tokens 16    a Hugging Face MoE model (docs/hf-models.md)
+  moe-inspector record -e e1 --engine vllm --model assets/mixtral-docs --repeats 1
+                                                                 through vLLM (docs/engines.md)
 
 Ctrl-C (or SIGTERM) stops a recording; every run written so far stays in the trace."""
 
