@@ -69,10 +69,18 @@ class OfflineEngine:
         self.logprobs = logprobs
         self.engine_args = dict(engine_args or {})
         started = time.perf_counter()
+        import torch
+
+        # In process, vLLM's CPU worker replaces torch.set_num_threads for the whole process (and
+        # binds its threads): put both back, so the code around the engine keeps its own settings.
+        threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
             self.llm = LLM(model=model, tokenizer=model, **{"dtype": dtype, **args})
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             raise EngineError(f"vLLM could not start on {model}: {str(exc).splitlines()[0]}") from None
+        finally:
+            torch.set_num_threads = set_threads
+            torch.set_num_threads(threads)
         self.start_seconds = time.perf_counter() - started
         self.package, self.version = package, version
         log.info("vLLM %s started in %.1f s", version, self.start_seconds)
