@@ -4,6 +4,8 @@ of an engine's outputs)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from traces import TraceWriter, open_trace, validate
 from traces.analysis.causes import explain_pair
 from traces.analysis.rows import row_trace
 
+MODEL = str(Path(__file__).resolve().parents[1] / "assets" / "mixtral-docs")
 PROMPT = [3, 4, 5, 6]
 GENERATED = [7, 8, 9, 10, 11, 12, 13]  # max_new_tokens 6, plus the one the engine is asked for beyond
 META = {"model_config": {}, "moe_layers": [0, 1], "tokenizer": "ids", "routing": {}, "kernel_mode": "native",
@@ -127,3 +130,29 @@ def test_server_choice_decodes_routed_experts_and_token_ids():
     assert out.generated == [7, 8, 9] and out.logprobs[0] == {7: -0.1, 5: -2.0}
     np.testing.assert_array_equal(out.routed, routed)
     np.testing.assert_array_equal(decode_npy(choice["routed_experts"]), routed)
+
+
+def test_engine_arguments_pass_through_as_json_or_text():
+    from model.experiments import ExperimentError
+    from model.vllm.record import parse_engine_args
+
+    assert parse_engine_args(["tensor_parallel_size=2", "enforce_eager=false", "quantization=fp8",
+                              'hf_overrides={"a": 1}']) == {
+        "tensor_parallel_size": 2, "enforce_eager": False, "quantization": "fp8", "hf_overrides": {"a": 1}}
+    with pytest.raises(ExperimentError, match="--engine-arg: expected NAME=VALUE"):
+        parse_engine_args(["tensor_parallel_size"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-e", "e3", "--engine", "vllm", "--model", MODEL], "runs experiments e1, example, against"),
+    (["-e", "e1", "--engine", "vllm"], "--model must name a Hugging Face folder"),
+    (["-e", "e1", "--engine", "vllm-server", "--model", MODEL], "--url"),
+    (["-e", "e1", "--engine", "vllm", "--model", MODEL, "--capacity-factors", "1.0"],
+     "capacity and kernel-mode options do not apply"),
+    (["-e", "e1", "--engine-arg", "tensor_parallel_size=2"], "apply to --engine vllm"),
+    (["-e", "against"], "pass --engine vllm"),
+])
+def test_engine_options_that_do_not_apply_are_one_line_errors(args, message, tmp_path, capsys):
+    assert main(["record", *args, "-n", "1", "--new-tokens", "2", "-q", "-o", str(tmp_path / "x.h5")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
