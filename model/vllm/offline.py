@@ -57,6 +57,9 @@ class OfflineEngine:
     def __init__(self, model: str, *, dtype: str = "float32", logprobs: int = 20, seed: int = 0,
                  engine_args: dict | None = None):
         package, version = vllm_package()
+        # The engine core in the recording process (vLLM's default starts it in another one): it
+        # starts in seconds and ends with the recording; tensor-parallel workers are still processes.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         try:
             from vllm import LLM
         except ImportError as exc:
