@@ -49,7 +49,8 @@ class RoutingFigure:
                                         interactive=True, width=16)
         self.colorbar.setImageItem(self.image)
         self.colorbar.axis.setTextPen(pg.mkPen(self.style.foreground))
-        self.colorbar.axis.setLabel("router probability", color=self.style.foreground)
+        self.colour_label = "router probability"
+        self.colorbar.axis.setLabel(self.colour_label, color=self.style.foreground)
         self.colorbar.axis.label.setFont(self.style.font())
         self.colorbar.axis.setTickFont(self.style.font())  # the figure's font, as every other axis
         layout.addItem(self.colorbar, row=row, col=1)
@@ -61,7 +62,10 @@ class RoutingFigure:
         self.data = data
         E, T = data.probs.shape
         levels = self.colorbar.levels()
-        self.colorbar.axis.setLabel(data.colour_label, color=self.style.foreground)
+        if data.colour_label != self.colour_label:  # only runs without router logits change it
+            self.colour_label = data.colour_label
+            self.colorbar.axis.setLabel(data.colour_label, color=self.style.foreground)
+            self.colorbar.axis.label.setFont(self.style.font())
         self.image.setImage(data.probs, autoLevels=False, levels=levels)
         self.image.setRect(QtCore.QRectF(-0.5, -0.5, T, E))
         self.x_axis.set_labels([label.replace(" ", "·") for label in data.labels])
