@@ -320,13 +320,23 @@ def test_crowding_order_ranks_partners_by_overlap_with_the_probes_experts():
     assert crowding_order(probe, partners).tolist() == [1, 2, 0]
 
 
-def test_read_partners_skips_comments_and_keeps_indentation(tmp_path):
+def test_read_partners_skips_header_comments_and_keeps_indentation_and_code_comments(tmp_path):
     f = tmp_path / "p.txt"
-    f.write_text("# header\n\n    return self.\nimport os\n", encoding="utf-8")
-    assert read_partners(f) == ["    return self.", "import os"]
+    f.write_text("# header\n\n  # indented header\n    return self.\n# Compute the mean\nimport os\n",
+                 encoding="utf-8")
+    # '#' marks a comment only before the first prompt: a prompt of code may start with it
+    assert read_partners(f) == ["    return self.", "# Compute the mean", "import os"]
     (tmp_path / "empty.txt").write_text("# nothing\n", encoding="utf-8")
-    with pytest.raises(ExperimentError, match="--partners"):
+    with pytest.raises(ExperimentError, match="--partners: .* holds no prompts"):
         read_partners(tmp_path / "empty.txt")
+    with pytest.raises(ExperimentError, match="--partners: file .* not found"):
+        read_partners(tmp_path / "missing.txt")
+
+
+def test_read_probes_keeps_each_probe_once_and_code_comment_probes(tmp_path):
+    f = tmp_path / "probes.txt"
+    f.write_text("# probes\nThe result is\n# The result is\nThe result is\n", encoding="utf-8")
+    assert options.read_probes(f) == ("The result is", "# The result is")
 
 
 def test_unique_completions_count_an_early_eos_as_its_own_completion():
@@ -453,8 +463,8 @@ def test_probes_file_and_floor_options(tmp_path):
     assert options.resolve(args_for("-e", "e1"), ("gshard",), ()).all_probes == (options.DEFAULT_PROBE,)
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n", encoding="utf-8")
-    for argv, message in ((["--probes", str(empty)], "holds no probe"),
-                          (["--probes", str(tmp_path / "absent.txt")], "cannot read"),
+    for argv, message in ((["--probes", str(empty)], "holds no prompts"),
+                          (["--probes", str(tmp_path / "absent.txt")], "absent.txt not found"),
                           (["--probes", str(probes), "--probe", "other"], "not both"),
                           (["-e", "e4", "--probes", str(probes)], "does not apply"),
                           (["-e", "e7", "--min-capacities", "4"], "does not apply"),

@@ -1,6 +1,7 @@
 """The MoE block: one expert is a dense FFN, capacity coupling drops what the probe keeps alone."""
 
 import torch
+from ulps import assert_within_ulps
 
 from model.layers import SwiGLU
 from model.moe import MoE
@@ -25,7 +26,8 @@ def test_one_expert_top1_dropless_equals_the_dense_ffn():
         for mode in ("native", "batch_invariant"):
             y, routing = moe(x, valid, policy, mode=mode)
             assert routing.decision.kept.all() and (routing.decision.gate == 1.0).all()
-            assert torch.equal(y, dense(x, mode))
+            # the block's expert GEMM (grouped, or tiled) against the dense F.linear: two computations
+            assert_within_ulps(y, dense(x, mode), 16, mode)
 
 
 def test_dropped_candidates_contribute_zero_and_pads_are_not_routed(tiny_model):

@@ -1,11 +1,16 @@
-"""Native experts as one grouped GEMM: the routing and the block's output bitwise those of the
-per-expert loop they replaced (each expert's `F.linear` on its kept rows, added into y expert by
-expert), whatever the policy, the batch shape or the path the block takes."""
+"""Native experts as one grouped GEMM: the routing bitwise that of the per-expert loop it replaced
+(each expert's `F.linear` on its kept rows, added into y expert by expert), and the block's output
+within `ULPS` of it, whatever the policy, the batch shape or the path the block takes.
+
+A grouped GEMM and a loop of `F.linear`s are two computations: on one CPU they give the same bits, on
+another their blockings may round an ulp apart. The looped fallback runs the loop's own operations on
+the same shapes, so it is compared bit for bit."""
 
 import dataclasses
 
 import pytest
 import torch
+from ulps import assert_within_ulps
 
 from model import kernels
 from model.layers import swiglu
@@ -23,6 +28,8 @@ POLICIES = {
     "random priority": RoutingPolicy.preset("gshard", priority="random", capacity_factor=1.0),
 }
 SHAPES = [(8, 64), (8, 1), (1, 1), (3, 17)]  # prefill, decode, one token, ragged
+#: How far the grouped GEMM's output may be from the loop's, in ulps of the output's magnitude.
+ULPS = 16
 
 
 def per_expert_loop(moe: MoE, x: torch.Tensor, expert, kept, gate) -> torch.Tensor:
@@ -66,7 +73,7 @@ def test_grouped_experts_keep_the_decisions_and_the_bits_of_the_per_expert_loop(
                 expect = per_expert_loop(moe, x, d.expert, d.kept, d.gate)
             for field in dataclasses.fields(d):
                 assert torch.equal(getattr(routing.decision, field.name), getattr(d, field.name)), field.name
-            assert torch.equal(y, expect), (name, d_model, B, T, (y - expect).abs().max())
+            assert_within_ulps(y, expect, ULPS, f"{name}, d_model {d_model}, B={B} T={T}")
 
 
 def test_the_looped_fallback_gives_the_same_bits_with_autograd_or_unaligned_widths():

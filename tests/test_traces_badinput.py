@@ -302,5 +302,28 @@ def test_info_subprocess_on_bad_file(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"moe-inspector info: error: {bad}: expected an HDF5 trace")
-    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"moe-inspector info: error: {bad} cannot be opened: expected an HDF5 "
+                                    "trace, found a damaged HDF5 file (")
+    assert "Traceback" not in result.stderr and "OSError" not in result.stderr
+
+
+def test_info_of_a_truncated_trace_is_one_sentence(good, tmp_path):
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(good.read_bytes()[:good.stat().st_size // 2])
+    result = subprocess.run([sys.executable, "-m", "inspector.cli", "info", str(cut)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"moe-inspector info: error: {cut} is truncated: it holds ")
+    assert result.stderr.count("\n") == 1 and "OSError" not in result.stderr
+
+
+def test_info_into_a_closed_pipe_stops_quietly(good):
+    """`moe-inspector info T | head`: the reader is gone before the summary is written."""
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "info", "--check", str(good)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # no reader: the first write to stdout fails with EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141  # as a process ended by SIGPIPE
+    assert err == ""

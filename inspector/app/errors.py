@@ -7,12 +7,11 @@ app keeps running; `show_error` is the single place dialogs for bad input come f
 from __future__ import annotations
 
 import logging
-import os
-import re
 import sys
 import traceback
 from collections.abc import Callable
 
+from inspector.file_errors import open_error_sentence
 from inspector.qt import QtWidgets
 
 log = logging.getLogger(__name__)
@@ -23,26 +22,10 @@ def show_error(parent: QtWidgets.QWidget | None, title: str, text: str) -> None:
     QtWidgets.QMessageBox.critical(parent, title, text)
 
 
-_TRUNCATED = re.compile(r"truncated file: eof = (\d+).*stored_eof = (\d+)")
-_H5PY_OPEN = re.compile(r"found OSError: Unable to (?:synchronously )?open file \((.*)\)")
-
-
 def open_error_text(path: str, message: str) -> str:
-    """The reader's message on a file that cannot be opened, as a sentence about that file: without
-    the repeated path and HDF5 object path ("/: "), h5py's wording turned into plain words."""
-    name = os.path.basename(path.rstrip("/")) or path
-    text = message.strip()
-    for prefix in (f"{path}: ", "/: "):
-        text = text.removeprefix(prefix)
-    truncated = _TRUNCATED.search(text)
-    if truncated:
-        have, want = (int(g) for g in truncated.groups())
-        sentence = (f"{name} is truncated: it holds {have:,} bytes of the {want:,} its header announces "
-                    f"(a copy or a recording that did not finish). Copy the whole file again.")
-    else:
-        text = _H5PY_OPEN.sub(lambda m: f"found a damaged HDF5 file ({m.group(1)})", text)
-        sentence = f"{name} cannot be opened: {text.rstrip('.')}."
-    return f"{sentence}\n\nFile: {path}"
+    """The reader's message on a file that cannot be opened, as a sentence about that file, and the
+    file's full path below it."""
+    return f"{open_error_sentence(path, message)}\n\nFile: {path}"
 
 
 def user_message(exc: BaseException) -> str:

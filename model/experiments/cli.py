@@ -92,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="e1: several probe prompts, one per line (e.g. assets/probes.txt); each gets "
                              "its own trace and the table pools them with bootstrap intervals")
     parser.add_argument("--partners", metavar="FILE",
-                        help="partner prompts, one per line, '#' comments (default assets/partners.txt)")
+                        help="partner prompts, one per line; '#' lines before the first prompt are comments "
+                             "(default assets/partners.txt)")
     parser.add_argument("-n", "--compositions", type=int, metavar="N",
                         help="batch compositions (e1: per repeat, default 30)")
     parser.add_argument("--batch-sizes", metavar="LIST", help="batch sizes to draw from, e.g. 1-8 or 2,4,8")

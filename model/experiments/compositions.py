@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from model.experiments import ExperimentError
+from model.experiments.prompt_file import read_prompt_file
 
 PROBE = 0  # request id of the probe in every recording's pool
 MAX_DRAWS = 1000  # redraws allowed to find a composition not drawn before
@@ -50,22 +51,9 @@ class Composition:
 
 
 def read_partners(path: str | Path) -> list[str]:
-    """Partner prompts of a pool file: one per line; lines starting with '#' and blank lines skipped.
-
-    Leading spaces are kept (an indented line of code is a prompt too); the trailing newline is not.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ExperimentError(f"--partners: file {path} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExperimentError(f"--partners: cannot read {path} as UTF-8 text ({exc})") from None
-    prompts = [line.rstrip("\r\n") for line in text.splitlines()]
-    prompts = [p for p in prompts if p.strip() and not p.startswith("#")]
-    if not prompts:
-        raise ExperimentError(f"--partners: {path} holds no prompts (one per line, '#' starts a comment)")
-    return prompts
+    """Partner prompts of a pool file (`model.experiments.prompt_file`: one per line, comments only
+    before the first prompt)."""
+    return read_prompt_file(path, "--partners")
 
 
 def solo() -> Composition:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.experiments import ExperimentError
+from model.experiments.prompt_file import read_prompt_file
 from traces.schema import DEFAULT_LOGITS_K
 
 EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "continuous", "example", "against")
@@ -163,19 +164,8 @@ def parse_choice_list(flag: str, text: str, choices: tuple[str, ...]) -> tuple[s
 
 
 def read_probes(path) -> tuple[str, ...]:
-    """Probe prompts of a file, one per line ('#' starts a comment line), in order, each once."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExperimentError(f"--probes: cannot read {path} ({exc})") from None
-    probes: list[str] = []
-    for line in lines:
-        text = line.rstrip("\n")
-        if text.strip() and not text.lstrip().startswith("#") and text not in probes:
-            probes.append(text)
-    if not probes:
-        raise ExperimentError(f"--probes: {path} holds no probe prompt")
-    return tuple(probes)
+    """Probe prompts of a file (`model.experiments.prompt_file`), in order, each once."""
+    return tuple(dict.fromkeys(read_prompt_file(path, "--probes")))
 
 
 def _positive(flag: str, value: int | None, maximum: int | None = None) -> int | None:
