@@ -75,15 +75,17 @@ if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
     fi
     started=$(date +%s)
     if "$VPY" -m pip install -q -c "$constraints" "${extra[@]}" "$spec"; then
-      has_gpu || "$VPY" -m pip uninstall -y -q torchvision torchaudio torchcodec
-      if VLLM_ENABLE_V1_MULTIPROCESSING=0 "$VPY" -c "import vllm" >/dev/null 2>&1; then
-        echo "installed: $spec in $(( $(date +%s) - started )) s" > "$vllm_stamp"
-      else
-        echo "failed: $spec installed but 'import vllm' fails" > "$vllm_stamp"
-      fi
+      outcome="installed: $spec in $(( $(date +%s) - started )) s"
     else
-      echo "failed: pip could not install $spec beside $(cat "$constraints")" > "$vllm_stamp"
+      outcome="failed: pip could not install $spec beside $(cat "$constraints")"
     fi
+    # Whatever pip left behind: on CPU these CUDA builds break `import vllm` and transformers' imports.
+    has_gpu || "$VPY" -m pip uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+    if [ "${outcome%%:*}" = installed ] && ! VLLM_ENABLE_V1_MULTIPROCESSING=0 "$VPY" -c "import vllm" >/dev/null 2>&1
+    then
+      outcome="failed: $spec installed but 'import vllm' fails"
+    fi
+    echo "$outcome" > "$vllm_stamp"
     rm -f "$constraints"
   fi
   echo "setup: vLLM $(cat "$vllm_stamp")"

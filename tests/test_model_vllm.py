@@ -31,6 +31,16 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                        "docs/engines.md for the platforms it installs on)")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def importable():
+    """Skip, with vLLM's own error, where vLLM is installed but cannot be imported."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # e.g. CUDA builds of torchvision beside a CPU torch
+        pytest.skip(f"vLLM is installed but cannot be imported: {type(exc).__name__}: {exc}")
+
+
 @pytest.fixture(scope="module")
 def engine():
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
