@@ -149,7 +149,8 @@ def trace_meta(folder: str, engine, settings, tokenizer, n_layers: int) -> tuple
         "tokenizer": where, "routing": policy.to_dict(), "kernel_mode": "native",
         "device": engine_meta["device"], "dtype": engine_meta["dtype"],
         "torch_version": str(torch.__version__),
-        "seed": int(settings.seed), "machine": machine_fingerprint("cpu"), "model_source": "huggingface",
+        "seed": int(settings.seed), "model_source": "huggingface",
+        "machine": machine_fingerprint("cuda" if engine_meta["device"] == "cuda" else "cpu"),
         "checkpoint": where, "engine": engine_meta,
     }
     return meta, vocab_strings(tokenizer, int(config.vocab_size))
