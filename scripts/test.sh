@@ -2,6 +2,6 @@
 # Set up (idempotently) and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --with-vllm
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -20,6 +20,7 @@ import h5py
 import numpy as np
 
 from traces import schema
+from traces.absent import stand_ins
 from traces.errors import TraceError
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
@@ -113,6 +114,8 @@ class Run:
         self.request_ids: np.ndarray = np.asarray(attrs["request_ids"], dtype=np.int64)
         self.probe_row: int = int(attrs["probe_row"])
         self.batch_size: int = int(attrs["batch_size"])
+        #: Datasets this run does not hold because its engine does not give them (traces/absent.py).
+        self.not_recorded: frozenset[str] = frozenset(attrs.get("not_recorded") or ())
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
             if spec.path in found["datasets"]:
@@ -121,6 +124,13 @@ class Run:
         for data_path, attr in schema.RUN_ARRAY_NAMES.items():
             if data_path in self.arrays:
                 setattr(self, attr, self.arrays[data_path])
+        if self.not_recorded:
+            E = (meta.get("engine") or {}).get("experts") or \
+                int(np.asarray(self.expert[...]).max(initial=-1)) + 1
+            absent = stand_ins(self.where, sorted(self.not_recorded), self.expert, self.step, int(E))
+            for data_path, stand_in in absent.items():
+                setattr(self, schema.RUN_ARRAY_NAMES[data_path], stand_in)
+            self.dims.update(E=int(E), G=1, S=self.capacity.shape[0])
         self.logits_form: str = schema.logits_form(self.arrays)[0]  # check_run proved there is one
         if self.logits_form == "topk":
             self.logits = LazyTopLogits({p: self.arrays[p] for p in schema.LOGITS_FORMS["topk"]}, meta["V"])

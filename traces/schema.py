@@ -98,6 +98,8 @@ ROOT_ATTRS: dict[str, str] = {
     "kernel_coverage": "JSON object: per kernel mode, what it covers for a Hugging Face model "
                        "(linear layers, "
                        "expert GEMMs, attention, routing); optional",
+    "engine": "JSON object: the serving engine that generated the runs (name, package, version, "
+              "settings, engine arguments); absent for the project's own loop; optional",
 }
 
 #: Root attributes the writer fills itself; `meta` gives every other one.
@@ -105,9 +107,9 @@ WRITER_ROOT_ATTRS = ("format", "format_version", "created", "producer")
 #: Root attributes without which a file cannot be read (the others only give warnings).
 REQUIRED_ROOT_ATTRS = ("format", "format_version", "model_config", "moe_layers", "routing", "kernel_mode")
 #: Root attributes a writer may leave out without a warning (older traces lack them).
-OPTIONAL_ROOT_ATTRS = ("machine", "model_source", "checkpoint", "kernel_coverage")
+OPTIONAL_ROOT_ATTRS = ("machine", "model_source", "checkpoint", "kernel_coverage", "engine")
 #: Root attributes stored as JSON text.
-JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing", "machine", "kernel_coverage")
+JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing", "machine", "kernel_coverage", "engine")
 
 RUN_ATTRS: dict[str, str] = {
     "request_ids": "int array [B]: the request id in each row",
@@ -122,6 +124,8 @@ RUN_ATTRS: dict[str, str] = {
     "seed": "RNG seed of this run",
     "wall_time_s": "seconds the generation took",
     "index": "order in which the run was written",
+    "not_recorded": "JSON list: datasets of ENGINE_OMITTABLE this run does not hold, because the engine "
+                    "that generated it does not give them (absent: the run holds them all)",
     "complete": "false until every dataset of the run is written and flushed",
 }
 
@@ -129,8 +133,10 @@ RUN_ATTRS: dict[str, str] = {
 WRITER_RUN_ATTRS = ("index", "complete")
 #: Run attributes without which a run cannot be read (the others only give warnings).
 REQUIRED_RUN_ATTRS = ("request_ids", "probe_row", "batch_size", "index", "complete")
+#: Run attributes a run may leave out without a warning.
+OPTIONAL_RUN_ATTRS = ("not_recorded",)
 #: Run attributes stored as JSON text.
-JSON_RUN_ATTRS = ("routing",)
+JSON_RUN_ATTRS = ("routing", "not_recorded")
 
 RUN_DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("tokens", ("B", "T"), ("int32",), "prompt + generated token ids, -1 past the row's end"),
@@ -166,6 +172,13 @@ RUN_DATASETS: tuple[DatasetSpec, ...] = (
 
 DATASETS_BY_PATH: dict[str, DatasetSpec] = {d.path: d for d in RUN_DATASETS}
 
+#: Required datasets a serving engine may leave out (it returns the chosen experts, not the router's
+#: logits or weights, and no capacity, queue or per-forward-step load): a run whose attribute
+#: `not_recorded` lists some of them holds none of those. Readers say what is missing by reading
+#: `not_recorded`, never by the engine's name.
+ENGINE_OMITTABLE = ("routing/gate", "routing/kept", "routing/slot", "routing/group", "routing/router_logits",
+                    "load/requested", "load/kept", "load/capacity")
+
 #: The two forms of the next-token logits: a run holds every dataset of exactly one (schema v1: full).
 LOGITS_FORMS: dict[str, tuple[str, ...]] = {
     "full": ("logits",),
@@ -183,9 +196,10 @@ RUN_ARRAY_NAMES: dict[str, str] = {
 }
 
 
-def run_datasets(form: str = "full") -> tuple[DatasetSpec, ...]:
-    """The datasets of a run whose logits are in `form`."""
-    return tuple(d for d in RUN_DATASETS if d.required or d.path in LOGITS_FORMS[form])
+def run_datasets(form: str = "full", not_recorded=()) -> tuple[DatasetSpec, ...]:
+    """The datasets of a run whose logits are in `form`, less those `not_recorded` (ENGINE_OMITTABLE)."""
+    return tuple(d for d in RUN_DATASETS if (d.required or d.path in LOGITS_FORMS[form])
+                 and d.path not in not_recorded)
 
 
 def logits_form(paths) -> tuple[str | None, str]:

@@ -51,6 +51,8 @@ def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
         lines.append(f"      routing: {_knobs(run.attrs['routing'])}")
     if run.attrs.get("kernel_mode") not in (None, default_kernel):
         lines.append(f"      kernel mode: {run.attrs['kernel_mode']}")
+    if run.not_recorded:
+        lines.append(f"      not recorded (by its engine): {', '.join(sorted(run.not_recorded))}")
     return lines
 
 
@@ -63,6 +65,15 @@ def _dataset_lines(run: Run) -> list[str]:
         ratio = f"{stored / raw:.2f}" if raw else "-"
         lines.append(f"  {path:<22} {arr.dtype.name:<8} [{shape}]  {_size(raw)} -> {_size(stored)} ({ratio})")
     return lines
+
+
+def _engine_lines(engine: dict | None) -> list[str]:
+    """The serving engine that generated the runs, with its settings (docs/engines.md)."""
+    if not engine:
+        return []
+    settings = " ".join(f"{k}={v}" for k, v in engine.items() if k not in ("name", "package", "version"))
+    return [f"engine: {engine.get('name', '?')} ({engine.get('package', '?')} {engine.get('version', '?')})",
+            f"  {settings}"]
 
 
 def describe(trace: Trace) -> str:
@@ -81,6 +92,7 @@ def describe(trace: Trace) -> str:
         f"seed {meta.get('seed', '?')}",
         f"routing: {_knobs(meta.get('routing'))}",
         f"kernel mode: {meta.get('kernel_mode')}",
+        *_engine_lines(meta.get("engine")),
         "machine: " + fingerprint.short_name(meta.get("machine")),
         *(f"  {line}" for line in fingerprint.lines(meta.get("machine"))),
         f"requests: R={len(trace.requests)}",

@@ -194,7 +194,7 @@ def check_root(f: h5py.File) -> tuple[dict, list[Problem]]:
         return {}, problems
     meta: dict = {}
     kinds = {"model_config": dict, "moe_layers": list, "routing": dict, "machine": dict,
-             "kernel_coverage": dict}
+             "kernel_coverage": dict, "engine": dict}
     for key in schema.ROOT_ATTRS:
         required = key in schema.REQUIRED_ROOT_ATTRS
         if key in schema.OPTIONAL_ROOT_ATTRS and _safe(lambda k=key: k not in f.attrs, "/", problems,
@@ -294,8 +294,15 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     if complete is False:
         problems.append(Problem(where, "run is incomplete (complete = false): its writer did not finish",
                                 "warning"))
+    not_recorded: tuple[str, ...] = ()
     for key in schema.RUN_ATTRS:
-        if key not in schema.REQUIRED_RUN_ATTRS:
+        if key in schema.OPTIONAL_RUN_ATTRS and not _safe(lambda k=key: k in group.attrs, where, problems,
+                                                          "readable attributes"):
+            continue
+        if key == "not_recorded":
+            not_recorded = _not_recorded(group, where, problems)
+            values[key] = list(not_recorded)
+        elif key not in schema.REQUIRED_RUN_ATTRS:
             if key in schema.JSON_RUN_ATTRS:
                 values[key] = _json_attr(group, key, where, problems, dict, required=False)
             else:
@@ -306,9 +313,10 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     present = set()
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
-        ds = _dataset(group, spec.path, ds_where, problems, spec.required)
+        required = spec.required and spec.path not in not_recorded
+        ds = _dataset(group, spec.path, ds_where, problems, required)
         if ds is ABSENT:
-            continue  # one of the logits forms; which one is checked below
+            continue  # one of the logits forms (which one is checked below), or not recorded
         present.add(spec.path)
         if ds is None:
             continue
@@ -347,12 +355,27 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     return dims, problems
 
 
+def _not_recorded(group, where: str, problems: list[Problem]) -> tuple[str, ...]:
+    """The run's `not_recorded` datasets; a problem for any the schema does not let an engine omit."""
+    value = _json_attr(group, "not_recorded", where, problems, list)
+    if value is None:
+        return ()
+    wrong = [p for p in value if p not in schema.ENGINE_OMITTABLE]
+    if wrong:
+        problems.append(Problem(where, f"expected attribute 'not_recorded' to list datasets an engine may "
+                                       f"leave out ({', '.join(schema.ENGINE_OMITTABLE)}), "
+                                       f"found {wrong[0]!r:.40}"))
+        return ()
+    return tuple(value)
+
+
 def _read_all(group: h5py.Group, where_run: str, problems: list[Problem]) -> None:
     """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
     for spec in schema.RUN_DATASETS:
         where = f"{where_run}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in group, where, problems,
-                                           "a readable group"):
+        optional = not spec.required or spec.path in schema.ENGINE_OMITTABLE
+        if optional and not _safe(lambda spec=spec: spec.path in group, where, problems,
+                                  "a readable group"):
             continue
         ds = _safe(lambda spec=spec: group[spec.path], where, problems, "a dataset")
         if ds is None:

@@ -116,16 +116,23 @@ def _convert(path: str, spec: schema.DatasetSpec, value) -> np.ndarray:
     return arr.astype(target)
 
 
-def check_run_arrays(arrays: Mapping[str, object]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+def check_run_arrays(arrays: Mapping[str, object],
+                     not_recorded=()) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Arrays of one run converted to schema dtypes, and their dims (letter -> size).
 
-    Raises ValueError naming the dataset when one is missing, unknown, of a wrong dtype, or whose
+    Raises ValueError naming the dataset when one is missing (and not among `not_recorded`, datasets
+    of `schema.ENGINE_OMITTABLE` an engine does not give), unknown, of a wrong dtype, or whose
     shape disagrees with the others (same L, B, T, K, E, V, S, G everywhere).
     """
     unknown = sorted(set(arrays) - set(schema.DATASETS_BY_PATH))
     if unknown:
         raise ValueError(f"{unknown[0]}: not a dataset of schema v{schema.FORMAT_VERSION}")
-    missing = [s.path for s in schema.RUN_DATASETS if s.required and s.path not in arrays]
+    wrong = [p for p in not_recorded if p not in schema.ENGINE_OMITTABLE or p in arrays]
+    if wrong:
+        raise ValueError(f"{wrong[0]}: listed as not recorded, but it is "
+                         f"{'given' if wrong[0] in arrays else 'not a dataset an engine may leave out'}")
+    missing = [s.path for s in schema.RUN_DATASETS
+               if s.required and s.path not in arrays and s.path not in not_recorded]
     if missing:
         raise ValueError(f"{missing[0]}: required dataset missing (also missing: {missing[1:]})")
     form, problem = schema.logits_form(arrays)
@@ -135,7 +142,7 @@ def check_run_arrays(arrays: Mapping[str, object]) -> tuple[dict[str, np.ndarray
     dims, problems = schema.collect_dims({p: a.shape for p, a in converted.items()})
     if problems:
         raise ValueError(f"{problems[0][0]}: {problems[0][1]}")
-    if dims.get("K", 0) > dims.get("E", 0):
+    if "E" in dims and dims.get("K", 0) > dims["E"]:
         raise ValueError(f"routing/expert: K = {dims['K']} exceeds E = {dims['E']}")
     return converted, dims
 
@@ -260,7 +267,7 @@ class TraceWriter:
                     arrays: Mapping[str, object]) -> PreparedRun:
         """Validate one run without writing it: ValueError naming what is wrong."""
         _check_name("run", name)
-        arrays, dims = check_run_arrays(arrays)
+        arrays, dims = check_run_arrays(arrays, tuple(attrs.get("not_recorded", ())))
         if dims["L"] != self._n_layers:
             raise ValueError(f"routing/expert: expected L = {self._n_layers} (length of moe_layers), "
                              f"found {dims['L']}")
@@ -533,7 +540,8 @@ class TraceWriter:
         return out
 
     def _run_attrs(self, attrs: Mapping[str, object], dims: dict[str, int]) -> dict[str, object]:
-        needed = [k for k in schema.RUN_ATTRS if k not in schema.WRITER_RUN_ATTRS]
+        needed = [k for k in schema.RUN_ATTRS
+                  if k not in schema.WRITER_RUN_ATTRS and k not in schema.OPTIONAL_RUN_ATTRS]
         missing = [k for k in needed if k not in attrs]
         if missing:
             raise ValueError(f"attrs: missing run attributes {missing}")

@@ -47,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
     from model.experiments.progress import ProgressBar, no_progress
     from traces import TraceError
 
+    try:
+        if _engine_name(args.trace):
+            return _engine_trace(args)
+    except TraceError as exc:
+        raise UsageError(message(exc)) from None
     bar = no_progress if args.quiet else ProgressBar(sys.stderr)
     terminated: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: _stop_as_on_ctrl_c(terminated, signum))
@@ -74,6 +79,27 @@ def _stop_as_on_ctrl_c(terminated: list[int], signum: int) -> None:
     done is stored."""
     terminated.append(signum)
     raise KeyboardInterrupt
+
+
+def _engine_name(path: str) -> str:
+    """The serving engine that generated the trace ('' for the project's own loop)."""
+    from traces import open_trace
+
+    with open_trace(path) as trace:
+        return str((trace.meta.get("engine") or {}).get("name", ""))
+
+
+def _engine_trace(args: argparse.Namespace) -> int:
+    """A serving engine's runs cannot be intervened on: say so, and make the one check there is (the
+    probe alone through the Hugging Face path; docs/engines.md)."""
+    from model.vllm.reference import reference_check
+
+    try:
+        check = reference_check(args.trace, device=args.device)
+    except (FileNotFoundError, ValueError, ImportError) as exc:
+        raise UsageError(f"{args.trace}: {exc}") from None
+    print(check.describe())
+    return 0
 
 
 def _recorded_threads(path: str) -> int:

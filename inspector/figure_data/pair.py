@@ -238,7 +238,8 @@ def _heatmap(row: RowTrace, layer: int, model_layer: int, vocab: Sequence[str],
         run=row.run, row=row.row, layer=layer, model_layer=model_layer, request=row.request, vocab=vocab,
         tokens=row.tokens, prompt_len=row.prompt_len, router_logits=row.router_logits[layer],
         expert=row.expert[layer], gate=row.gate[layer], kept=row.kept[layer], slot=row.slot[layer],
-        group=row.group[layer], step=row.step, capacity=capacity)
+        group=row.group[layer], step=row.step, capacity=capacity,
+        probabilities=not (row.router_logits.size and np.isnan(row.router_logits[layer]).all()))
 
 
 def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[str],

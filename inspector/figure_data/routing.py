@@ -1,7 +1,9 @@
 """Data of the routing heatmap: one run, one MoE layer, one batch row.
 
 Experts on y, positions on x, colour = router probability (softmax of the router logits), the
-chosen candidates with their kept/dropped outcome, slot, capacity, group and step per token.
+chosen candidates with their kept/dropped outcome, slot, capacity, group and step per token. A run
+whose engine did not record the router's logits (`Run.not_recorded`) is coloured by choice rank
+instead (1st choice brightest), and says so.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ class RoutingData:
     group: np.ndarray        # [T] group id within its step
     step: np.ndarray         # [T] forward step that routed the token (0 = prefill)
     capacity: np.ndarray     # [T] capacity of the token's group; -2 dropless, -1 unknown
+    probabilities: bool = True  # False: the router's logits were not recorded; `probs` holds choice ranks
+
+    @property
+    def colour_label(self) -> str:
+        return "router probability" if self.probabilities else "choice rank (1st = 1)"
 
     @property
     def n_positions(self) -> int:
@@ -96,14 +103,23 @@ def routing_figure_data(
     group: np.ndarray,
     step: np.ndarray,
     capacity: np.ndarray,
+    probabilities: bool = True,
 ) -> RoutingData:
     """Build the heatmap data from one row's arrays, already cut to the row's length T.
 
     `router_logits` is [T, E]; `expert`, `gate`, `kept`, `slot` are [T, K]; `group` and `step`
-    are [T]; `capacity` is the layer's [S, G] capacity table.
+    are [T]; `capacity` is the layer's [S, G] capacity table. Without `probabilities` (the router's
+    logits were not recorded) the image holds each chosen expert's rank: (K - k) / K for choice k.
     """
     T, E = router_logits.shape
-    probs = softmax(router_logits, axis=-1).T  # [E, T]
+    if probabilities:
+        probs = softmax(router_logits, axis=-1).T  # [E, T]
+    else:
+        probs = np.zeros((E, T), np.float32)
+        K = expert.shape[1]
+        for k in range(K):
+            t = np.nonzero(expert[:, k] >= 0)[0]
+            probs[expert[t, k], t] = (K - k) / K
     S, G = capacity.shape
     ok = (step >= 0) & (step < S) & (group >= 0) & (group < G)
     cap = np.full(T, -1, dtype=np.int64)
@@ -114,7 +130,7 @@ def routing_figure_data(
         probs=np.ascontiguousarray(probs), expert=np.asarray(expert, dtype=np.int64),
         gate=np.asarray(gate, dtype=np.float32), kept=np.asarray(kept, dtype=bool),
         slot=np.asarray(slot, dtype=np.int64), group=np.asarray(group, dtype=np.int64),
-        step=np.asarray(step, dtype=np.int64), capacity=cap,
+        step=np.asarray(step, dtype=np.int64), capacity=cap, probabilities=probabilities,
     )
 
 
@@ -130,6 +146,7 @@ def read_routing(trace, run, layer: int, row: int) -> RoutingData:
         router_logits=run.router_logits[layer, row, :T], expert=run.expert[layer, row, :T],
         gate=run.gate[layer, row, :T], kept=run.kept[layer, row, :T], slot=run.slot[layer, row, :T],
         group=run.group[layer, row, :T], step=run.step[row, :T], capacity=run.capacity[:, layer, :],
+        probabilities="routing/router_logits" not in getattr(run, "not_recorded", ()),
     )
 
 
@@ -150,7 +167,7 @@ def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
     lines = [
         f"position {t} ({part}): {data.labels[t]!r}",
         f"layer {data.layer} (model layer {data.model_layer}) · expert {e}",
-        f"probability {data.probs[e, t]:.4f}",
+        f"probability {data.probs[e, t]:.4f}" if data.probabilities else "probability not recorded",
     ]
     K = data.expert.shape[1]
     choices = np.nonzero(data.expert[t] == e)[0]
@@ -159,7 +176,7 @@ def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
         k = int(choices[0])
         slot = int(data.slot[t, k])
         if data.kept[t, k]:
-            outcome = f"KEPT · gate {data.gate[t, k]:.4f}"
+            outcome = f"KEPT · gate {data.gate[t, k]:.4f}" if data.probabilities else "computed"
             relation = "<" if cap >= 0 else "vs"
         else:
             outcome = "DROPPED"

@@ -246,7 +246,8 @@ class PairFigure:
         for fig, name, color in ((self.heat_a, "A", A_COLOR), (self.heat_b, "B", B_COLOR)):
             d = fig.data
             dropped = int((~d.kept).sum())
-            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · {dropped} dropped",
+            note = "" if d.probabilities else " · probabilities not recorded"
+            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · {dropped} dropped{note}",
                               color=color, size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))

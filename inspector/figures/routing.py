@@ -49,7 +49,8 @@ class RoutingFigure:
                                         interactive=True, width=16)
         self.colorbar.setImageItem(self.image)
         self.colorbar.axis.setTextPen(pg.mkPen(self.style.foreground))
-        self.colorbar.axis.setLabel("router probability", color=self.style.foreground)
+        self.colour_label = "router probability"
+        self.colorbar.axis.setLabel(self.colour_label, color=self.style.foreground)
         self.colorbar.axis.label.setFont(self.style.font())
         self.colorbar.axis.setTickFont(self.style.font())  # the figure's font, as every other axis
         layout.addItem(self.colorbar, row=row, col=1)
@@ -61,6 +62,10 @@ class RoutingFigure:
         self.data = data
         E, T = data.probs.shape
         levels = self.colorbar.levels()
+        if data.colour_label != self.colour_label:  # only runs without router logits change it
+            self.colour_label = data.colour_label
+            self.colorbar.axis.setLabel(data.colour_label, color=self.style.foreground)
+            self.colorbar.axis.label.setFont(self.style.font())
         self.image.setImage(data.probs, autoLevels=False, levels=levels)
         self.image.setRect(QtCore.QRectF(-0.5, -0.5, T, E))
         self.x_axis.set_labels([label.replace(" ", "·") for label in data.labels])
@@ -76,7 +81,8 @@ class RoutingFigure:
                             "prompt | generation", self.style.boundary)
         self.plot.setTitle(
             f"run {data.run} · row {data.row} (request {data.request}) · layer {data.layer} "
-            f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped",
+            f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped"
+            + ("" if data.probabilities else " · router probabilities not recorded"),
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-0.5 - E, yMax=E - 0.5 + E,
                                minXRange=min(4, T), minYRange=min(4, E))

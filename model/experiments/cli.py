@@ -39,6 +39,8 @@ EPILOG = """examples:
   moe-inspector record -e continuous                             continuous batching, batch sizes 1-64
   moe-inspector record -e e7 --threads 2                         mitigation cost on two threads
   moe-inspector record -e e1 --model DIR -n 4 --new-tokens 16    a Hugging Face MoE model (docs/hf-models.md)
+  moe-inspector record -e e1 --engine vllm --model assets/mixtral-docs --repeats 1
+                                                                 through vLLM (docs/engines.md)
 
 Ctrl-C (or SIGTERM) stops a recording; every run written so far stays in the trace."""
 
@@ -52,13 +54,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "e3 capacity sweep, e4 near-tie study, e7 mitigation cost, quality held-out "
                              "bits per byte under each routing condition, continuous rows arriving and "
                              "leaving (batch sizes 1-64), example the "
-                             "shipped example trace (default e1)")
+                             "shipped example trace, against the probe through the project's loop and "
+                             "through --engine in one trace (default e1)")
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="model checkpoint stem or .safetensors/.json file (default assets/moe-default)")
     parser.add_argument("--model", metavar="PATH_OR_ID",
                         help="a Hugging Face MoE causal LM instead of the shipped model: a folder saved with "
                              "save_pretrained (with its tokenizer) or a hub id already in the local cache; "
                              "nothing is downloaded (docs/hf-models.md)")
+    parser.add_argument("--engine", choices=("project", "vllm", "vllm-server"), default="project",
+                        help="what generates the runs: the project's own loop (default), vLLM's offline "
+                             "engine on the --model folder, or a running vLLM server at --url serving it "
+                             "(e1 and example; docs/engines.md)")
+    parser.add_argument("--engine-arg", action="append", metavar="NAME=VALUE",
+                        help="a vLLM engine argument, passed through (repeatable), e.g. "
+                             "tensor_parallel_size=2, enable_expert_parallel=true, "
+                             "enable_prefix_caching=false")
+    parser.add_argument("--url", metavar="URL",
+                        help="--engine vllm-server: the server's address, e.g. http://127.0.0.1:8000")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
                         help="compute dtype of a --model (default float32)")
     parser.add_argument("--device-map", choices=("auto",),
@@ -188,6 +201,13 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     out = stream or sys.stdout
     settings = options.resolve(args, tuple(PRESETS), PRIORITIES)
     check_outputs(output_paths(settings), bool(getattr(args, "force", False)))
+    if getattr(args, "engine", "project") != "project":
+        return _run_engine(args, settings, out, progress)
+    if settings.experiment == "against":
+        raise ExperimentError("-e against: compares the project's loop with a serving engine; pass --engine "
+                              "vllm or vllm-server")
+    if getattr(args, "engine_arg", None) or getattr(args, "url", None):
+        raise ExperimentError("--engine-arg/--url: apply to --engine vllm or vllm-server")
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device)
@@ -225,5 +245,24 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
         return 143 if isinstance(exc, Terminated) else 130
     if isinstance(bar, ProgressBar):
         bar.finish()
+    print(result.table(), file=out)
+    return 0
+
+
+def _run_engine(args: argparse.Namespace, settings: options.Settings, out, progress=None) -> int:
+    """Record through a serving engine (model/vllm/record.py); 130 after Ctrl-C, the runs so far kept."""
+    from model.experiments.progress import ProgressBar, no_progress
+    from model.vllm.record import run as run_engine
+
+    bar = progress or (no_progress if getattr(args, "quiet", False) else ProgressBar(sys.stderr))
+    try:
+        result = run_engine(args, settings, bar)
+    except KeyboardInterrupt:
+        print(f"moe-inspector record: interrupted: the complete runs are kept in {settings.output}",
+              file=sys.stderr)
+        return 130
+    finally:
+        if isinstance(bar, ProgressBar):
+            bar.finish()
     print(result.table(), file=out)
     return 0

@@ -16,7 +16,7 @@ from model.experiments import ExperimentError
 from model.experiments.prompt_file import read_prompt_file
 from traces.schema import DEFAULT_LOGITS_K
 
-EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "continuous", "example")
+EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "continuous", "example", "against")
 KERNEL_CHOICES = ("native", "batch_invariant", "both")
 
 #: The repository's assets folder: the shipped checkpoints and the partner pool.
@@ -49,6 +49,7 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "continuous": dict(compositions=10, batch_sizes=(1, 2, 4, 8, 16, 32, 64), capacity_factors=(1.0,),
                        presets=("gshard",), kernel_modes=("native",), new_tokens=(64,),
                        min_capacities=(0, 4)),
+    "against": dict(compositions=4, batch_sizes=(2, 3, 4, 8), new_tokens=(64,)),
     "example": dict(compositions=30, batch_sizes=(2, 3, 4), capacity_factors=(1.0, 1.25),
                     presets=("gshard",), new_tokens=(64,)),
 }

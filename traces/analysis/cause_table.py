@@ -35,6 +35,11 @@ _CAUSES = (
           "numeric", "#6baed6", True),
     Cause("output_numeric", "routing is identical; a numeric difference in the expert or attention "
                             "reductions", "numeric", "#3182bd", True),
+    Cause("numeric_routing", "routing changed without a capacity limit (numeric): the chosen experts "
+                             "differ in a dropless engine whose router logits were not recorded", "numeric",
+          "#08519c", True),
+    Cause("token_near_tie", "next-token near-tie: routing identical up to the split, the token choice "
+                            "flipped (router logits not recorded)", "numeric", "#2171b5", True),
     Cause("mixed", "a minimal set of events that mixes capacity drops and numeric router changes carries "
                    "the split", "mixed", "#e6550d", True),
     Cause("unexplained", "the tokens differ but no routing or logit difference precedes them", "unproven",

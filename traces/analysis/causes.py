@@ -22,6 +22,12 @@ At one (position, layer) the checks run in the order of the router's own computa
   reductions; a logit near-tie flipped the argmax);
 - nothing differs: `identical` (or `unexplained` when the tokens differ anyway).
 
+Runs whose router logits were not recorded (a serving engine's, `Run.not_recorded`: the reader gives
+NaN) cannot tell a near-tie flip from anything else at the router, and such engines route dropless:
+a first difference in the chosen experts is `numeric_routing` (routing changed without a capacity
+limit, so by a numeric difference), and tokens that split with identical routing before them are a
+`token_near_tie` (the recorded log-probability margins say how near).
+
 Two places are reported: `root`, the first bitwise difference of any kind, and the *cause* event,
 the first place where a discrete routing decision (experts or kept set) differs, since that is the
 mechanism that turns noise or batch composition into a different computation. Without any
@@ -49,7 +55,7 @@ from traces.analysis.rows import RowTrace
 
 #: Every cause, in the order summaries list them.
 CAUSES: tuple[str, ...] = ("capacity", "router_flip", "seeded_random", "renormalization", "upstream_numeric",
-                           "output_numeric", "unexplained", "identical")
+                           "output_numeric", "numeric_routing", "token_near_tie", "unexplained", "identical")
 
 #: What a difference at one place is, in the order checked at a (position, layer).
 DIFFERENCE_KINDS: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
@@ -170,6 +176,8 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
                   ref_token=int(ref.tokens[t_star]) if t_star >= 0 else -1,
                   root=root, first_logit_difference=first_logits, **_token_flip(ref, other, t_star))
     decision, routing = diff.decision.T, diff.routing.T  # [T, L] in (position, layer) order
+    if not _router_recorded(ref) or not _router_recorded(other):
+        return _engine_verdict(ref, other, diff, decision, first_logits, t_star, fields), diff
     if decision.any():
         p, l = np.unravel_index(int(np.argmax(decision)), decision.shape)
         return _routing_event(ref, other, diff, int(p), int(l), fields), diff
@@ -180,6 +188,32 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
         return Verdict(cause="output_numeric", position=first_logits, layer=LOGITS_LAYER, **fields), diff
     cause = "unexplained" if t_star >= 0 else "identical"
     return Verdict(cause=cause, position=-1, layer=-1, **fields), diff
+
+
+def _router_recorded(row: RowTrace) -> bool:
+    """False for a run whose router logits were not recorded (the reader gives NaN for them)."""
+    z = np.asarray(row.router_logits[:, :1])
+    return not (z.size and np.isnan(z).all())
+
+
+def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, first_logits: int,
+                    t_star: int, fields: dict) -> Verdict:
+    """The verdict of runs without router logits: the first differing expert set, else the token split.
+    Router logits, weights and kept sets are not compared (one run at least does not hold them)."""
+    logits_root = Difference(first_logits, LOGITS_LAYER, "logits") if first_logits >= 0 else None
+    fields = {**fields, "root": logits_root}
+    if decision.any():
+        p, l = (int(i) for i in np.unravel_index(int(np.argmax(decision)), decision.shape))
+        fields["root"] = Difference(p, l, "expert")
+        ea, eb = ref.expert[l, p], other.expert[l, p]
+        return Verdict(cause="numeric_routing", position=p, layer=l, experts=_ints(eb), ref_experts=_ints(ea),
+                       kept=_bools(other.kept[l, p]), ref_kept=_bools(ref.kept[l, p]),
+                       rank=int(np.argmax(ea != eb)), **fields)
+    if t_star >= 0:
+        return Verdict(cause="token_near_tie", position=t_star - 1, layer=LOGITS_LAYER, **fields)
+    if first_logits >= 0:
+        return Verdict(cause="output_numeric", position=first_logits, layer=LOGITS_LAYER, **fields)
+    return Verdict(cause="identical", position=-1, layer=-1, **fields)
 
 
 def _check_pair(ref: RowTrace, other: RowTrace) -> None:

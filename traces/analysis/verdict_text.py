@@ -73,6 +73,16 @@ def _event(v: Verdict) -> str:
                 f"was identical: a numeric difference upstream of the router (router margin there "
                 f"{_num(v.router_margin)}); no choice of experts or kept set differs "
                 f"{'before the tokens split' if v.diverged else 'in the positions compared'}.")
+    if v.cause == "numeric_routing":
+        return (f"{at} routing changed without a capacity limit (numeric): {_whose(v, v.is_probe)} experts "
+                f"changed from {_experts(v.ref_experts)} in run {v.ref_run} to {_experts(v.experts)} in run "
+                f"{v.run}, with identical routing before it; the engine computes every chosen expert "
+                f"(dropless), so only a numeric difference in the router's input can change them (router "
+                f"logits were not recorded).")
+    if v.cause == "token_near_tie":
+        return (f"Next-token near-tie: routing is identical up to the divergence, and the token chosen "
+                f"after position {v.position} differs (router logits were not recorded; the recorded "
+                f"log-probability margin says how near the tie was).")
     if v.cause == "output_numeric":
         return (f"Routing is identical up to the divergence; the next-token logits first differ at position "
                 f"{v.position}: a numeric difference in the expert or attention reductions.")
