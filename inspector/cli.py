@@ -8,6 +8,7 @@ Modules are imported only when their subcommand runs, so `info` never loads Qt a
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -35,13 +36,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: File name endings that make a first argument a file to open, not a mistyped command.
+TRACE_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+
+
 def _with_default_command(argv: list[str]) -> list[str]:
-    """`moe-inspector` and `moe-inspector FILE` mean `moe-inspector view [FILE]`."""
+    """`moe-inspector` and `moe-inspector FILE` mean `moe-inspector view [FILE]`; a first argument that
+    is neither a command nor something to open (an existing path, a trace's name, an option) is a
+    mistyped command: UsageError."""
     if not argv:
         return ["view"]
-    if argv[0] in COMMANDS or argv[0] in ("-h", "--help"):
+    first = argv[0]
+    if first in COMMANDS or first in ("-h", "--help"):
         return argv
-    return ["view", *argv]
+    if (first.startswith("-") or os.path.exists(first) or os.sep in first
+            or first.lower().endswith(TRACE_SUFFIXES)):
+        return ["view", *argv]
+    close = difflib.get_close_matches(first, list(COMMANDS), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise UsageError(f"unknown command {first!r}: {hint}commands are {', '.join(COMMANDS)} (to open a trace, "
+                     f"give the path of an existing file)")
 
 
 #: Options whose values may start with '-' (`--levels -1:1`), which argparse would take for an option.
@@ -63,7 +77,12 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = _glue_dash_values(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        argv = _with_default_command(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        print(f"moe-inspector: error: {exc}", file=sys.stderr)
+        return 2
+    argv = _glue_dash_values(argv)
     parser = _parser()
     args = parser.parse_args(argv)
     module = importlib.import_module(f"inspector.commands.{args.command}")

@@ -66,3 +66,29 @@ def test_sigterm_stops_record_keeping_complete_runs(tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) is before
     with open_trace(out) as trace:
         assert len(trace.run_names) == 2
+
+
+def test_view_without_a_display_is_one_line_and_exit_2(trace_path, monkeypatch, capsys):
+    for name in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    assert main(["view", str(trace_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moe-inspector view: error: no display") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["infoo", "t.h5"], ["expot"], ["nonsense"]])
+def test_unknown_command_is_an_error_not_a_file(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "unknown command" in err and "Traceback" not in err
+
+
+def test_a_file_without_a_command_is_still_opened(trace_path, monkeypatch, tmp_path):
+    opened = []
+    monkeypatch.setattr("inspector.commands.view.run", lambda args: opened.append(args.files) or 0)
+    plain = tmp_path / "trace-without-suffix"
+    plain.write_bytes(trace_path.read_bytes())
+    for argv in ([str(trace_path)], [str(plain)], ["not-there-yet.h5"]):
+        assert main(argv) == 0
+    assert opened == [[str(trace_path)], [str(plain)], ["not-there-yet.h5"]]

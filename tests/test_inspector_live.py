@@ -76,3 +76,39 @@ def test_runs_recorded_while_open_appear_and_live_is_shown(qtbot, window, tmp_pa
     finally:
         writer.kill()
         writer.wait()
+
+
+STEADY_WRITER = """
+import sys, time
+from pathlib import Path
+from tests.test_traces_locking import add_run, new_writer
+writer = new_writer(sys.argv[1])
+n = 0
+while not Path(sys.argv[2]).exists():  # a run every 0.2 s: the file never holds still
+    add_run(writer, f"r{n:04d}", seed=n)
+    n += 1
+    Path(sys.argv[3]).write_text(str(n))
+    time.sleep(0.2)
+writer.close()
+"""
+
+
+def test_runs_of_a_recording_that_never_holds_still_appear_as_they_commit(qtbot, window, tmp_path):
+    path, stop, count = tmp_path / "steady.h5", tmp_path / "stop", tmp_path / "count"
+    writer = subprocess.Popen([sys.executable, "-c", STEADY_WRITER, str(path), str(stop), str(count)],
+                              cwd=ROOT)
+    try:
+        qtbot.waitUntil(count.exists, timeout=20000)
+        with qtbot.waitSignal(window.open_finished, timeout=20000):
+            window.open_path(str(path))
+        first = len(window.state.trace.run_names)
+        # The follower's own timer: the app reloads while the writer keeps writing.
+        qtbot.waitUntil(lambda: window.state.trace is not None
+                        and len(window.state.trace.run_names) >= first + 3, timeout=30000)
+        assert writer.poll() is None  # still recording
+        names = window.state.trace.run_names
+        assert names == [f"r{i:04d}" for i in range(len(names))]  # exactly the committed runs, in order
+        assert not window.browser.model.unusable  # the run being written is not shown as broken
+    finally:
+        stop.touch()
+        writer.wait(timeout=60)

@@ -419,3 +419,22 @@ def test_redo_keeps_a_stronger_verdict_than_its_rerun(trace_copy, monkeypatch):
     after = {(r.run, r.row): r for r in stored(path)[0] if r.diverged}
     assert {k: (r.confirmed_cause, r.reproduction) for k, r in after.items()} == \
         {k: (r.confirmed_cause, r.reproduction) for k, r in before.items()}
+
+
+def test_sigterm_stores_the_finished_pairs_as_ctrl_c_does(trace_copy, capsys, monkeypatch):
+    import os
+    import signal
+
+    stem, path, _ = trace_copy
+
+    def terminate_after_two(done, total, label):
+        if done == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr("model.experiments.progress.no_progress", terminate_after_two)
+    before = signal.getsignal(signal.SIGTERM)
+    assert explain_command.run(parse([str(path), "--checkpoint", str(stem), "-q"])) == 143
+    assert "explain: terminated: the runs explained so far are stored" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before
+    records, _, _ = stored(path)
+    assert sum(r.diverged for r in records) == 2

@@ -110,3 +110,64 @@ def test_h5py_errors_at_the_writer_boundary_become_trace_errors(tmp_path):
 ])
 def test_disk_full_is_told_from_other_errors(exc, full):
     assert is_disk_full(exc) is full
+
+
+LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+from tests.test_traces_locking import add_run
+from traces import TraceError, TraceWriter
+from traces.synthetic import byte_vocab, synthetic_meta
+try:
+    writer = TraceWriter(sys.argv[1], meta=synthetic_meta(2, 4, 2, 16), vocab=byte_vocab(16),
+                         requests=["a" * 30000, "b"], prompt_tokens=[[1, 2], [3]])  # a 30 KB prompt
+except TraceError as exc:
+    print(f"header: {exc}")
+    sys.exit(0)
+try:
+    for n in range(int(sys.argv[3])):
+        add_run(writer, f"n{n}", seed=n)
+except TraceError as exc:
+    print(f"run: {exc}")
+writer.close()
+print("closed")
+"""
+
+
+def _limited(path, limit: int, runs: int = 1):
+    proc = subprocess.run([sys.executable, "-c", LIMITED, str(path), str(limit), str(runs)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_header_that_does_not_fit_fails_cleanly_and_leaves_nothing(tmp_path):
+    out = _limited(tmp_path / "u20.h5", 20 << 10)  # `ulimit -f 20`
+    assert "header: " in out and "disk full" in out
+    assert list(tmp_path.iterdir()) == []  # no trace, temporary file or lock left
+
+
+def test_new_trace_on_a_nearly_full_disk_keeps_the_old_one_until_it_holds_a_run(tmp_path):
+    path = tmp_path / "old.h5"
+    with new_writer(path) as writer:
+        add_run(writer, "r0")
+    old = path.read_bytes()
+    out = _limited(path, 64 << 10)  # room for the new root, not for a run
+    assert "run: " in out and "disk full" in out and "closed" in out
+    assert path.read_bytes() == old  # not replaced by a trace of 0 runs
+    out = _limited(path, 300 << 10, runs=100)  # room for a few runs
+    assert "disk full" in out
+    with open_trace(path) as trace:
+        assert trace.run_names[0] == "n0" and trace.incomplete_runs == []
+    assert validate(path, read_data=True) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.h5"]
+
+
+def test_space_margin_scales_with_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("traces.writer.room_bytes", lambda path: 147_000)  # 147 KB free
+    path = tmp_path / "small.h5"
+    with new_writer(path) as writer:
+        add_run(writer, "r0")  # a small run fits (a fixed 1 MiB margin refused it)
+    with open_trace(path) as trace:
+        assert trace.run_names == ["r0"]

@@ -5,6 +5,14 @@ truncates it first, so a second writer used to destroy the first one's file befo
 lock here lives in `<trace>.lock` beside the trace (flock, released by the kernel when the process
 dies, so a killed writer leaves no stale lock); the writer takes it before it reads, creates or
 replaces anything, and removes the sidecar when it closes.
+
+The sidecar also holds the writer's commit counter (8 bytes, little-endian): odd while the writer
+changes bytes a reader may read (an HDF5 flush, cutting the file back, reopening it), even between
+those moments. Those moments hold an exclusive lock on the counter's bytes, and a reader reading
+metadata holds a shared one (open file description locks, `F_OFD_SETLKW`: a process closing another
+descriptor of the sidecar does not drop them): HDF5 reading metadata half-way through a flush may
+not just fail but corrupt its own memory. A reader also compares the counter before and after it
+opened the file (`traces/live.py`), which covers a writer that starts meanwhile.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import struct
 import time
 
 from traces.errors import TraceError
@@ -49,7 +58,30 @@ class WriteLock:
                 self._fd = fd
             else:  # the previous holder removed the sidecar between our open and our lock: retry
                 os.close(fd)
+        self._commits = 0
+        self._depth = 0
         log.debug("locked %s", self._sidecar)
+
+    @contextlib.contextmanager
+    def changing(self):
+        """Mark the file as changing (commit counter odd) for the duration; nested uses count once."""
+        self._depth += 1
+        if self._depth == 1:
+            _range_lock(self._fd, fcntl.F_WRLCK)
+            self._bump()
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._bump()
+                _range_lock(self._fd, fcntl.F_UNLCK)
+
+    def _bump(self) -> None:
+        self._commits += 1
+        if self._fd is not None:
+            with contextlib.suppress(OSError):  # a full disk: readers then only see the lock
+                os.pwrite(self._fd, struct.pack("<Q", self._commits), 0)
 
     def release(self) -> None:
         """Remove the sidecar and drop the lock (idempotent)."""
@@ -59,6 +91,51 @@ class WriteLock:
             os.unlink(self._sidecar)
         os.close(self._fd)
         self._fd = None
+
+
+#: Open file description locks (Linux >= 3.15); elsewhere readers rely on the counter alone.
+_OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
+
+
+def _range_lock(fd: int | None, kind: int) -> None:
+    """Lock (F_RDLCK shared, F_WRLCK exclusive) or unlock the counter's bytes of the sidecar."""
+    if fd is None or _OFD_SETLKW is None:
+        return
+    flock = struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 8, 0)  # struct flock, l_pid 0 for OFD locks
+    with contextlib.suppress(OSError):  # a file system without them: the counter alone protects
+        fcntl.fcntl(fd, _OFD_SETLKW, flock)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike):
+    """Hold off the trace's writer from changing the file while this block reads its metadata (a
+    no-op when no writer is running)."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        fd = None  # no writer
+    try:
+        _range_lock(fd, fcntl.F_RDLCK)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # drops the lock
+
+
+def commit_counter(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(inode of the sidecar, commit counter) of the trace's writer, None when there is no sidecar."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.pread(fd, 8, 0)
+        ino = os.fstat(fd).st_ino
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return ino, struct.unpack("<Q", raw)[0] if len(raw) == 8 else 0
 
 
 def is_locked(path: str | os.PathLike) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import logging
 import os
@@ -21,8 +22,11 @@ import numpy as np
 from traces import schema
 from traces.errors import TraceError
 from traces.lazy import LazyArray
+from traces.live import being_written, read_consistently, version
+from traces.lock import reading
 from traces.toplogits import LazyTopLogits
 from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
+from traces.validate import read_strings as _strings
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +45,6 @@ def _first_error(path: str, problems) -> None:
         raise TraceError(path, errors[0].where, errors[0].message + more)
 
 
-def _strings(path: str, ds: h5py.Dataset, where: str, start: int = 0, stop: int | None = None) -> list[str]:
-    try:
-        return [str(s) for s in ds.asstr()[start:stop]]
-    except Exception as exc:  # damaged heap, invalid UTF-8, ...
-        raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
-
-
 class Requests:
     """The request pool: `text` (list of str), `prompt_tokens(r)`, `len()`."""
 
@@ -62,7 +59,8 @@ class Requests:
     @property
     def text(self) -> list[str]:
         if self._text is None:
-            self._text = _strings(self._path, self._group["text"], f"/{schema.REQUEST_TEXT}")
+            with reading(self._path):
+                self._text = _strings(self._path, self._group["text"], f"/{schema.REQUEST_TEXT}")
         return self._text
 
     def prompt_tokens(self, r: int) -> np.ndarray:
@@ -96,20 +94,20 @@ class Run:
     capacity: LazyArray
     logits: LazyArray | LazyTopLogits  # full [B, T, V], or the top-k form (`logits_form`)
 
-    def __init__(self, path: str, f: h5py.File, name: str, meta: dict) -> None:
-        dims, problems = check_run(f, name, meta)
+    def __init__(self, path: str, f: h5py.File, name: str, meta: dict,
+                 group: h5py.Group | None = None) -> None:
+        group = f[schema.RUNS][name] if group is None else group
+        found: dict = {}
+        dims, problems = check_run(f, name, meta, group=group, found=found)
         _first_error(path, problems)
         self.name = name
         self.where = f"/{schema.RUNS}/{name}"
         self.dims: dict[str, int] = dims
-        group = f[schema.RUNS][name]
+        attrs = found["attrs"]  # the schema's, checked (JSON ones decoded); then any others
         try:
-            attrs = {k: plain_attr(v) for k, v in group.attrs.items()}
+            attrs.update({k: plain_attr(group.attrs[k]) for k in group.attrs if k not in attrs})
         except Exception as exc:
             raise TraceError(path, self.where, f"plain attributes ({type(exc).__name__}: {exc})") from exc
-        for key in schema.JSON_RUN_ATTRS:
-            if isinstance(attrs.get(key), str):
-                attrs[key] = json.loads(attrs[key])  # check_run proved it parses
         self.attrs: dict = attrs
         self.complete: bool = bool(attrs["complete"])
         self.request_ids: np.ndarray = np.asarray(attrs["request_ids"], dtype=np.int64)
@@ -117,9 +115,9 @@ class Run:
         self.batch_size: int = int(attrs["batch_size"])
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
-            if spec.required or spec.path in group:
+            if spec.path in found["datasets"]:
                 where = f"{self.where}/{spec.path}"
-                self.arrays[spec.path] = LazyArray(group[spec.path], path, where, spec.dims)
+                self.arrays[spec.path] = LazyArray(found["datasets"][spec.path], path, where, spec.dims)
         for data_path, attr in schema.RUN_ARRAY_NAMES.items():
             if data_path in self.arrays:
                 setattr(self, attr, self.arrays[data_path])
@@ -131,7 +129,7 @@ class Run:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
         return f"<Run {self.name} [{dims}]{'' if self.complete else ' incomplete'}>"
 
-    @property
+    @functools.cached_property
     def resident_bytes(self) -> int:
         """What this run may hold in memory once read: each dataset's chunk cache (at most
         CHUNK_CACHE_BYTES, h5py's default) plus a small fixed cost per open dataset."""
@@ -159,6 +157,16 @@ class Trace:
     def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> None:
         self.path = os.fspath(path)
         self._cache_bytes = cache_bytes
+        self._file = None
+        # A trace being recorded is read as one committed version of it (traces/live.py).
+        read_consistently(self.path, self._open_file, discard=lambda _: self._file.close())
+        #: Whether a recording was adding runs when the trace was opened (its incomplete run, if
+        #: any, is the one being written).
+        self.recording: bool = being_written(self.path)
+
+    def _open_file(self) -> None:
+        #: The trace's `traces.live.version` when it was opened (a follower compares it).
+        self.version = version(self.path)
         self._file = open_hdf5(self.path)
         try:
             self._open()
@@ -178,12 +186,20 @@ class Trace:
         self._vocab: list[str] | None = None
         self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # least recently used first
+        self._held = 0  # their resident_bytes
+        # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
+        self._refs: dict[str, h5py.Reference] = {}
         complete, incomplete = [], []
         runs = self._file[schema.RUNS]
-        for name in runs:
+        names = list(runs)
+        if len(names) > schema.MAX_RUNS:
+            raise TraceError(self.path, f"/{schema.RUNS}", f"expected at most {schema.MAX_RUNS} runs, "
+                                                           f"found {len(names)} groups")
+        for name in names:
             where = f"/{schema.RUNS}/{name}"
             try:
                 group = runs[name]
+                self._refs[name] = group.ref
                 done = bool(plain_attr(group.attrs["complete"])) if "complete" in group.attrs else False
                 index = plain_attr(group.attrs["index"]) if "index" in group.attrs else None
             except Exception as exc:  # a damaged run header does not make the whole file unusable
@@ -202,7 +218,8 @@ class Trace:
     def vocab(self) -> list[str]:
         """Display string of each token id (read on first use)."""
         if self._vocab is None:
-            self._vocab = _strings(self.path, self._file[schema.VOCAB], f"/{schema.VOCAB}")
+            with reading(self.path):
+                self._vocab = _strings(self.path, self._file[schema.VOCAB], f"/{schema.VOCAB}")
         return self._vocab
 
     # -- runs ---------------------------------------------------------------------------------
@@ -216,7 +233,11 @@ class Trace:
                 raise TraceError(self.path, f"/{schema.RUNS}/{name}",
                                  f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
             try:
-                self._runs[name] = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V})
+                with reading(self.path):  # the run's string attributes share heap blocks with new runs
+                    group = self._file[self._refs[name]] if name in self._refs else None
+                    self._runs[name] = Run(self.path, self._file, name,
+                                           {**self.meta, "R": self._R, "V": self._V}, group)
+                self._held += self._runs[name].resident_bytes
             except TraceError:
                 raise
             except Exception as exc:
@@ -228,8 +249,8 @@ class Trace:
     def _evict(self) -> None:
         """Drop the least recently used runs past the byte budget (the newest always stays): an open
         dataset holds HDF5's chunk cache, so a reader that kept every run grew with the file."""
-        while len(self._runs) > 1 and sum(r.resident_bytes for r in self._runs.values()) > self._cache_bytes:
-            self._runs.popitem(last=False)
+        while len(self._runs) > 1 and self._held > self._cache_bytes:
+            self._held -= self._runs.popitem(last=False)[1].resident_bytes
 
     def runs(self) -> list[Run]:
         """Every complete run, in write order."""
@@ -240,6 +261,10 @@ class Trace:
     @property
     def table_names(self) -> list[str]:
         """Names of the complete tables under /tables."""
+        with reading(self.path):
+            return self._table_names()
+
+    def _table_names(self) -> list[str]:
         try:
             tables = self._file.get(schema.TABLES)
             if tables is None:
@@ -250,6 +275,10 @@ class Trace:
 
     def read_table(self, name: str) -> tuple[dict[str, np.ndarray], dict]:
         """Columns (name -> 1-D array, strings as str arrays) in stored order, and the table's attrs."""
+        with reading(self.path):
+            return self._read_table(name)
+
+    def _read_table(self, name: str) -> tuple[dict[str, np.ndarray], dict]:
         where = f"/{schema.TABLES}/{name}"
         if name not in self.table_names:
             raise TraceError(self.path, where, f"expected an existing table "
@@ -271,7 +300,9 @@ class Trace:
     def close(self) -> None:
         """Close the file and every run read from it; the memory they held goes back to the system."""
         self._runs.clear()
-        if self._file.id.valid:
+        self._held = 0
+        self._refs = {}
+        if self._file is not None and self._file.id.valid:
             self._file.close()
             _return_freed_memory()
 

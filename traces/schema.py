@@ -55,6 +55,9 @@ LOAD_CHUNK_BYTES = 1 << 16
 #: Most bytes of any chunk, whatever the vocabulary or expert count: h5py's default chunk cache
 #: holds 1 MiB, and a chunk larger than the cache is read (and decompressed) again on every access.
 MAX_CHUNK_BYTES = 1 << 20
+#: Most groups under /runs a reader walks (a trace of 10,000 runs opens; a file of more is refused,
+#: not listed for minutes).
+MAX_RUNS = 16384
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
-from traces.heap import damaged_collection
+from traces.heap import HeapScan, scan_heap
+from traces.live import being_written, read_consistently
+from traces.lock import reading
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,13 @@ MAX_EXPANSION = 1100
 MAX_UNSTORED = 1 << 20
 #: Largest attribute read (stored bytes); the schema's attributes are a few KB.
 MAX_ATTR_BYTES = 16 << 20
+#: Longest string (one global heap object) a trace may hold: the schema's strings (JSON attributes,
+#: prompts, token texts) are KBs. A file holding a longer one is refused before anything is read.
+MAX_STRING_BYTES = MAX_ATTR_BYTES
+#: Bytes of strings read at once (a slice of a string dataset holds at most this many bytes).
+STRING_SLICE_BYTES = 32 << 20
+#: Most problems `validate` collects before it stops walking a file.
+MAX_PROBLEMS = 1000
 
 
 def _safe(fn, where: str, problems: list[Problem], what: str):
@@ -116,18 +125,31 @@ def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, r
     return value
 
 
-def _dataset(parent, path: str, where: str, problems: list[Problem]) -> h5py.Dataset | None:
+#: What `_dataset` returns for an optional dataset that is not there.
+ABSENT = object()
+
+
+def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True):
+    """The dataset at `path`, None (a problem recorded) when it is not a usable one, or ABSENT when it
+    is optional and missing."""
+    n_before = len(problems)
     obj = _safe(lambda: parent.get(path), where, problems, "a readable object")
     if obj is None:
-        if not any(p.where == where for p in problems):
+        if not required and len(problems) == n_before:
+            return ABSENT
+        if len(problems) == n_before:
             problems.append(Problem(where, "expected dataset, found nothing"))
         return None
     if not isinstance(obj, h5py.Dataset):
         problems.append(Problem(where, f"expected dataset, found {type(obj).__name__.lower()}"))
         return None
     declared = _safe(lambda: _declared_bytes(obj), where, problems, "a readable dataset")
+    if declared is None:
+        return None
+    if declared <= MAX_UNSTORED:
+        return obj  # small whatever it stores: no need to walk its chunk index
     stored = _safe(lambda: int(obj.id.get_storage_size()), where, problems, "readable storage")
-    if declared is None or stored is None:
+    if stored is None:
         return None
     if declared > stored * MAX_EXPANSION + MAX_UNSTORED:
         problems.append(Problem(where, f"expected a shape its stored data can hold, found {obj.shape} "
@@ -242,42 +264,52 @@ def _check_labels(ds: h5py.Dataset, spec: schema.DatasetSpec, where: str, proble
         problems.append(Problem(where, f"expected dimension labels {spec.dims}, found {found}", "warning"))
 
 
-def check_run(f: h5py.File, name: str, meta: dict,
-              labels: bool = False) -> tuple[dict[str, int], list[Problem]]:
+def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
+              group: h5py.Group | None = None,
+              found: dict | None = None) -> tuple[dict[str, int], list[Problem]]:
     """Problems of one run (attributes, each dataset's dtype and ndim, consistent dims) and its dims.
 
     With `labels`, also check the dimension labels (only `validate` does: the reader never needs them).
+    `group` is the run's group when the caller holds it already; `found` (a dict) receives the
+    schema attributes read (`"attrs"`, JSON ones decoded) and the datasets opened (`"datasets"`),
+    so the reader does not read them twice.
     """
+    found = {} if found is None else found
+    values, datasets = found.setdefault("attrs", {}), found.setdefault("datasets", {})
     where = f"/{schema.RUNS}/{name}"
     problems: list[Problem] = []
-    group = _safe(lambda: f[schema.RUNS].get(name), where, problems, "a readable group")
+    if group is None:
+        group = _safe(lambda: f[schema.RUNS].get(name), where, problems, "a readable group")
     if not isinstance(group, h5py.Group):
         if group is not None or not problems:
             problems.append(Problem(where, "expected group"))
         return {}, problems
-    complete = _attr(group, "complete", where, problems, bool)
+    values.update(complete=_attr(group, "complete", where, problems, bool),
+                  index=_attr(group, "index", where, problems, int),
+                  request_ids=_attr(group, "request_ids", where, problems, np.ndarray),
+                  batch_size=_attr(group, "batch_size", where, problems, int),
+                  probe_row=_attr(group, "probe_row", where, problems, int))
+    complete, request_ids = values["complete"], values["request_ids"]
+    batch_size, probe_row = values["batch_size"], values["probe_row"]
     if complete is False:
         problems.append(Problem(where, "run is incomplete (complete = false): its writer did not finish",
                                 "warning"))
-    _attr(group, "index", where, problems, int)
-    request_ids = _attr(group, "request_ids", where, problems, np.ndarray)
-    batch_size = _attr(group, "batch_size", where, problems, int)
-    probe_row = _attr(group, "probe_row", where, problems, int)
     for key in schema.RUN_ATTRS:
         if key not in schema.REQUIRED_RUN_ATTRS:
             if key in schema.JSON_RUN_ATTRS:
-                _json_attr(group, key, where, problems, dict, required=False)
+                values[key] = _json_attr(group, key, where, problems, dict, required=False)
             else:
-                _attr(group, key, where, problems, (str, int, float), required=False)
+                values[key] = _attr(group, key, where, problems, (str, int, float), required=False)
+    for key in [k for k, v in values.items() if v is None]:
+        del values[key]
     shapes = {}
     present = set()
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in group, ds_where, problems,
-                                           "a readable group"):
+        ds = _dataset(group, spec.path, ds_where, problems, spec.required)
+        if ds is ABSENT:
             continue  # one of the logits forms; which one is checked below
         present.add(spec.path)
-        ds = _dataset(group, spec.path, ds_where, problems)
         if ds is None:
             continue
         if not schema.dtype_ok(spec, ds.dtype):
@@ -285,6 +317,7 @@ def check_run(f: h5py.File, name: str, meta: dict,
                                               f"found {ds.dtype}"))
             continue
         shapes[spec.path] = ds.shape
+        datasets[spec.path] = ds
         if labels:
             _check_labels(ds, spec, ds_where, problems)
     dims, conflicts = schema.collect_dims(shapes)
@@ -314,14 +347,14 @@ def check_run(f: h5py.File, name: str, meta: dict,
     return dims, problems
 
 
-def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
+def _read_all(group: h5py.Group, where_run: str, problems: list[Problem]) -> None:
     """Read every dataset of a run chunk by chunk, recording those that cannot be read."""
     for spec in schema.RUN_DATASETS:
-        where = f"/{schema.RUNS}/{name}/{spec.path}"
-        if not spec.required and not _safe(lambda spec=spec: spec.path in f[schema.RUNS][name], where,
-                                           problems, "a readable group"):
+        where = f"{where_run}/{spec.path}"
+        if not spec.required and not _safe(lambda spec=spec: spec.path in group, where, problems,
+                                           "a readable group"):
             continue
-        ds = _safe(lambda spec=spec: f[schema.RUNS][name][spec.path], where, problems, "a dataset")
+        ds = _safe(lambda spec=spec: group[spec.path], where, problems, "a dataset")
         if ds is None:
             continue
         step = ds.chunks[0] if ds.chunks else max(1, ds.shape[0] if ds.shape else 1)
@@ -332,31 +365,83 @@ def _read_all(f: h5py.File, name: str, problems: list[Problem]) -> None:
 
 
 def validate(path: str | os.PathLike, *, read_data: bool = False) -> list[Problem]:
-    """Every problem found in the trace at `path` (empty list: a valid file).
+    """Every problem found in the trace at `path` (empty list: a valid file), at most MAX_PROBLEMS.
 
     With `read_data`, also read every dataset of every run (slow on big files) to find damaged chunks.
-    """
+    A trace being recorded is checked as one committed version of it (traces/live.py); the run its
+    writer is adding is a warning, not checked."""
     path = os.fspath(path)
     try:
-        f = open_hdf5(path)
+        return read_consistently(path, lambda: _validate(path, read_data), hold=False,
+                                 good_enough=lambda found: not any(p.severity == "error" for p in found))
     except TraceError as exc:
         return [Problem(exc.where, exc.expected)]
+
+
+def _validate(path: str, read_data: bool) -> list[Problem]:
+    with reading(path):
+        f = open_hdf5(path)
     with f:
-        meta, problems = check_root(f)
-        if any(p.severity == "error" for p in problems) and "format_version" not in meta:
-            return problems
-        runs = f.get(schema.RUNS) if not any(p.where == f"/{schema.RUNS}" for p in problems) else None
-        names = _safe(lambda: list(runs), f"/{schema.RUNS}", problems, "a readable group") if runs else []
-        for name in names or []:
-            _, run_problems = check_run(f, name, meta, labels=True)
-            problems.extend(run_problems)
-            if read_data and not any(p.severity == "error" for p in run_problems):
-                _read_all(f, name, problems)
-        tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
-        if isinstance(tables, h5py.Group):
-            for name in _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group") or []:
-                problems.extend(check_table(f, name)[1])
-    return problems
+        with reading(path):  # metadata that a writer adding runs may rewrite
+            recording = being_written(path)
+            meta, problems = check_root(f)
+            if any(p.severity == "error" for p in problems) and "format_version" not in meta:
+                return problems
+            for where in (schema.VOCAB, schema.REQUEST_TEXT):  # what the strings point at, bounded
+                ds = f.get(where) if not any(p.where == f"/{where}" for p in problems) else None
+                if isinstance(ds, h5py.Dataset):
+                    try:
+                        read_strings(path, ds, f"/{where}")
+                    except TraceError as exc:
+                        problems.append(Problem(exc.where, exc.expected))
+            runs = f.get(schema.RUNS) if not any(p.where == f"/{schema.RUNS}" for p in problems) else None
+            names = _safe(lambda: list(runs), f"/{schema.RUNS}", problems, "a readable group") if runs else []
+            if names and len(names) > schema.MAX_RUNS:
+                problems.append(Problem(f"/{schema.RUNS}", f"expected at most {schema.MAX_RUNS} runs, found "
+                                                           f"{len(names)} groups (not checked)"))
+                names = []
+            to_read = []
+            for name in names or []:
+                where = f"/{schema.RUNS}/{name}"
+                group = _safe(lambda name=name: runs[name], where, problems, "a readable group")
+                if recording and isinstance(group, h5py.Group) and _complete(group) is False:
+                    problems.append(Problem(where, "run is being recorded (not checked)", "warning"))
+                    continue
+                _, run_problems = check_run(f, name, meta, labels=True,
+                                            group=group if isinstance(group, h5py.Group) else None)
+                problems.extend(run_problems)
+                if read_data and not any(p.severity == "error" for p in run_problems):
+                    to_read.append((group, where))
+                if _too_many(problems):
+                    return _capped(problems)
+            tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
+            if isinstance(tables, h5py.Group):
+                table_names = _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group")
+                for name in table_names or []:
+                    problems.extend(check_table(f, name)[1])
+        for group, where in to_read:  # committed runs: a writer never changes them again
+            _read_all(group, where, problems)
+            if _too_many(problems):
+                break
+    return _capped(problems)
+
+
+def _complete(group: h5py.Group):
+    try:
+        return plain_attr(group.attrs["complete"]) if "complete" in group.attrs else None
+    except Exception:
+        return None
+
+
+def _too_many(problems: list[Problem]) -> bool:
+    return len(problems) > MAX_PROBLEMS
+
+
+def _capped(problems: list[Problem]) -> list[Problem]:
+    if not _too_many(problems):
+        return problems
+    return problems[:MAX_PROBLEMS] + [Problem("/", f"expected at most {MAX_PROBLEMS} problems; stopped "
+                                                   f"checking after {MAX_PROBLEMS} (a badly damaged file)")]
 
 
 def check_table(f: h5py.File, name: str) -> tuple[list[str], list[Problem]]:
@@ -407,16 +492,50 @@ def open_hdf5(path: str) -> h5py.File:
         raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
 
 
-def check_heap(path: str) -> None:
-    """TraceError when a global heap collection of `path` would make HDF5 loop for ever (traces/heap.py)."""
+def check_heap(path: str) -> HeapScan:
+    """TraceError when a global heap collection of `path` would make HDF5 loop for ever, or holds a
+    string longer than MAX_STRING_BYTES (traces/heap.py); else what the walk found."""
     try:
-        stuck = damaged_collection(path)
+        scan = scan_heap(path)
     except (OSError, ValueError) as exc:
         raise TraceError(path, "/", f"expected a readable file ({type(exc).__name__}: {exc})") from exc
+    stuck = scan.stuck
+    if scan.largest_object > MAX_STRING_BYTES:
+        raise TraceError(path, "/", f"expected strings of at most {MAX_STRING_BYTES} bytes, found one of "
+                                    f"{scan.largest_object} bytes (refused unread)")
     if stuck is not None:
         raise TraceError(path, "/", f"expected intact string storage, found a damaged HDF5 global heap "
                                     f"collection at byte {stuck[0]} (object at byte {stuck[1]} has size 0; "
                                     f"HDF5 would never finish reading it)")
+    return scan
+
+
+def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
+    """Every string of a 1-D string dataset, read in slices that the heap walk bounds: a slice holds
+    at most STRING_SLICE_BYTES whatever its strings point at, and the strings together may not take
+    more bytes than the file holds (entries pointing at one long string many times are refused
+    before they fill memory)."""
+    scan = check_heap(path)
+    budget = os.path.getsize(path)
+    step = max(1, STRING_SLICE_BYTES // max(scan.largest_object, 1))
+    out: list[str] = []
+    total = 0
+    try:
+        text = ds.asstr()
+        for start in range(0, len(ds), step):
+            part = [str(s) for s in text[start:start + step]]
+            total += sum(len(s) for s in part)
+            if total > budget:
+                raise TraceError(path, where, f"expected strings that fit in the file ({budget} bytes), "
+                                              f"found {total} bytes in the first {start + len(part)} of "
+                                              f"{len(ds)} entries (they point at the same data again and "
+                                              f"again)")
+            out += part
+    except TraceError:
+        raise
+    except Exception as exc:  # damaged heap, invalid UTF-8, ...
+        raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
+    return out
 
 
 def is_hdf5(path: str | os.PathLike) -> bool:

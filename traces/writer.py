@@ -49,10 +49,12 @@ log = logging.getLogger(__name__)
 LIBVER = ("v108", "v108")
 COMPRESSIONS = ("gzip", "lzf", None)
 GZIP_LEVEL = 1
-#: Room a run needs beyond its raw array bytes (compression can grow random floats a little; chunk
-#: indexes, headers and attributes add the slack).
+#: Room a run needs beyond its raw array bytes: compression can grow random floats a little, and each
+#: dataset adds its header, attributes and chunk index (about 4 KB each, measured), the run's group
+#: a little more; so a small run on a nearly full disk still fits.
 SPACE_MARGIN = 1.05
-SPACE_SLACK = 1 << 20
+DATASET_SLACK = 6 << 10
+SPACE_SLACK = 16 << 10
 #: Runs and tables written between two reopenings of the file (bounds the metadata cache).
 REOPEN_EVERY = 16
 
@@ -175,35 +177,27 @@ class TraceWriter:
         texts, flat, offsets = _request_pool(requests, prompt_tokens)
         self.path = os.fspath(path)
         self._lock = WriteLock(self.path)
-        # Never truncate in place: the new file is built beside the old one and renamed over it once
-        # its root is flushed, so the old file stays whole until then and readers see one or the other.
-        temp = os.path.join(os.path.dirname(os.path.abspath(self.path)),
-                            f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
+        # Never truncate in place: the new file is built beside the old one and renamed over it once it
+        # holds a complete run (or table), so the old file stays whole until then, a writer that stops
+        # before keeps it, and readers see one or the other.
+        self._disk = os.path.join(os.path.dirname(os.path.abspath(self.path)),
+                                  f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
         try:
-            self._file = h5py.File(temp, "w", libver=LIBVER)
-        except (OSError, ValueError) as exc:
-            self._lock.release()
-            raise TraceError(self.path, "/", f"expected a writable folder ({type(exc).__name__}: {exc})") \
-                from exc
-        try:
-            self._file.attrs.update(root_attrs)
-            vocab_ds = self._file.create_dataset(schema.VOCAB, data=vocab, dtype=_STR)
-            vocab_ds.dims[0].label = "V"
-            for where, data, dtype, label in ((schema.REQUEST_TEXT, texts, _STR, "R"),
-                                              (schema.REQUEST_TOKENS, flat, np.int32, "N"),
-                                              (schema.REQUEST_OFFSETS, offsets, np.int64, "R+1")):
-                ds = self._file.create_dataset(where, data=data, dtype=dtype, **self._filters(
-                    np.shape(data), dtype, (min(len(data), 1 << 16),) if dtype != _STR else None))
-                ds.dims[0].label = label
-            self._file.create_group(schema.RUNS, track_order=True)
-            self._file.flush()
-            os.replace(temp, self.path)
+            # The root is built in memory and written with plain writes: a full disk or file-size
+            # limit then fails an os.write, cleanly, never an HDF5 flush half-way.
+            image = _root_image(root_attrs, vocab, texts, flat, offsets, self._filters)
+            self._check_space(len(image), 0, reserve=False)
+            _write_new(self._disk, image)
+            self._file = h5py.File(self._disk, "r+", libver=LIBVER)
         except BaseException as exc:
-            self._file.close()
-            _remove(temp)
+            _remove(self._disk)
             self._lock.release()
-            if isinstance(exc, OSError | RuntimeError):  # h5py's I/O errors (disk full, ...)
-                raise TraceError(self.path, "/", f"a writable file ({type(exc).__name__}: {exc})") from exc
+            if isinstance(exc, TraceError):
+                raise
+            if isinstance(exc, OSError | RuntimeError | ValueError):  # disk full, unwritable folder, ...
+                reason = "disk full; " if is_disk_full(exc) else ""
+                raise TraceError(self.path, "/", f"expected a writable file ({reason}{type(exc).__name__}: "
+                                                 f"{exc})") from exc
             raise
         self._n_layers = len(json.loads(root_attrs["moe_layers"]))
         self._n_vocab, self._n_requests, self._next_index = len(vocab), len(texts), 0
@@ -218,7 +212,7 @@ class TraceWriter:
         self = cls.__new__(cls)
         self._compression = _check_compression(compression)
         self._threads = threads
-        self.path = os.fspath(path)
+        self.path = self._disk = os.fspath(path)
         self._lock = WriteLock(self.path)
         try:
             check_heap(self.path)
@@ -285,13 +279,19 @@ class TraceWriter:
         """Write a run `prepare_run` checked (TraceError when the disk or HDF5 fails)."""
         self._check_usable()
         with self._io(f"/{schema.RUNS}/{run.name}"):
-            self._check_space(stored_bound(run.arrays))
-            self._add_run(run.name, run.attrs, run.arrays)
-            trim_to_stored_eof(self.path)  # give back the reserved space the run did not use
-            self._reopen_now_and_then()
+            self._check_space(stored_bound(run.arrays), len(run.arrays))
+            group = self._add_run(run.name, run.attrs, run.arrays)
+            with self._lock.changing():  # readers wait for this moment only (traces/live.py)
+                self._file.flush()
+                group.attrs["complete"] = True
+                self._file.flush()
+                trim_to_stored_eof(self._disk)  # give back the reserved space the run did not use
+                self._publish()
+                self._reopen_now_and_then()
         log.info("wrote run %s (%s) to %s", run.name, run.dims, self.path)
 
-    def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def _add_run(self, name: str, run_attrs: dict, arrays: dict[str, np.ndarray]) -> h5py.Group:
+        """Create the run's group (flushed, incomplete) and write its datasets (not flushed yet)."""
         runs = self._file[schema.RUNS]
         if name in runs:
             if bool(runs[name].attrs.get("complete", False)):
@@ -302,15 +302,14 @@ class TraceWriter:
         group.attrs.update(run_attrs)
         group.attrs["index"] = self._next_index
         group.attrs["complete"] = False
-        self._file.flush()
+        with self._lock.changing():
+            self._file.flush()
         self._next_index += 1
         specs = [spec for spec in schema.RUN_DATASETS if spec.path in arrays]
         encoded = [self._encode(spec, arrays[spec.path]) for spec in specs]  # all queued at once
         for spec, chunks in zip(specs, encoded, strict=True):
             self._write_dataset(group, spec, arrays[spec.path], chunks)
-        self._file.flush()
-        group.attrs["complete"] = True
-        self._file.flush()
+        return group
 
     def write_table(self, name: str, columns: Mapping[str, object],
                     attrs: Mapping[str, object] | None = None) -> None:
@@ -326,10 +325,12 @@ class TraceWriter:
                              f"{ {k: len(c) for k, c in cols.items()} }")
         self._check_usable()
         with self._io(f"/{schema.TABLES}/{name}"):
-            self._check_space(sum(c.nbytes for c in cols.values()))
-            self._write_table(name, cols, attrs)
-            trim_to_stored_eof(self.path)
-            self._reopen_now_and_then()
+            self._check_space(sum(c.nbytes for c in cols.values()), len(cols))
+            with self._lock.changing():
+                self._write_table(name, cols, attrs)
+                trim_to_stored_eof(self._disk)
+                self._publish()
+                self._reopen_now_and_then()
 
     def _write_table(self, name: str, cols: dict[str, np.ndarray], attrs) -> None:
         tables = self._file.require_group(schema.TABLES)
@@ -352,12 +353,14 @@ class TraceWriter:
         """Flush and close the file (idempotent)."""
         try:
             if getattr(self, "_file", None) is not None and self._file.id.valid:
-                if self._failed is None:
-                    with self._io("/"):
-                        self._file.flush()
-                self._close_quietly()
-                with contextlib.suppress(OSError):
-                    trim_to_stored_eof(self.path)
+                with self._lock.changing():
+                    if self._failed is None:
+                        with self._io("/"):
+                            self._file.flush()
+                    self._close_quietly()
+                    with contextlib.suppress(OSError):
+                        trim_to_stored_eof(self._disk)
+                    self._publish_or_drop()
         finally:
             if self._pool is not None:
                 self._pool.shutdown()
@@ -401,21 +404,41 @@ class TraceWriter:
             raise TraceError(self.path, "/", f"a writer that has not failed (it stopped on: "
                                              f"{self._failed.expected})")
 
-    def _check_space(self, raw_bytes: int) -> None:
+    def _check_space(self, raw_bytes: int, n_datasets: int, reserve: bool = True) -> None:
         """TraceError before anything is written when the file system or the process's file-size
-        limit cannot take `raw_bytes` more (with a margin): the file stays as at the last flush."""
-        need = int(raw_bytes * SPACE_MARGIN) + SPACE_SLACK
-        room = room_bytes(self.path)
+        limit cannot take `raw_bytes` more in `n_datasets` datasets (with a margin that scales with
+        them): the file stays as at the last flush."""
+        need = int(raw_bytes * SPACE_MARGIN) + n_datasets * DATASET_SLACK + SPACE_SLACK
+        room = room_bytes(self._disk)
         if need > room:
             self._fail_full(f"room for {need} more bytes; disk full ({room} bytes left)")
-        self._reserve(need)
+        if reserve:
+            self._reserve(need)
+
+    def _publish(self) -> None:
+        """Once the new file holds a complete run or table, rename it over the old trace."""
+        if self._disk != self.path:
+            os.replace(self._disk, self.path)
+            self._disk = self.path
+
+    def _publish_or_drop(self) -> None:
+        """At close: a new file that holds no complete run or table replaces nothing that exists
+        (the old trace is kept), else it becomes the (empty) trace."""
+        if self._disk == self.path:
+            return
+        if os.path.exists(self.path) or self._failed is not None:
+            log.warning("%s: no run was written; the file is left as it was", self.path)
+            _remove(self._disk)
+            self._disk = self.path
+        else:
+            self._publish()
 
     def _reserve(self, need: int) -> None:
         """Allocate `need` bytes past the recorded end of file before HDF5 writes: its flush then
         writes into blocks it already has, so another process filling the disk meanwhile cannot make
         the flush fail half-way (after which HDF5 itself may crash)."""
-        start = os.path.getsize(self.path)  # trimmed to the recorded end after each write
-        fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        start = os.path.getsize(self._disk)  # trimmed to the recorded end after each write
+        fd = os.open(self._disk, os.O_WRONLY | os.O_CLOEXEC)
         try:
             os.posix_fallocate(fd, start, need)
         except OSError as exc:
@@ -454,7 +477,7 @@ class TraceWriter:
         if self._writes_since_open < REOPEN_EVERY:
             return
         self._file.close()
-        self._file = h5py.File(self.path, "r+", libver=LIBVER)
+        self._file = h5py.File(self._disk, "r+", libver=LIBVER)
         self._hold_metadata()
         self._writes_since_open = 0
 
@@ -549,7 +572,41 @@ def room_bytes(path: str) -> int:
     st = os.statvfs(os.path.dirname(os.path.abspath(path)))
     free = st.f_bavail * st.f_frsize
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    return free if limit == resource.RLIM_INFINITY else min(free, limit - os.path.getsize(path))
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    return free if limit == resource.RLIM_INFINITY else min(free, limit - size)
+
+
+def _root_image(root_attrs: dict, vocab: list[str], texts: list[str], flat: np.ndarray,
+                offsets: np.ndarray, filters) -> bytes:
+    """The bytes of a new trace holding the root attributes, vocab, request pool and an empty /runs,
+    built in memory (HDF5's core driver)."""
+    with h5py.File(f"root-{id(root_attrs)}", "w", driver="core", backing_store=False, libver=LIBVER) as f:
+        f.attrs.update(root_attrs)
+        vocab_ds = f.create_dataset(schema.VOCAB, data=vocab, dtype=_STR)
+        vocab_ds.dims[0].label = "V"
+        for where, data, dtype, label in ((schema.REQUEST_TEXT, texts, _STR, "R"),
+                                          (schema.REQUEST_TOKENS, flat, np.int32, "N"),
+                                          (schema.REQUEST_OFFSETS, offsets, np.int64, "R+1")):
+            ds = f.create_dataset(where, data=data, dtype=dtype, **filters(
+                np.shape(data), dtype, (min(len(data), 1 << 16),) if dtype != _STR else None))
+            ds.dims[0].label = label
+        f.create_group(schema.RUNS, track_order=True)
+        f.flush()
+        return f.id.get_file_image()
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Create `path` holding `data` (OSError, the file removed, when the disk or a limit refuses)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        _remove(path)
+        raise
+    os.close(fd)
 
 
 def _remove(path: str) -> None:

@@ -43,8 +43,6 @@ NAME_ROLE = Qt.ItemDataRole.UserRole + 2
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 3   # the condition of a group heading (None on a run)
 #: Groups of runs whose condition is not known yet, or that cannot be shown.
 PENDING, DAMAGED = "\x00reading", "\x00damaged"
-#: Milliseconds between regroupings while run attributes arrive from the background.
-REGROUP_MS = 120
 
 
 @dataclass
@@ -70,18 +68,17 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.groups: list[Group] = []
         self._where: dict[str, tuple[int, int]] = {}   # run -> (group, row in group)
         self._refs: dict[str, str] | None = None
-        self._regroup_timer = QtCore.QTimer(self)
-        self._regroup_timer.setSingleShot(True)
-        self._regroup_timer.setInterval(REGROUP_MS)
-        self._regroup_timer.timeout.connect(self.regroup)
+        self._marks: dict[tuple[str, str], str] = {}  # (run, reference) -> mark, once both are summarised
 
-    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str]) -> None:
-        """Rows for `names` (then any unusable run not among them); `infos` known so far."""
+    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
+                 stats: dict[str, RunStats] | None = None) -> None:
+        """Rows for `names` (then any unusable run not among them); `infos` and `stats` known so far."""
         self.beginResetModel()
         self.names = list(names) + [n for n in unusable if n not in names]
         self.infos = dict(infos)
         self.unusable = dict(unusable)
-        self.stats = {}
+        self.stats = dict(stats or {})
+        self._marks = {}
         self.chosen_reference = None
         self._refs = None
         self.groups = self._grouped()
@@ -89,17 +86,29 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.endResetModel()
 
     def add_run(self, info: RunInfo, stats: RunStats | None = None) -> None:
-        moved = self.group_key(info.name) != info.condition
-        self.infos[info.name] = info
-        if stats is not None:
-            self.stats[info.name] = stats
+        self.add_runs([(info, stats)])
+
+    def add_runs(self, batch: list[tuple[RunInfo, RunStats | None]]) -> None:
+        """Fill the rows of a batch of runs: the rows that change are the batch's, those whose
+        reference changed and those of the batch's runs as references (with their headings), so
+        adding n runs in batches costs O(n) per batch, not per run."""
+        if not batch:
+            return
+        old_refs = self.refs
+        moved = []
+        for info, stats in batch:
+            if self.group_key(info.name) != info.condition:
+                moved.append(info.name)
+            self.infos[info.name] = info
+            if stats is not None:
+                self.stats[info.name] = stats
         self._refs = None
         if moved:
-            self._regroup_timer.start()
-        index = self.index_of(info.name)
-        if index.isValid():
-            self.dataChanged.emit(index, index.siblingAtColumn(len(COLUMNS) - 1))
-        self._changed_all()  # a new run may be another's reference
+            self._move_rows(moved)
+        new_refs = self.refs
+        added = {info.name for info, _ in batch}
+        changed = added | {n for n, ref in new_refs.items() if ref in added or old_refs.get(n) != ref}
+        self._changed_rows(changed)
 
     def mark_unusable(self, name: str, why: str) -> None:
         self.unusable[name] = why
@@ -119,6 +128,21 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self._refs = None
         self._changed_all()
 
+    def _changed_rows(self, names: set[str]) -> None:
+        """dataChanged for the rows of `names`, one span per group, and for their groups' headings."""
+        last = len(COLUMNS) - 1
+        spans: dict[int, tuple[int, int]] = {}
+        for name in names:
+            if name in self._where:
+                g, r = self._where[name]
+                lo, hi = spans.get(g, (r, r))
+                spans[g] = (min(lo, r), max(hi, r))
+        for g in range(len(self.groups)):  # headings count their runs and name their references
+            self.dataChanged.emit(self.index(g, 0), self.index(g, last))
+        for g, (lo, hi) in sorted(spans.items()):
+            parent = self.index(g, 0)
+            self.dataChanged.emit(self.index(lo, 0, parent), self.index(hi, last, parent))
+
     def _changed_all(self) -> None:
         last = len(COLUMNS) - 1
         for g, group in enumerate(self.groups):
@@ -129,7 +153,14 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 self.dataChanged.emit(self.index(0, 0, parent), end)
 
     def mark(self, name: str) -> str:
-        return divergence_mark(name, self.refs.get(name, name), self.stats)
+        ref = self.refs.get(name, name)
+        key = (name, ref)
+        if key not in self._marks:
+            mark = divergence_mark(name, ref, self.stats)
+            if name not in self.stats or ref not in self.stats:
+                return mark  # not final yet
+            self._marks[key] = mark
+        return self._marks[key]
 
     def usable(self, name: str) -> bool:
         return name in self._where and name not in self.unusable
@@ -155,7 +186,6 @@ class RunTableModel(QtCore.QAbstractItemModel):
 
     def regroup(self) -> None:
         """Move runs to the groups of their conditions, keeping the view's selection and expansion."""
-        self._regroup_timer.stop()
         groups = self._grouped()
         if [(g.key, g.names) for g in groups] == [(g.key, g.names) for g in self.groups]:
             return
@@ -175,6 +205,52 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 new.append(QtCore.QModelIndex())
         self.changePersistentIndexList(old, new)
         self.layoutChanged.emit()
+
+    def _move_rows(self, names: list[str]) -> None:
+        """Move the rows of `names` to the groups of their keys as blocks of removed and inserted
+        rows (a layout change would make the view and its proxy sort and lay out every row)."""
+        leaving = set(names)
+        for g in reversed(range(len(self.groups))):
+            group = self.groups[g]
+            rows = [r for r, n in enumerate(group.names) if n in leaving]
+            for lo, hi in reversed(_blocks(rows)):
+                self.beginRemoveRows(self.index(g, 0), lo, hi)
+                del group.names[lo:hi + 1]
+                self.endRemoveRows()
+            if not group.names and group.key in (PENDING, DAMAGED):
+                self.beginRemoveRows(QtCore.QModelIndex(), g, g)
+                del self.groups[g]
+                self.endRemoveRows()
+        order = {n: i for i, n in enumerate(self.names)}
+        joining: dict[str, list[str]] = {}
+        for name in sorted(names, key=order.__getitem__):
+            joining.setdefault(self.group_key(name), []).append(name)
+        for key, new in joining.items():
+            g = next((i for i, grp in enumerate(self.groups) if grp.key == key), None)
+            if g is None:  # a new condition goes after the others, before PENDING and DAMAGED
+                g = sum(1 for grp in self.groups if grp.key not in (PENDING, DAMAGED))
+                if key == DAMAGED:
+                    g = len(self.groups)
+                self.beginInsertRows(QtCore.QModelIndex(), g, g)
+                self.groups.insert(g, Group(key, []))
+                self.endInsertRows()
+            self._insert_in_order(g, new, order)
+        self._index_groups()
+
+    def _insert_in_order(self, g: int, new: list[str], order: dict[str, int]) -> None:
+        """Insert `new` (in write order) into group g, keeping the group in write order."""
+        names, parent = self.groups[g].names, self.index(g, 0)
+        at, i = 0, 0
+        while i < len(new):
+            while at < len(names) and order[names[at]] < order[new[i]]:
+                at += 1
+            j = i + 1
+            while j < len(new) and (at == len(names) or order[new[j]] < order[names[at]]):
+                j += 1
+            self.beginInsertRows(parent, at, at + j - i - 1)
+            names[at:at] = new[i:j]
+            self.endInsertRows()
+            at, i = at + j - i, j
 
     def index_of(self, name: str, column: int = 0) -> QtCore.QModelIndex:
         """The index of run `name` (invalid when it is not listed)."""
@@ -370,6 +446,17 @@ class RunTableModel(QtCore.QAbstractItemModel):
         return None
 
 
+def _blocks(rows: list[int]) -> list[tuple[int, int]]:
+    """Sorted row numbers as (first, last) runs of consecutive rows."""
+    out: list[tuple[int, int]] = []
+    for r in rows:
+        if out and out[-1][1] == r - 1:
+            out[-1] = (out[-1][0], r)
+        else:
+            out.append((r, r))
+    return out
+
+
 class RunBrowser(QtWidgets.QWidget):
     """Filter box and sortable tree of runs grouped by condition; emits `run_selected(name)` and
     `reference_chosen(name)`."""
@@ -416,16 +503,17 @@ class RunBrowser(QtWidgets.QWidget):
         layout.addWidget(self.filter)
         layout.addWidget(self.table)
         layout.addWidget(self.count)
-        for signal in (self.proxy.rowsInserted, self.proxy.modelReset, self.proxy.layoutChanged):
+        for signal in (self.proxy.rowsInserted, self.proxy.rowsRemoved, self.proxy.modelReset,
+                       self.proxy.layoutChanged):
             signal.connect(self._structure_changed)
-        self.model.dataChanged.connect(self._update_count)
         self.filter.textChanged.connect(self._structure_changed)
         self._applying = False
 
-    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str]) -> None:
-        """Show the runs `names` (attributes known so far in `infos`) and, greyed, those that cannot
-        be shown (name -> why)."""
-        self.model.set_runs(names, infos, unusable)
+    def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
+                 stats: dict[str, RunStats] | None = None) -> None:
+        """Show the runs `names` (attributes and stats known so far in `infos`, `stats`) and, greyed,
+        those that cannot be shown (name -> why)."""
+        self.model.set_runs(names, infos, unusable, stats)
         for title, width in WIDTHS.items():
             self.table.setColumnWidth(COL[title], width)
         # The run column fits the longest name (indented under its group), up to RUN_WIDTH_MAX.
@@ -443,13 +531,17 @@ class RunBrowser(QtWidgets.QWidget):
         """Headings and unusable runs span the row; groups stay folded as the user left them."""
         self._applying = True
         root = QtCore.QModelIndex()
-        for g in range(self.proxy.rowCount()):
+        for g in range(self.proxy.rowCount()):  # each call lays out every row: only what changed
             group = self.proxy.index(g, 0)
-            self.table.setFirstColumnSpanned(g, root, True)
-            self.table.setExpanded(group, group.data(GROUP_ROLE) not in self.collapsed)
+            if not self.table.isFirstColumnSpanned(g, root):
+                self.table.setFirstColumnSpanned(g, root, True)
+            expanded = group.data(GROUP_ROLE) not in self.collapsed
+            if self.table.isExpanded(group) != expanded:
+                self.table.setExpanded(group, expanded)
             if group.data(GROUP_ROLE) == DAMAGED:
                 for r in range(self.proxy.rowCount(group)):
-                    self.table.setFirstColumnSpanned(r, group, True)
+                    if not self.table.isFirstColumnSpanned(r, group):
+                        self.table.setFirstColumnSpanned(r, group, True)
         self._applying = False
         self._update_count()
 
@@ -466,7 +558,8 @@ class RunBrowser(QtWidgets.QWidget):
         return self.proxy.mapFromSource(self.model.index_of(name, column))
 
     def _update_count(self, *args) -> None:
-        shown, total = len(self.shown_names()), len(self.model.names)
+        shown = sum(self.proxy.rowCount(self.proxy.index(g, 0)) for g in range(self.proxy.rowCount()))
+        total = len(self.model.names)
         n_bad = len(self.model.unusable)
         bad = f" ({n_bad} incomplete or damaged)" if n_bad else ""
         groups = sum(1 for g in self.model.groups if g.key not in (PENDING, DAMAGED))

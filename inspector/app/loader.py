@@ -2,16 +2,21 @@
 
 Each job is a `QRunnable` on the global thread pool that reports through a `QObject`'s signals
 (queued to the GUI thread). The summariser opens its own handle on the file, so closing or
-reloading the window's trace never pulls a file out from under a running job.
+reloading the window's trace never pulls a file out from under a running job; for a trace of many
+runs it hands the work to worker processes (`inspector/figure_data/run_summaries.py`), so the
+window's thread never waits for the interpreter lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 
-from inspector.figure_data.browser import first_divergent_run, run_info, run_stats
+from inspector.figure_data.browser import first_divergent_run, run_info
+from inspector.figure_data.run_summaries import IN_THREAD_MAX, summaries_in_workers, summarise
 from inspector.qt import QtCore, Signal
 from traces import TraceError, open_trace
 
@@ -46,7 +51,8 @@ def open_first(path: str):
     fails its checks does not make the file unusable; the others are checked later (`SummaryJob`).
     """
     trace = open_trace(path)
-    unusable = {name: INCOMPLETE for name in trace.incomplete_runs}
+    # While a recording adds runs, its incomplete run is the one being written: it shows once done.
+    unusable = {} if trace.recording else {name: INCOMPLETE for name in trace.incomplete_runs}
     first = None
     try:
         for name in trace.run_names:
@@ -133,32 +139,41 @@ class SummaryJob(QtCore.QRunnable):
 
     def run(self) -> None:
         try:
-            trace = open_trace(self.path)
-        except TraceError as exc:
-            _emit(self.signals.failed, "", str(exc))
-            _emit(self.signals.finished)
-            return
-        try:
-            total = len(self.names)
-            for i, name in enumerate(self.names):
-                self._wait_while_paused()
-                if self._cancel.is_set():
-                    break
+            done = 0
+            if len(self.names) > IN_THREAD_MAX:  # worker processes: the window's thread stays free
                 try:
-                    run = trace.run(name)
-                    info = run_info(run)
-                    stats = run_stats(run, trace.vocab, info.focus_row)
+                    with contextlib.closing(summaries_in_workers(self.path, self.names,
+                                                                 self._cancel.is_set)) as summaries:
+                        done = self._report(summaries)
+                except (BrokenProcessPool, OSError) as exc:
+                    log.warning("summarising %s in worker processes failed (%s); going on here",
+                                self.path, exc)
+            if done < len(self.names) and not self._cancel.is_set():
+                try:
+                    trace = open_trace(self.path)
                 except TraceError as exc:
-                    log.warning("run %s of %s is unusable: %s", name, self.path, exc)
-                    alive = _emit(self.signals.failed, name, str(exc))
-                except Exception as exc:  # a run the reader accepts but that does not add up
-                    log.exception("cannot summarise run %s of %s", name, self.path)
-                    alive = _emit(self.signals.failed, name, f"{self.path}: /runs/{name}: could not be "
-                                                             f"summarised ({type(exc).__name__}: {exc})")
-                else:
-                    alive = _emit(self.signals.summarised, info, stats)
-                if not (alive and _emit(self.signals.progress, i + 1, total)):
-                    break
+                    _emit(self.signals.failed, "", str(exc))
+                    return
+                try:
+                    self._report((s for name in self.names[done:] for s in summarise(trace, [name])), done)
+                finally:
+                    trace.close()
         finally:
-            trace.close()
             _emit(self.signals.finished)
+
+    def _report(self, summaries, done: int = 0) -> int:
+        """Emit each summary (pausing between them as asked); the number of runs reported."""
+        total = len(self.names)
+        for name, info, stats, why in summaries:
+            if why is not None:
+                log.warning("run %s of %s is unusable: %s", name, self.path, why)
+                alive = _emit(self.signals.failed, name, why)
+            else:
+                alive = _emit(self.signals.summarised, info, stats)
+            done += 1
+            if not (alive and _emit(self.signals.progress, done, total)):
+                self._cancel.set()
+            self._wait_while_paused()
+            if self._cancel.is_set():
+                break
+        return done

@@ -32,6 +32,8 @@ TRACE_FILTER = "Traces (*.h5 *.hdf5 *.trace);;All files (*)"
 NAVIGATION_PAUSE_S = 0.4
 #: Milliseconds a reload waits for the background summary to close its handle on the file.
 RELOAD_WAIT_MS = 10000
+#: Milliseconds between two batches of run summaries added to the browser.
+BATCH_MS = 100
 #: Width of the run browser and details column at first launch; in a narrower window it gives
 #: back what it has beyond LEFT_SHARE of the width (never below LEFT_PX), so the views keep theirs.
 LEFT_PX = 320
@@ -56,6 +58,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self._summary_job: SummaryJob | None = None
         self._pending: str | None = None
         self._restore_selection: tuple | None = None
+        # Summaries reach the browser in batches (one model update per BATCH_MS, not one per run).
+        self._summary_rows: list = []
+        self._summary_done_count = 0
+        self._batch_timer = QtCore.QTimer(self)
+        self._batch_timer.setSingleShot(True)
+        self._batch_timer.setInterval(BATCH_MS)
+        self._batch_timer.timeout.connect(self._add_summaries)
         self.setWindowTitle("moe-inspector")
         self.setAcceptDrops(True)
         self.resize(1500, 950)
@@ -194,17 +203,26 @@ class MainWindow(QtWidgets.QMainWindow):
         old = self.state.trace
         self.path = trace.path
         infos = {first.name: first} if first is not None else {}
+        stats = {}
+        if selection is not None and old is not None and old.version[0] == trace.version[0]:
+            # The same file reloaded (a recording committed runs): a committed run never changes, so
+            # what was read of the runs still listed stands and only the new runs are read.
+            listed = set(trace.run_names)
+            infos.update({n: i for n, i in self.browser.model.infos.items() if n in listed})
+            stats = {n: s for n, s in self.browser.model.stats.items() if n in listed}
+            unusable.update({n: why for n, why in self.browser.model.unusable.items()
+                             if n in listed and n not in unusable})
         self.state.set_trace(trace, infos, set(unusable))
         if old is not None:
             old.close()
-        self.browser.set_runs(list(trace.run_names), infos, unusable)
+        self.browser.set_runs(list(trace.run_names), infos, unusable, stats)
         self.settings.add_recent(trace.path)
         # The platform adds the application's name ("example.h5 — moe-inspector").
         self.setWindowTitle(os.path.basename(trace.path))
         self.setWindowFilePath(trace.path)
         self.stack.setCurrentWidget(self.main)
         self._update_actions()
-        self.follower.follow(trace.path)
+        self.follower.follow(trace.path, trace.version)
         if first is not None:
             name, row, layer, tab = selection[1:] if selection else (first.name, None, None, None)
             if name not in self.state.names:
@@ -214,7 +232,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.state.set_run(name, row)
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
-            self._start_summary(trace.path, [n for n in trace.run_names if n not in unusable])
+            self._start_summary(trace.path, [n for n in trace.run_names
+                                             if n not in unusable and n not in stats])
         else:
             self._idle(f"{os.path.basename(trace.path)}: no usable runs"
                        + (f" ({len(unusable)} incomplete or damaged)" if unusable else ""))
@@ -287,6 +306,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._summary_job = job
         self.progress.setRange(0, len(names))
         self.progress.setValue(0)
+        self._summary_done_count = 0
         self.progress.setFormat("runs %v/%m")
         self.progress.show()
         self.status_text.setText(
@@ -297,8 +317,16 @@ class MainWindow(QtWidgets.QMainWindow):
         if job is not self._summary_job:  # from a job of a file closed since
             return
         self.state.add_info(info)
-        self.browser.model.add_run(info, stats)
-        if self.state.run is not None and self.state.run.name == info.name:
+        self._summary_rows.append((info, stats))
+        if not self._batch_timer.isActive():
+            self._batch_timer.start()
+
+    def _add_summaries(self) -> None:
+        self._batch_timer.stop()
+        batch, self._summary_rows = self._summary_rows, []
+        self.browser.model.add_runs(batch)
+        self.progress.setValue(self._summary_done_count)
+        if self.state.run is not None and any(info.name == self.state.run.name for info, _ in batch):
             self._show_details()
 
     def _run_unusable(self, job: SummaryJob, name: str, message: str) -> None:
@@ -308,11 +336,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.browser.model.mark_unusable(name, message)
 
     def _summary_progress(self, done: int, total: int) -> None:
-        self.progress.setValue(done)
+        self._summary_done_count = done  # shown with the next batch (a repaint per run is slow)
 
     def _summary_done(self, job: SummaryJob) -> None:
         if job is self._summary_job:
             self._summary_job = None
+            self._add_summaries()
             self.browser.model.regroup()
             if not job.cancelled and self.state.trace is not None:
                 self._idle(self._trace_summary())
@@ -322,6 +351,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self._summary_job.pause(NAVIGATION_PAUSE_S)
 
     def _stop_summary(self) -> None:
+        self._batch_timer.stop()
+        self._summary_rows = []
         if self._summary_job is not None:
             self._summary_job.cancel()
             self._summary_job = None

@@ -8,6 +8,7 @@ exit status 2 with the message. Ctrl-C stops the reruns, stores what is done and
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from inspector.commands.errors import UsageError, message
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from traces import TraceError
 
     bar = no_progress if args.quiet else ProgressBar(sys.stderr)
+    terminated: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: _stop_as_on_ctrl_c(terminated, signum))
     try:
         threads = args.threads or _recorded_threads(args.trace)
         torch.set_num_threads(threads)
@@ -55,13 +58,22 @@ def run(args: argparse.Namespace) -> int:
     except (TraceError, ExplainError) as exc:
         raise UsageError(message(exc)) from None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if isinstance(bar, ProgressBar):
             bar.finish()
     print(describe(result))
     if result.interrupted:
-        print("moe-inspector explain: interrupted: the runs explained so far are stored", file=sys.stderr)
-        return 130
+        how = "terminated" if terminated else "interrupted"
+        print(f"moe-inspector explain: {how}: the runs explained so far are stored", file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated else 130
     return 0
+
+
+def _stop_as_on_ctrl_c(terminated: list[int], signum: int) -> None:
+    """SIGTERM (a service manager stopping the job, `kill`) stops the reruns as Ctrl-C does: what is
+    done is stored."""
+    terminated.append(signum)
+    raise KeyboardInterrupt
 
 
 def _recorded_threads(path: str) -> int:

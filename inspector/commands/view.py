@@ -13,6 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
+from inspector.commands.errors import UsageError
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", metavar="FILE",
@@ -30,7 +32,21 @@ def _log_file() -> Path:
     return folder / "inspector.log"
 
 
+def _no_display() -> str | None:
+    """Why no window can be shown here (Linux without X11 or Wayland, no Qt platform chosen), or None.
+    Qt itself would abort the process on it."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return None
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    return ("no display (neither DISPLAY nor WAYLAND_DISPLAY is set): run it in a desktop session, or "
+            "use `moe-inspector info` or `export`, which need none")
+
+
 def run(args: argparse.Namespace) -> int:
+    why = _no_display()
+    if why is not None:
+        raise UsageError(why)
     from inspector.qt import QtCore, QtWidgets
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])

@@ -14,6 +14,20 @@ from traces.schema import DROPLESS_CAPACITY
 
 #: The options that, when any is given, say what to show (no default is picked then).
 CHOOSING = ("run", "request", "row", "layer", "pair", "condition")
+#: Runs (in write order) searched for the first divergent one, as the app opens on one
+#: (`first_divergent_run`): a trace of thousands of runs is not analysed whole.
+SCAN_LIMIT = 64
+
+
+class _FirstRuns:
+    """The open trace as far as its first `limit` runs: what the bounded search reads."""
+
+    def __init__(self, trace, limit: int) -> None:
+        self._trace = trace
+        self.run_names = list(trace.run_names[:limit])
+
+    def __getattr__(self, name: str):
+        return getattr(self._trace, name)
 
 
 @dataclass(frozen=True)
@@ -34,10 +48,10 @@ class Divergent:
 
 
 def first_divergent(trace) -> Divergent | None:
-    """The probe request's first divergent run with a capacity (else its first divergent run);
-    reference: the explanation table's, else the request's first run, as the pair view's. None
-    when no run of it diverges."""
-    source = DivergenceSource(trace)
+    """The probe request's first divergent run with a capacity (else its first divergent run) among
+    the trace's first SCAN_LIMIT runs; reference: the explanation table's, else the request's first
+    run, as the pair view's. None when none of them diverges."""
+    source = DivergenceSource(_FirstRuns(trace, SCAN_LIMIT))
     request = source.default_request()
     if request is None:
         return None

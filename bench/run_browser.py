@@ -1,0 +1,140 @@
+"""GUI benchmark: a trace of many runs opens, every run is summarised, and the window stays responsive.
+
+Runs the real main window on the offscreen platform and prints each figure beside its target:
+
+- 1,000 runs fully summarised (drops, completion and mark of every run in the browser) in <= 2 s
+  from the open, and the window's resident memory <= 200 MB above the empty window's, at rest;
+- 10,000 runs: every UI event is handled within 100 ms while the summary fills in (a 10 ms timer's
+  worst lateness, the event loop running as for a user), and the same time to full summary.
+
+The traces are generated once under /tmp and reused (the 10,000-run one takes a few minutes).
+
+    python bench/run_browser.py
+    python bench/run_browser.py --runs 1000        # one size only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from pairs import load_average, overloaded  # noqa: E402
+
+from inspector.app.main_window import MainWindow  # noqa: E402
+from inspector.app.settings import Settings  # noqa: E402
+from inspector.qt import QtCore, QtWidgets  # noqa: E402
+from traces.synthetic import write_synthetic_trace  # noqa: E402
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+#: Run shapes: a small recording of the shipped model (V = 259 bytes) per run.
+SHAPE = {"L": 4, "E": 8, "K": 2, "V": 259, "B": 3, "T": 48, "R": 16}
+TICK_MS = 10
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE / 2**20
+
+
+def trace_of(n_runs: int) -> str:
+    path = f"/tmp/moe_inspector_browser_bench_{n_runs}.h5"
+    if not os.path.exists(path):
+        print(f"generating {path} ...", flush=True)
+        t0 = time.perf_counter()
+        write_synthetic_trace(path + ".part", n_runs, seed=3, **SHAPE)
+        os.replace(path + ".part", path)
+        print(f"  {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s", flush=True)
+    return path
+
+
+def report(name: str, value: float, target: float, unit: str) -> None:
+    verdict = "ok" if value <= target else "OVER"
+    print(f"{name:<52} {value:9.1f} {unit:<3} target <= {target:g} {unit:<3} "
+          f"ratio {value / target:5.2f}  {verdict}", flush=True)
+
+
+def measure(app: QtWidgets.QApplication, path: str, settings_dir: str) -> dict[str, float]:
+    """Open `path` in a fresh window and run the event loop until every run is summarised."""
+    settings = QtCore.QSettings(os.path.join(settings_dir, "bench.ini"), QtCore.QSettings.Format.IniFormat)
+    window = MainWindow(Settings(settings))
+    window.resize(1600, 1000)
+    window.show()
+    for _ in range(5):
+        app.processEvents()
+    rest_before = rss_mb()
+    loop = QtCore.QEventLoop()
+    lateness: list[float] = []   # while the summary fills in (after the first run is shown)
+    opening: list[float] = []    # from the open to the first run shown
+    last = [0.0]
+    opened = [False]
+    window.open_finished.connect(lambda ok: opened.__setitem__(0, True))
+
+    def tick() -> None:
+        now = time.perf_counter()
+        if last[0]:
+            (lateness if opened[0] else opening).append((now - last[0]) * 1e3 - TICK_MS)
+        last[0] = now
+        model = window.browser.model
+        if (window.state.trace is not None and window._summary_job is None and model.names
+                and len(model.stats) + len(model.unusable) >= len(model.names)):
+            loop.quit()
+
+    timer = QtCore.QTimer()
+    timer.setInterval(TICK_MS)
+    timer.timeout.connect(tick)
+    t0 = time.perf_counter()
+    window.open_path(path)
+    timer.start()
+    loop.exec()
+    full_s = time.perf_counter() - t0
+    timer.stop()
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:  # at rest
+        app.processEvents()
+        time.sleep(0.01)
+    out = {"runs": len(window.browser.model.names), "full_s": full_s,
+           "open_worst_ms": max(opening, default=0.0),
+           "rss_mb": rss_mb() - rest_before, "worst_ms": max(lateness, default=0.0),
+           "p99_ms": (statistics.quantiles(lateness, n=100)[98] if len(lateness) > 100
+                      else max(lateness, default=0.0)),
+           "count": window.browser.count.text()}
+    window.close()
+    window.wait_for_jobs()
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, action="append", help="trace sizes (default 1000 and 10000)")
+    args = parser.parse_args(argv)
+    sizes = args.runs or [1000, 10000]
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv)
+    paths = {n: trace_of(n) for n in sizes}
+    with tempfile.TemporaryDirectory() as settings_dir:
+        for n in sizes:
+            load_before = load_average()
+            m = measure(app, paths[n], settings_dir)
+            note = overloaded(load_before, load_average())
+            print(f"\n{n} runs ({os.path.getsize(paths[n]) / 1e6:.0f} MB), browser says: {m['count']!r}; "
+                  f"load average {load_before:.2f} -> {load_average():.2f}"
+                  + (f"  NOISY: {note}" if note else ""))
+            if n <= 1000:
+                report(f"{n} runs: open to every run summarised", m["full_s"], 2.0, "s")
+                report(f"{n} runs: resident memory over the window at rest", m["rss_mb"], 200, "MB")
+            else:
+                report(f"{n} runs: open to every run summarised (no target)", m["full_s"], m["full_s"], "s")
+            report(f"{n} runs: worst UI event delay while filling in", m["worst_ms"], 100, "ms")
+            print(f"{n} runs: worst UI event delay while opening (the first run drawn): "
+                  f"{m['open_worst_ms']:.0f} ms (no target)")
+            report(f"{n} runs: 99th percentile UI event delay", m["p99_ms"], 100, "ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

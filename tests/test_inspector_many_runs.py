@@ -1,0 +1,73 @@
+"""Traces of many runs: the summary of a large trace runs in worker processes and gives what the
+in-thread one gives, the browser adds summaries in batches and ends in the same groups as a
+grouping from scratch, and a reload while recording reads only the new runs."""
+
+from dataclasses import replace
+
+import pytest
+
+from inspector.app.browser import PENDING, RunTableModel
+from inspector.app.main_window import MainWindow
+from inspector.app.settings import Settings
+from inspector.figure_data.run_summaries import summaries_in_workers, summarise
+from inspector.qt import QtCore
+from traces import open_trace
+from traces.synthetic import write_synthetic_trace
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("many") / "many.h5"
+    write_synthetic_trace(path, 40, L=2, E=4, K=2, V=32, B=2, T=10, R=3, seed=4)
+    return path
+
+
+def test_worker_processes_summarise_as_the_thread_does(trace_path):
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        here = summarise(trace, names)
+    there = list(summaries_in_workers(str(trace_path), names, lambda: False, n_workers=2))
+    assert [s[0] for s in there] == names  # write order
+    for (name, info, stats, why), (_, info2, stats2, why2) in zip(here, there, strict=True):
+        assert why is None and why2 is None and info == info2, name
+        assert stats.preview == stats2.preview and (stats.completion == stats2.completion).all()
+        assert (stats.batch_dropped, stats.focus_dropped) == (stats2.batch_dropped, stats2.focus_dropped)
+
+
+def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot, trace_path):
+    model = RunTableModel()
+    proxy = QtCore.QSortFilterProxyModel()
+    proxy.setSourceModel(model)
+    proxy.setRecursiveFilteringEnabled(True)
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        summaries = summarise(trace, names)
+    # Three conditions taking turns, and a fourth that first appears late.
+    summaries = [(n, replace(info, condition="late" if i >= 30 and i % 2 else f"c{i % 3}"), stats, why)
+                 for i, (n, info, stats, why) in enumerate(summaries)]
+    model.set_runs(names, {}, {})
+    assert [g.key for g in model.groups] == [PENDING]
+    for start in (0, 3, 4, 17, 30):  # uneven batches, as the summary's timer cuts them
+        stop = {0: 3, 3: 4, 4: 17, 17: 30, 30: 40}[start]
+        model.add_runs([(info, stats) for _, info, stats, _ in summaries[start:stop]])
+        assert sum(len(g.names) for g in model.groups) == len(names)
+        assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model._grouped()]
+        for name in names:  # every row findable where it is
+            g, r = model._where[name]
+            assert model.groups[g].names[r] == name
+    assert [g.key for g in model.groups] == ["c0", "c1", "c2", "late"]
+    assert sum(proxy.rowCount(proxy.index(g, 0)) for g in range(proxy.rowCount())) == len(names)
+
+
+def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, tmp_path, monkeypatch):
+    monkeypatch.setattr("inspector.app.loader.IN_THREAD_MAX", 5)  # 40 runs: the worker processes
+    settings = Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
+    w = MainWindow(settings)
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.open_finished, timeout=20000):
+        w.open_path(str(trace_path))
+    qtbot.waitUntil(lambda: w._summary_job is None and len(w.browser.model.stats) == 40, timeout=60000)
+    assert w.browser.count.text().startswith("40 runs")
+    w.close()
+    w.wait_for_jobs()
