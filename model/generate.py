@@ -82,7 +82,7 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int, 
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kernel_mode: str = "native",
              recorder=None, replay: dict[int, ReplayRouting] | None = None,
-             stop_at_eos: bool = True, intervention=None, arrivals=None) -> GenerationResult:
+             stop_at_eos: bool = True, intervention=None, arrivals=None, until=None) -> GenerationResult:
     """Greedy completions of a batch of prompts of different lengths (right padding).
 
     `recorder.record_step(step, positions, valid, routing, logits, tokens=...)` receives every forward
@@ -91,8 +91,11 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     row, so its candidates keep their places in the queues the other rows see, but the row's own
     experts, kept flags and gates are replaced by the recorded ones wherever a position was recorded.
     `intervention` (`model.counterfactual.intervention.Intervention`) changes one routing event of
-    one step and layer, nothing else. `arrivals[b]` is the tick at which row b joins the batch
-    (continuous batching, see the module docstring; default every row at 0).
+    one step and layer, nothing else (or an `InterventionSet`: several events at once).
+    `arrivals[b]` is the tick at which row b joins the batch (continuous batching, see the module
+    docstring; default every row at 0). `until(rows)` is asked after every forward step with each
+    row's tokens so far; True ends the generation there (a counterfactual that has its answer
+    stops early: the steps it skips cannot change the tokens it already has).
     """
     check_mode(kernel_mode)
     cfg = model.config
@@ -177,6 +180,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
             elif fed[b]:
                 done = len(rows[b]) - lengths[b] >= max_new_tokens or (stop_at_eos and rows[b][-1] in eos_ids)
                 running[b] = not done
+        if until is not None and until(rows):
+            break
     if was_training:
         model.train()
     wall = time.perf_counter() - started

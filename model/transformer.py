@@ -90,8 +90,8 @@ class MoETransformer(nn.Module):
         its own sequence (default 0..T-1); pad[B,T]: pad positions the policy may count toward
         capacity; cache: KV cache to read and extend (None = full recomputation of causal attention);
         forced: per MoE layer, routing to impose (replay); step: forward step index, mixed into the
-        seed of random routing priorities; edit: a single-event intervention resolved to this step
-        (`model.counterfactual.intervention.LayerEdit`), applied in its MoE layer only.
+        seed of random routing priorities; edit: the interventions resolved to this step
+        (`model.counterfactual.intervention.LayerEdit` or `StepEdits`), each applied in its MoE layer only.
         """
         B, T = tokens.shape
         c = self.config
@@ -114,7 +114,7 @@ class MoETransformer(nn.Module):
                 li = len(routing)
                 y, r = block.ffn(h, valid, policy, mode=kernel_mode, tile=tile, pad=pad,
                                  forced=None if forced is None else forced[li], seed_offset=step * 4096 + li,
-                                 edit=edit if edit is not None and edit.layer == li else None)
+                                 edit=edit.for_layer(li) if edit is not None else None)
                 routing.append(r)
             else:
                 y = block.ffn(h, kernel_mode, tile)

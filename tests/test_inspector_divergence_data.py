@@ -220,7 +220,10 @@ def test_router_flip_pair_is_a_guess_until_confirmed(known):
     v = data.verdict
     assert v.cause == "router_flip" and (v.position, v.layer, v.rank) == (3, 0, 1) and data.t_star == 4
     assert v.router_margin == pytest.approx(1.0 - NEAR_TIE, rel=1e-3)
-    assert not data.cause.confirmed and "not confirmed by counterfactual" in data.cause.headline
+    assert not data.cause.confirmed and not data.cause.proven
+    assert data.cause.headline.startswith("Cause: first difference (no proof yet): router_flip at position 3")
+    assert "nothing is proven until explain reruns the pair" in data.cause.headline
+    assert data.cause.event == (3, 0) and data.cause_event == (3, 0) and data.cause.cells == ()
     assert data.changed[0, 3] and data.kinds[0, 3] == EXPERTS and data.strip()[0, 3] == 1
     assert not data.changed[1].any() and (data.kinds[:, 4:] == NOT_COMPARED).all()
     assert "router flip" in data.cause.sentence
@@ -294,30 +297,45 @@ def test_figure_data_needs_no_qt():
     assert out.strip() == "[]"
 
 
-def test_the_panel_names_the_single_event_proof_or_says_it_is_missing(known):
+def test_the_panel_leads_with_the_proven_cause_and_names_the_first_difference_apart(known):
     import dataclasses
 
-    from inspector.figure_data.divergence_cause import counterfactual_lines, headline
+    from inspector.figure_data.divergence_cause import cause_text, counterfactual_lines
 
-    base = dataclasses.replace(known.records()[0], position=4, layer=2, dropless_same=True,
-                               invariant_same=False, replay_same=True)
-    proof = "keeping expert 1 (2nd choice) for row 1 at new token 1, layer 2 of run b alone restores ..."
-    proved = dataclasses.replace(base, confirmed_cause="capacity", keep_same=True, withdraw_same=False,
-                                 sufficient=proof, scope="candidate", proof_step=1, proof_layer=2,
-                                 proof_position=4)
-    lines = counterfactual_lines(proved)
-    named = "at the named event (position 4, layer 2), "
-    assert named + "keeping the dropped candidate alone removes the split" in lines
-    assert any(line.startswith("proof at one event (the named event; scope candidate): keeping expert 1")
-               for line in lines)
-    assert headline("capacity", "capacity", proved)[1] is True
-    elsewhere = dataclasses.replace(proved, keep_same=False, proof_step=3, proof_layer=0, proof_position=6)
-    assert any("another event, found by search" in line for line in counterfactual_lines(elsewhere))
-    unproved = dataclasses.replace(base, confirmed_cause="unconfirmed", keep_same=False, withdraw_same=False)
-    lines = counterfactual_lines(unproved)
-    assert lines[-1].endswith("the cause is unconfirmed")
-    text, confirmed = headline("capacity", "capacity", unproved)
-    assert not confirmed and "not confirmed by counterfactual" in text and "unconfirmed" in text
+    choices = {c.run: c for c in known.choices(0)}
+    a, b = choices["alone"], choices["crowded"]
+    v = explain_pair(known.row(a.run, a.row), known.row(b.run, b.row))
+    base = dataclasses.replace(known.records()[0], dropless_same=True, invariant_same=False, replay_same=True)
+    words = "keeping expert 3 (2nd choice) for row 1 at position 0, layer 0 of run crowded"
+    proved = dataclasses.replace(base, confirmed_cause="capacity", keep_same=False, sufficient=words,
+                                 scope="candidate", proof_step=0, proof_layer=0, proof_position=0,
+                                 proof_kind="capacity", proof_cells="0:0", proof_size=1, proof_reruns=7,
+                                 necessary=True, reach=1, reach_of=4)
+    text = cause_text(v, proved)
+    assert text.proven and text.event == (0, 0) and text.cells == ((0, 0),)
+    assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0 (the first "
+                                    "difference, at position 1 (prompt), layer 1, is not it)")
+    assert text.sentence.startswith(f"Proven cause: {words} alone restores the other run's tokens through "
+                                    f"the first split (position 2, new token 0).")
+    assert "Necessary as well" in text.sentence and "agrees for its first 1 of 4 new tokens" in text.sentence
+    assert "First difference (observed): Position 1, layer 1:" in text.sentence
+    assert dict(text.facts)["proven cause"] == f"capacity: {words}"
+    assert "the search for the proven cause took 7 reruns" in counterfactual_lines(proved)
+    assert "at the first difference (position 1, layer 1), keeping the dropped candidate alone does not " \
+           "remove the split" in counterfactual_lines(proved)
+    pair_set = dataclasses.replace(proved, proof_cells="0:0 1:1", proof_size=2, scope="set",
+                                   proof_kind="mixed", confirmed_cause="mixed", necessary=False, reach=4)
+    text = cause_text(v, pair_set)
+    assert text.cells == ((0, 0), (1, 1))
+    assert "a minimal set of 2 events, the first at position 0" in text.headline
+    assert "1-minimal set of 2 events (mixed)" in text.sentence and "Not necessary" in text.sentence
+    assert "restores the whole completion (4 of 4 new tokens)" in text.sentence
+    unproved = dataclasses.replace(base, confirmed_cause="unconfirmed", proof_reruns=30)
+    text = cause_text(v, unproved)
+    assert not text.proven and not text.confirmed and text.event == (1, 1)
+    assert text.headline.startswith("Cause: first difference (no proof yet): capacity at position 1")
+    assert "explain found no proof: unconfirmed" in text.headline
+    assert counterfactual_lines(unproved)[-1].endswith("the cause is unconfirmed")
 
 
 def test_the_cause_names_its_own_model_layer_not_the_one_on_screen(known):
@@ -330,4 +348,4 @@ def test_the_cause_names_its_own_model_layer_not_the_one_on_screen(known):
                             moe_layers=[2, 5])
     assert data.verdict.layer == 1 and data.model_layer == 2
     facts = dict(data.cause.facts)
-    assert facts["cause event"] == "position 1, layer 1 (model layer 5)"
+    assert facts["first difference"] == "position 1, layer 1 (model layer 5)"

@@ -89,7 +89,8 @@ def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, w
     assert "rows 0, 2, 0 took slots 0-2 ahead of it" in cause
     assert v.data.cause.displacing_rows == verdict.displacement.ahead_rows == (0, 2, 0)
     assert "dropless gives run alone's completion" in cause
-    # The figure: t* line in every panel, the cause event starred on the layer x position map.
+    # The figure: t* line in every panel, the cause event starred on the layer x position map (the
+    # table confirms capacity by whole-batch reruns but stores no proven event: the first difference).
     assert all(line.isVisible() and line.value() == 2 for line in v.figure.t_star_lines)
     x, y = v.figure.event_mark.getData()
     assert [list(x), list(y)] == [[1], [1]]
@@ -103,7 +104,8 @@ def test_router_flip_pair_is_stated_as_a_guess(qtbot, window, trace_path):
     assert verdict.cause == "router_flip" and v.data.t_star == verdict.t_star == 4
     assert v.highlighted_positions("B") == [4]
     cause = v.cause_box.toPlainText()
-    assert "not confirmed by counterfactual): router_flip" in cause and "router flip at a near-tie" in cause
+    assert "Cause: first difference (no proof yet): router_flip at position 3" in cause
+    assert "router flip at a near-tie" in cause
     # Swap: B becomes the reference; the token at t* stays highlighted.
     with qtbot.waitSignal(v.drawn, timeout=5000):
         qtbot.mouseClick(v.picker.swap, Qt.MouseButton.LeftButton)
@@ -145,7 +147,7 @@ def test_hover_names_what_differs_at_the_cause(qtbot, window):
     scene = v.figure.map.vb.mapViewToScene(QtCore.QPointF(1, 1))
     qtbot.mouseMove(v.graphics.viewport(), v.graphics.mapFromScene(scene))
     qtbot.waitUntil(lambda: "position 1, layer 1" in v.hover.text(), timeout=3000)
-    assert "kept set" in v.hover.text() and "the cause event (capacity)" in v.hover.text()
+    assert "kept set" in v.hover.text() and "the first difference (no proof yet)" in v.hover.text()
     assert "3✗" in v.hover.text()  # B's 2nd choice expert 3, dropped
 
 
@@ -187,7 +189,8 @@ def test_overview_headline_tree_and_causes_match_the_analysis(qtbot, window, tra
     assert root.text(1) == "4" and [root.child(i).text(1) for i in range(root.childCount())] == ["3", "1"]
     # The table of causes: the capacity run is confirmed by the explanation table, the flip is not.
     table = [[v.causes.item(r, c).text() for c in range(4)] for r in range(v.causes.rowCount())]
-    assert table == [["capacity", "1", "50%", "1 of 1"], ["router_flip", "1", "50%", "not confirmed"]]
+    assert table == [["capacity", "1", "50%", "none (1 of 1 confirmed by whole-batch reruns)"],
+                     ["router_flip", "1", "50%", "first difference (no proof yet)"]]
     assert "2 of 4 runs diverge" in v.causes_note.text()
     # The cluster map: one row per run, t* framed for the two divergent runs.
     assert v.figure.image.image.shape[:2] == (4, T - 2)

@@ -119,7 +119,7 @@ def test_hover_readout_clears_on_a_run_layer_or_file_change(qtbot, example_windo
     assert all(line.text() == line.hint for v in w.views for line in [getattr(v, "hover", None)] if line)
 
 
-def test_opens_on_the_first_divergence_and_the_cause(qtbot, example_window):
+def test_opens_on_the_first_divergence_and_the_proven_cause(qtbot, example_window):
     w = example_window
     model = w.browser.model
     qtbot.waitUntil(lambda: not w.progress.isVisible(), timeout=20000)
@@ -127,17 +127,30 @@ def test_opens_on_the_first_divergence_and_the_cause(qtbot, example_window):
     assert w.state.run.name == first  # not the reference, which has nothing to explain
     pair = next(v for v in w.views if v.name == "pair")
     show(qtbot, w, pair)
-    verdict = pair.data.verdict
-    assert verdict.layer >= 0 and (w.state.layer, w.state.position) == (verdict.layer, verdict.position)
-    w.state.set_layer(0 if verdict.layer else 1)
-    w.go_to_cause()
-    assert (w.state.layer, w.state.position) == (verdict.layer, verdict.position)
+    data = pair.data
+    verdict, cause = data.verdict, data.cause
+    assert (data.run_a, data.run_b) == ("c00-gshard-cf1.0-batch-native", "c01-gshard-cf1.0-batch-native")
+    # Observed: the first differing decision is a prompt token at layer 2. Proven by explain's reruns:
+    # new token 0, layer 0, expert 3's queue. The view lands on the proven event, not the first difference.
+    assert (verdict.position, verdict.layer) == (0, 2)
+    proven = (data.prompt_len, 0)
+    assert cause.proven and cause.event == proven and cause.cells == (proven,)
+    assert cause.headline.startswith("Proven cause: capacity — at position 28 (new token 0), layer 0 (the "
+                                     "first difference, at position 0 (prompt), layer 2, is not it)")
+    assert "expert 3" in cause.sentence.split(" First difference")[0]
+    assert (w.state.layer, w.state.position) == (proven[1], proven[0])
+    stars = pair.figure.event_mark.getData()
+    assert (list(stars[0]), list(stars[1])) == ([proven[0]], [proven[1]])   # the ★ on the map
+    w.state.set_layer(2)
+    w.state.set_position(0)
+    w.go_to_cause()   # Ctrl+Shift+D
+    assert (w.state.layer, w.state.position) == (proven[1], proven[0])
     w.state.set_run(model.names[0])  # the reference: Go to the first divergence leaves it
     w.go_to_divergence()
     assert w.state.run.name == first and w.tabs.currentWidget() is pair
     assert w.state.position == pair.data.t_star >= 0
     shortcuts = {a.text(): a.shortcut().toString() for a in w.actions()}
-    assert shortcuts["Go to the first divergence"] and shortcuts["Go to the cause"]
+    assert shortcuts["Go to the first divergence"] and shortcuts["Go to the cause"] == "Ctrl+Shift+D"
 
 
 def test_browser_groups_runs_by_condition_with_their_reference(qtbot, example_window):

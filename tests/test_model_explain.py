@@ -13,7 +13,6 @@ from inspector.commands.errors import UsageError
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
-from model.counterfactual.decide import CAPACITY_SCOPES
 from model.counterfactual.reruns import Reruns
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
@@ -95,7 +94,7 @@ def test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplain
     for r in capacity:
         assert (r.dropless_same, r.replay_same, r.confirmed_cause) == (True, True, "capacity"), r.sentence
         assert "Confirmed: capacity" in r.sentence and "reproduced bitwise" in r.sentence
-        assert_single_event_proof(r)
+        assert_proof(r)
     invariant_batch = [r for r in records if conditions[r.run] == CONDITIONS[0][0] and r.diverged]
     assert invariant_batch and all(r.confirmed_cause == "capacity" for r in invariant_batch)
     assert all(r.invariant_same is False for r in invariant_batch)  # invariant kernels keep the coupling
@@ -111,16 +110,21 @@ def test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplain
     assert not [p for p in validate(path) if p.severity == "error"]
 
 
-def assert_single_event_proof(r):
-    """A capacity verdict names the one intervention that removed the split, at one step and layer."""
-    assert r.scope in CAPACITY_SCOPES and r.sufficient, r.sentence
-    assert r.proof_step >= 0 and r.proof_layer >= 0, r
-    assert (r.proof_position >= 0) == (r.scope != "step_layer"), r  # a step-layer replay spans its tokens
-    assert r.sufficient[1:] in r.sentence
+def assert_proof(r):
+    """A capacity verdict names the event (or 1-minimal set of events) whose intervention removed the
+    split, of capacity kind, with its necessity, reach and cost."""
+    assert r.proven and r.proof_kind == "capacity" and r.sufficient, r.sentence
+    assert r.scope in ("candidate", "token", "cell", "set") and (r.scope == "set") == (r.proof_size > 1), r
+    assert r.proof_step >= 0 and r.proof_layer >= 0 and 0 <= r.proof_position < r.t_star, r
+    assert len(r.proof_cells.split()) == r.proof_size
+    assert f"{r.proof_layer}:{r.proof_position}" in r.proof_cells.split()
+    assert r.sufficient in r.sentence and "Proven cause: " in r.sentence
+    assert r.necessary is not None and "ecessary" in r.sentence
+    # sufficiency holds through the first split: the new tokens agree at least through t*
+    assert r.new_index < r.reach <= r.reach_of and "Reach: " in r.sentence, r.sentence
+    assert r.proof_reruns >= r.proof_size
     if r.scope == "candidate":
-        # a candidate-level change: at the named event, or at the event the search found
         assert r.sufficient.startswith(("keeping expert", "giving the group capacity", "withdrawing row")), r
-        assert r.keep_same or r.withdraw_same or (r.proof_step, r.proof_position) != (-1, -1), r
 
 
 def test_an_output_near_tie_is_confirmed_numeric(tmp_path, tiny_model):
@@ -175,7 +179,8 @@ def test_replaying_the_reference_routing_gives_its_tokens(recorded):
         recorded_tokens = np.asarray(other.tokens[row, :other.row_length(row)]).tolist()
         reference = np.asarray(ref.tokens[0, :ref.row_length(0)]).tolist()
         assert recorded_tokens != reference
-        assert reruns.replayed_tokens(other.name, row, ref.name, 0) == reference
+        replay = {row: reruns.reference_routing(ref.name, 0)}
+        assert reruns.trial(other.name, row, reference, replay=replay, full=True) == reference
 
 
 def test_weights_other_than_the_recorded_ones_are_reported_not_reproduced(trace_copy, tiny_model):
@@ -217,8 +222,13 @@ def test_limit_takes_divergent_runs_in_turns_across_conditions(trace_copy):
 def test_ctrl_c_keeps_what_is_done_and_the_file_intact(trace_copy):
     stem, path, model = trace_copy
 
+    reruns = []
+
     def interrupt_after_two(done, total, label):
-        if done == 2:
+        # the comparisons report progress first ("compared ..."), then the reruns continue the count
+        if not label.startswith("compared"):
+            reruns.append(done)
+        if len(reruns) == 2:
             raise KeyboardInterrupt
 
     result = explain_trace(path, model, checkpoint=str(stem), progress=interrupt_after_two)
@@ -254,6 +264,8 @@ def test_command_prints_the_cause_table(trace_copy, capsys):
     out = capsys.readouterr().out
     assert "| confirmed cause | divergent runs | share" in out and "| capacity" in out
     assert "Unexplained share: 0.0%" in out
+    assert "Proven cause (sufficient through the first split): " in out
+    assert "Cost of this call: " in out and " minutes, " in out and "reruns per pair (median)" in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -305,22 +317,21 @@ def test_command_line_exits_2_with_the_message(trace_copy, capsys):
      "not_reproduced"),
 ])
 def test_decision_table(evidence, cause):
-    e = Evidence(**{**dict(reproduced=True, coupled=True, native=True, scope="candidate"), **evidence})
+    e = Evidence(**{**dict(reproduced=True, coupled=True, native=True, proof_kind="capacity"), **evidence})
     assert decide(e).cause == cause
 
 
-@pytest.mark.parametrize("scope, cause", [("candidate", "capacity"), ("token", "upstream_numeric"),
-                                          ("step_layer", "capacity"), ("step", "unconfirmed"),
-                                          ("", "unconfirmed")])
-def test_capacity_needs_a_sufficient_intervention_at_one_event(scope, cause):
+@pytest.mark.parametrize("kind, cause", [("capacity", "capacity"), ("upstream_numeric", "upstream_numeric"),
+                                         ("mixed", "mixed"), ("", "unconfirmed")])
+def test_capacity_needs_a_proven_event_or_minimal_set_of_its_kind(kind, cause):
     for evidence in (dict(guess="capacity", dropless_same=True, invariant_same=False, replay_same=True),
                      dict(guess="router_flip", native=False, dropless_same=True, invariant_same=False,
                           replay_same=True)):
-        decision = decide(Evidence(**{**dict(reproduced=True, coupled=True, native=True, scope=scope),
+        decision = decide(Evidence(**{**dict(reproduced=True, coupled=True, native=True, proof_kind=kind),
                                       **evidence}))
         assert decision.cause == cause
-        assert ("no single routing event" in decision.reason) == (cause == "unconfirmed")
-    numeric = Evidence(reproduced=True, coupled=True, native=True, scope=scope, guess="output_numeric",
+        assert ("no single event and no set of events" in decision.reason) == (cause == "unconfirmed")
+    numeric = Evidence(reproduced=True, coupled=True, native=True, proof_kind=kind, guess="output_numeric",
                        dropless_same=False, invariant_same=True, replay_same=False)
     assert decide(numeric).cause == "output_numeric"  # the proof rule concerns capacity only
 
@@ -329,7 +340,8 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
     """Counterfactual reruns with the shipped checkpoint judge the example's probe divergences on this
     machine, whatever machine recorded it: the reruns must take every recorded decision again (the
     decisions level; their floats may drift), and every `capacity` verdict names its proof at one
-    event. Pairs whose split no single event carries are `unconfirmed`, never `capacity`.
+    event or 1-minimal set of events. Pairs whose split no event or set is shown to carry are
+    `unconfirmed`, never `capacity`.
 
     A subset keeps the suite fast: 9 divergent probe runs, taken in turns across its conditions.
     """
@@ -358,15 +370,15 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
         assert r.reproduction in ("bitwise", "decisions"), r.sentence
         assert (r.drift == "") == (r.reproduction == "bitwise"), r.sentence
         if r.confirmed_cause == "capacity":
-            assert_single_event_proof(r)
+            assert_proof(r)
     assert any(r.confirmed_cause == "capacity" for r in divergent)
     # Native pairs carry both kinds of difference where the kernels round by batch shape: a numeric
-    # root (router logits an ulp apart) before the drop that decides. The proof must be a capacity
-    # intervention, and the reference's router logits at the named event alone must not suffice.
+    # root (router logits an ulp apart) before the drop that decides. The proof must be of capacity
+    # kind (a router change it holds came after earlier drops), never the numeric root alone.
     both = [r for r in divergent if r.root_kind == "router_logits" and r.cause == "capacity"
             and r.confirmed_cause == "capacity"]
     for r in both:
-        assert "router logits" not in r.sufficient and r.logits_same is not True, r.sentence
+        assert r.proof_kind == "capacity" and r.logits_same is not True, r.sentence
     assert attrs["rerun_machine"]["threads"] == torch.get_num_threads()
     if recorded_machine and recorded_machine != attrs["rerun_machine"]:
         assert all("Recorded on" in r.sentence for r in divergent)

@@ -158,3 +158,36 @@ def test_an_event_the_step_does_not_route_is_refused(model, baseline):
     iv = Intervention("keep", step=s, layer=layer, row=b, position=10_000, rank=j, expert=0)
     with pytest.raises(ValueError, match="does not route"):
         run(model, iv)
+
+
+def test_a_set_of_interventions_applies_each_event_and_nothing_else(model, baseline):
+    from model.counterfactual.intervention import InterventionSet
+
+    s, layer, b, col, j = first_drop(baseline)
+    position, d = event(baseline, s, layer, b, col)
+    keep = Intervention("keep", step=s, layer=layer, row=b, position=position, rank=j,
+                        expert=int(d.expert[b, col, j]))
+    later = first_drop(baseline, lambda d2, b2, c2, j2: (b2, c2) != (b, col))
+    s2, layer2, b2, col2, _ = later
+    position2, d2 = event(baseline, s2, layer2, b2, col2)
+    given = tuple(float(x) for x in torch.flip(baseline.steps[s2][2][layer2].router_logits[b2, col2], [0]))
+    logits = Intervention("router_logits", step=s2, layer=layer2, row=b2, position=position2, logits=given)
+    both = run(model, InterventionSet((keep, logits)))
+    alone = run(model, keep)
+    assert_same_until(alone, both, s2, layer2)   # the first event alone until the second acts
+    assert bool(both.steps[s][2][layer].decision.kept[b, col, j])
+    assert torch.equal(both.steps[s2][2][layer2].router_logits[b2, col2], torch.tensor(given))
+
+
+def test_until_stops_the_generation_without_changing_what_came_before(model):
+    prompts = [encode(p) for p in PROMPTS]
+    full = generate(model, prompts, NEW_TOKENS, POLICY, "batch_invariant")
+    calls = []
+
+    def until(rows):
+        calls.append(len(rows[0]))
+        return len(rows[0]) >= len(prompts[0]) + 2
+
+    short = generate(model, prompts, NEW_TOKENS, POLICY, "batch_invariant", until=until)
+    assert short.steps < full.steps and calls[-1] == len(prompts[0]) + 2
+    assert all(s == f[: len(s)] for s, f in zip(short.tokens, full.tokens, strict=True))

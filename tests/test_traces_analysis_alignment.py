@@ -30,6 +30,13 @@ def test_request_rows_and_runs_of_a_request():
     assert probe_request(RUNS) == 0 and probe_request([("b", np.array([3]), -1)]) is None
 
 
+def test_runs_by_request_is_runs_of_request_for_every_request_in_one_pass():
+    from traces.analysis.alignment import runs_by_request
+
+    every = runs_by_request(RUNS)
+    assert every == {r: runs_of_request(RUNS, r) for r in range(5)}
+
+
 def test_whole_request_analysis_of_a_synthetic_trace(tmp_path):
     path = write_synthetic_trace(tmp_path / "s.h5", n_runs=4, L=2, E=4, K=2, V=64, B=3, T=40, R=3, seed=5,
                                  compression=None)

@@ -127,3 +127,36 @@ def test_bad_tables_give_clear_errors():
     with pytest.raises(ValueError, match="no usable characters"):
         table_name(" / ")
     assert to_columns([])["cause"].shape == (0,) and from_columns(to_columns([])) == []
+
+
+def test_version_3_stores_the_proof_and_reads_versions_2_and_1():
+    from traces.analysis.explain_table import _ADDED_IN_2, _ADDED_IN_3, TABLE_VERSION, proof_cells
+
+    records = [ExplainRecord.from_verdict(v) for v in verdicts()]
+    single = dataclasses.replace(records[1], confirmed_cause="capacity", sufficient="keeping expert 5",
+                                 scope="candidate", proof_step=3, proof_layer=2, proof_position=12,
+                                 proof_kind="capacity", proof_cells="2:12", proof_size=1, proof_reruns=9,
+                                 necessary=True, reach=3, reach_of=20)
+    minimal = dataclasses.replace(records[3], confirmed_cause="mixed", sufficient="replaying ...; replaying",
+                                  scope="set", proof_step=1, proof_layer=0, proof_position=10,
+                                  proof_kind="mixed", proof_cells="0:10 1:11", proof_size=2, proof_reruns=40,
+                                  necessary=False, reach=7, reach_of=7)
+    records[1], records[3] = single, minimal
+    assert TABLE_VERSION == 3 and table_attrs()["version"] == 3
+    columns = to_columns(records)
+    assert columns["necessary"].tolist() == [-1, 1, -1, 0, -1, -1] and columns["necessary"].dtype == np.int8
+    back = from_columns(columns)
+    assert len(back) == len(records) and all(same(a, b) for a, b in zip(records, back, strict=True))
+    assert back[1].proven and back[3].proven and not back[2].proven
+    assert proof_cells(back[3]) == [(0, 10), (1, 11)] and proof_cells(back[0]) == []
+    # A version-2 table: no proof columns; a proof at one event keeps its place, size 1.
+    version2 = {k: v for k, v in columns.items() if k not in _ADDED_IN_3}
+    version2["scope"] = np.array(["", "candidate", "", "step", "", ""])
+    old = from_columns(version2)
+    assert old[1].proven and old[1].proof_size == 1 and proof_cells(old[1]) == [(2, 12)]
+    assert not old[3].proven and old[3].proof_size == 0          # a whole step is not one event
+    assert all(r.necessary is None and r.reach == r.reach_of == r.proof_reruns == -1 and not r.proof_kind
+               for r in old)
+    # A version-1 table lacks the single-event columns too.
+    version1 = {k: v for k, v in version2.items() if k not in _ADDED_IN_2}
+    assert not any(r.proven for r in from_columns(version1))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from inspector.export.selection import Selection
-from inspector.figure_data.divergence_source import DivergenceSource, table_reference
+from inspector.figure_data.divergence_source import DivergenceSource, find_record, table_reference
 from traces.analysis.request import analyse_request
 from traces.schema import DROPLESS_CAPACITY
 
@@ -32,7 +32,8 @@ class _FirstRuns:
 
 @dataclass(frozen=True)
 class Divergent:
-    """The probe request's first divergent run against its reference, and the cause's MoE layer."""
+    """The probe request's first divergent run against its reference, and the MoE layer of its proven
+    cause (without a proof, of its first difference)."""
 
     request: int
     run: str
@@ -70,8 +71,11 @@ def first_divergent(trace) -> Divergent | None:
     limited = [(c, v) for c, v in diverged
                if (source.capacity(c.run, max(v.layer, 0)) != DROPLESS_CAPACITY).any()]
     choice, verdict = (limited or diverged)[0]
+    ref = choices[reference]
+    record = find_record(source.records(), choice.run, choice.row, ref.run, ref.row)
+    layer = record.proof_layer if record is not None and record.proven else verdict.layer
     return Divergent(request=int(request), run=choice.run, row=choice.row, reference=names[reference],
-                     condition=choice.condition, layer=max(int(verdict.layer), 0), t_star=int(verdict.t_star))
+                     condition=choice.condition, layer=max(int(layer), 0), t_star=int(verdict.t_star))
 
 
 def informative(trace, view: str, options: tuple[str, ...], sel: Selection) -> tuple[Selection, str]:

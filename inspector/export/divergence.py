@@ -128,12 +128,16 @@ def read_runs(trace, sel: Selection):
 
 def pair_columns(data, sel: Selection) -> dict[str, np.ndarray]:
     v = data.verdict
-    has_layer = v.layer >= 0 and data.cause_model_layer is not None
-    # The cause's own layer, whatever layer the figure shows ("" when the cause has none).
+    position, layer = data.cause_event
+    has_layer = layer >= 0 and data.cause_model_layer is not None
+    # The cause event's own layer, whatever layer the figure shows ("" when it has none): the proven
+    # cause's lead event, else the first difference ("proven" says which).
     context = {"request": data.request, "run_a": data.run_a, "row_a": data.a.row, "run_b": data.run_b,
                "row_b": data.b.row, "layer": data.layer, "model_layer": data.model_layer,
                "t_star": data.t_star, "cause": data.cause.cause if v.diverged else "",
-               "cause_layer": str(v.layer) if has_layer else "",
+               "proven": ("yes" if data.cause.proven else "no") if v.diverged else "",
+               "cause_position": str(position) if position >= 0 else "",
+               "cause_layer": str(layer) if has_layer else "",
                "cause_model_layer": str(data.cause_model_layer) if has_layer else ""}
     return in_range(with_context(context, data.to_columns()), sel)
 

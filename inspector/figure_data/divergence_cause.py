@@ -1,8 +1,12 @@
-"""The plain-language cause panel of a pair of runs: the cause with its numbers, who took the slots,
-and, when the `explain` command stored counterfactual reruns, the cause they confirmed.
+"""The plain-language cause panel of a pair of runs: the proven cause when `explain` stored one, else
+the first difference (observed, no proof yet), with its numbers and who took the slots.
 
-The sentence itself is `Verdict.describe` (the same words as the export and the tables); this
-module adds the headline, the numbers as (name, value) pairs and the displacing candidates as rows.
+Two things are named apart (`traces.analysis.proof`): the *first difference* is what the recorded
+routing shows (`Verdict`, walking positions then layers); the *proven cause* is the event or minimal
+set of events whose intervention removed the split in `explain`'s reruns. The headline, the event the
+view points at (`cause_event`) and the sentence lead with the proven cause; without one they say
+"first difference (no proof yet)". The first difference's own sentence is `Verdict.describe` (the
+same words as the export and the tables).
 """
 
 from __future__ import annotations
@@ -13,23 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis import ExplainRecord, Verdict
+from traces.analysis.cause_table import CAUSE_TABLE
 from traces.analysis.displacement import capacity_text
-from traces.analysis.explain_table import NOT_CONFIRMED
+from traces.analysis.explain_table import NOT_CONFIRMED, proof_cells
+from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
 from traces.analysis.verdict_text import ordinal, token_text
 
-#: What each cause means, in the words of docs/experiments.md (cause of a divergence).
-CAUSE_MEANINGS: dict[str, str] = {
-    "capacity": "a candidate was dropped for lack of expert slots (capacity coupling with the batch)",
-    "router_flip": "a numeric near-tie flipped the router's choice of experts",
-    "seeded_random": "a seeded random choice of experts differs",
-    "renormalization": "the after-drop renormalization of the weights differs",
-    "upstream_numeric": "a numeric difference upstream of the router (no routing decision differs)",
-    "output_numeric": "routing is identical; a numeric difference in the expert or attention reductions",
-    "unexplained": "the tokens differ but no routing or logit difference precedes them",
-    "unconfirmed": "the reruns point at capacity, but no single routing event is shown to carry the split",
-    "not_reproduced": "the reruns took another decision than the recording, so they confirm nothing",
-    "identical": "the two runs agree on tokens, routing and logits",
-}
+#: What each cause means, in the words of docs/experiments.md (the one table of causes).
+CAUSE_MEANINGS: dict[str, str] = {name: c.meaning for name, c in CAUSE_TABLE.items()}
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
 MAX_LISTED = 6
@@ -53,10 +48,14 @@ class CauseText:
     """What the cause panel says about run B against run A."""
 
     cause: str                 # the cause shown: the confirmed one when counterfactuals settled it
-    guessed: str               # the cause read from the recorded routing (`Verdict.cause`)
+    guessed: str               # the kind of the first difference (`Verdict.cause`)
     confirmed: bool
     headline: str
-    sentence: str              # `Verdict.describe(vocab)`
+    sentence: str              # the proof in words (when proven), then the first difference's
+    proven: bool               # an event or minimal set of events is proven to carry the split
+    event: tuple[int, int]     # (position, layer) the view points at: the proof's lead event when
+                               # proven, else the first difference ((-1, -1) none)
+    cells: tuple[tuple[int, int], ...]   # (position, layer) of every proven event (empty: none)
     facts: tuple[tuple[str, str], ...]
     counterfactuals: tuple[str, ...]   # one line per counterfactual rerun the table holds
     displacing_run: str        # run whose queue the displacing candidates are in ('' none)
@@ -72,29 +71,61 @@ def _num(x: float) -> str:
     return "n/a" if x != x else f"{x:.3g}"
 
 
-def headline(cause: str, guessed: str, record: ExplainRecord | None,
-             diverged: bool = True) -> tuple[str, bool]:
+def _where(position: int, layer: int, prompt_len: int) -> str:
+    new = position - prompt_len
+    token = f" (new token {new})" if new >= 0 else " (prompt)"
+    return f"position {position}{token}, layer {layer}" if layer >= 0 else f"position {position}{token}"
+
+
+def proven(record: ExplainRecord | None) -> bool:
+    """Whether the record stores a proven event or minimal set of events."""
+    return record is not None and record.proven and record.confirmed_cause not in NOT_CONFIRMED
+
+
+def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
     """The panel's first line, and whether the cause is confirmed by counterfactual."""
+    cause = v.cause
     confirmed = record is not None and record.confirmed_cause not in NOT_CONFIRMED
-    if not diverged:
+    if not v.diverged:
         if cause == "identical":
             return "No divergence: runs A and B agree bitwise on tokens, routing and logits.", confirmed
         return (f"No divergence in the completions compared, but the runs differ inside: the first "
                 f"difference is of kind {cause} ({CAUSE_MEANINGS.get(cause, '')})."), confirmed
-    meaning = CAUSE_MEANINGS.get(cause, "")
-    if confirmed:
-        text = f"Cause: {cause} — confirmed by counterfactual"
-        if guessed != cause:
-            text += f" (the recorded routing alone suggested {guessed})"
-    elif record is not None and record.confirmed_cause:
-        text = (f"Cause (from the recorded routing, not confirmed by counterfactual): {guessed} — "
-                f"{record.confirmed_cause}")
-        meaning = CAUSE_MEANINGS.get(record.confirmed_cause, "")
-    elif record is not None:
-        text = f"Cause (from the recorded routing; the counterfactual reruns did not settle it): {cause}"
+    first = _where(v.position, v.layer, v.prompt_len) if v.position >= 0 else "none"
+    if proven(record):
+        shown = record.confirmed_cause
+        where = _where(record.proof_position, record.proof_layer, v.prompt_len)
+        what = f"at {where}" if record.proof_size == 1 else \
+            f"a minimal set of {record.proof_size} events, the first at {where}"
+        text = f"Proven cause: {shown} — {what}"
+        if (record.proof_position, record.proof_layer) != (v.position, v.layer):
+            text += f" (the first difference, at {first}, is not it)"
+    elif confirmed and record.confirmed_cause == "output_numeric":
+        shown = record.confirmed_cause
+        text = f"Cause: {shown} — confirmed by counterfactual reruns: no routing event carries the split"
+    elif confirmed:
+        shown = record.confirmed_cause
+        text = (f"Cause: {shown} — confirmed by counterfactual reruns of the whole batch; the event shown is "
+                f"the {NO_PROOF}: {cause} at {first}")
     else:
-        text = f"Cause (from the recorded routing, not confirmed by counterfactual): {cause}"
+        shown = cause
+        text = f"Cause: {NO_PROOF}: {cause} at {first}"
+        if record is None:
+            text += " — observed in the recorded routing; nothing is proven until explain reruns the pair"
+        elif record.confirmed_cause:
+            text += f" — explain found no proof: {record.confirmed_cause}"
+            shown = record.confirmed_cause
+    meaning = CAUSE_MEANINGS.get(shown, "")
     return (f"{text}. {meaning[0].upper()}{meaning[1:]}." if meaning else f"{text}."), confirmed
+
+
+def proof_text(v: Verdict, record: ExplainRecord | None) -> str:
+    """'Proven cause: ... Necessary ... Reach ...' of a proven record ('' otherwise)."""
+    if not proven(record):
+        return ""
+    parts = [proof_sentence(record.sufficient, record.proof_size, record.proof_kind, v.t_star, v.new_index),
+             necessity_text(record.necessary), reach_text(record.reach, record.reach_of)]
+    return " ".join(p for p in parts if p)
 
 
 def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
@@ -111,7 +142,7 @@ def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
             outcome = (f"gives run {record.ref_run}'s completion" if same
                        else f"still differs from run {record.ref_run}")
             lines.append(f"{what} {outcome}")
-    named = f"at the named event (position {record.position}, layer {record.layer})"
+    named = f"at the first difference (position {record.position}, layer {record.layer})"
     single = (("keep_same", "keeping the dropped candidate alone"),
               ("withdraw_same", "withdrawing the displacing rows from that expert's queue alone"),
               ("logits_same", f"giving the row run {record.ref_run}'s router logits alone"))
@@ -119,13 +150,11 @@ def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
         same = getattr(record, field)
         if same is not None:
             lines.append(f"{named}, {what} {'removes' if same else 'does not remove'} the split")
-    if record.sufficient:
-        at_named = (record.proof_position, record.proof_layer) == (record.position, record.layer)
-        where = "the named event" if at_named else "another event, found by search"
-        lines.append(f"proof at one event ({where}; scope {record.scope}): {record.sufficient}")
-    elif record.replay_same:
-        lines.append("no intervention within one forward step and one layer restores the reference's tokens: "
-                     "the cause is unconfirmed")
+    if record.proof_reruns >= 0:
+        lines.append(f"the search for the proven cause took {record.proof_reruns} reruns")
+    if not proven(record) and record.replay_same:
+        lines.append("no single event and no minimal set of events was shown to restore the reference's "
+                     "tokens: the cause is unconfirmed")
     return tuple(lines)
 
 
@@ -144,7 +173,7 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
         where = f"position {v.position}, layer {v.layer}"
         if model_layer is not None:
             where += f" (model layer {model_layer})"
-        facts.append(("cause event", where))
+        facts.append(("first difference", where))
         facts.append(("experts (choice order)",
                       f"A {list(v.ref_experts)} kept {_kept(v.ref_kept)}, "
                       f"B {list(v.experts)} kept {_kept(v.kept)}"))
@@ -182,12 +211,12 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
                request_ids: np.ndarray | None = None, model_layer: int | None = None) -> CauseText:
     """The cause panel of verdict `v` (run B = `v.run` against A = `v.ref_run`).
 
-    `record` is the explanation-table record of the same pair, if any; its confirmed cause replaces
-    the guess. `request_ids` [B] of the run whose queue dropped the candidate names each displacing
-    row's request.
+    `record` is the explanation-table record of the same pair, if any: its proven event (or set) and
+    confirmed cause replace the first difference and its guess. `request_ids` [B] of the run whose
+    queue dropped the candidate names each displacing row's request.
     """
     shown = v.cause if record is None or record.confirmed_cause in NOT_CONFIRMED else record.confirmed_cause
-    head, confirmed = headline(shown, v.cause, record, v.diverged)
+    head, confirmed = headline(v, record)
     d = v.displacement
     displacing: tuple[DisplacingCandidate, ...] = ()
     if d is not None:
@@ -198,10 +227,23 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
                                 position=c.position, rank=c.rank, slot=c.slot, kept=c.kept,
                                 own_row=c.row == d.row)
             for c in d.ahead)
+    is_proven = proven(record)
+    first = v.describe(list(vocab) if vocab is not None else None)
+    if is_proven:
+        sentence = f"{proof_text(v, record)} First difference (observed): {first}"
+        cells = tuple((p, l) for l, p in proof_cells(record))
+        event = (record.proof_position, record.proof_layer)
+    else:
+        sentence = f"First difference (observed, no proof yet): {first}" if v.diverged else first
+        cells = ()
+        event = (v.position, v.layer)
+    facts = verdict_facts(v, vocab, model_layer)
+    if is_proven:
+        kind = record.proof_kind.replace("_", " ") or shown
+        facts.insert(2, ("proven cause", f"{kind}: {record.sufficient}"))
     return CauseText(
-        cause=shown, guessed=v.cause, confirmed=confirmed, headline=head,
-        sentence=v.describe(list(vocab) if vocab is not None else None),
-        facts=tuple(verdict_facts(v, vocab, model_layer)), counterfactuals=counterfactual_lines(record),
+        cause=shown, guessed=v.cause, confirmed=confirmed, headline=head, sentence=sentence, proven=is_proven,
+        event=event, cells=cells, facts=tuple(facts), counterfactuals=counterfactual_lines(record),
         displacing_run=d.run if d is not None else "", displacing=displacing,
         displacing_summary=d.describe_ahead() if d is not None else "",
     )

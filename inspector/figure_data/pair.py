@@ -123,7 +123,7 @@ class PairData:
     text_b: CompletionText
     verdict: Verdict
     cause: CauseText
-    cause_model_layer: int | None = None  # model layer of the cause's MoE layer (None: no layer)
+    cause_model_layer: int | None = None  # model layer of the cause event's MoE layer (None: no layer)
     #: False when a row holds top-k logits: `kl` and `logit_diff` are then lower bounds
     #: (docs/trace-format.md, "Top-k logits"); the margin stays exact.
     exact_logits: bool = True
@@ -147,6 +147,11 @@ class PairData:
         out = np.stack([self.changed[l], self.dropped_a_only[l], self.dropped_b_only[l]]).astype(np.int8)
         out[:, self.kinds[l] == NOT_COMPARED] = -1
         return out
+
+    @property
+    def cause_event(self) -> tuple[int, int]:
+        """(position, layer) of the proven cause's lead event, else of the first difference."""
+        return self.cause.event
 
     def first_differences(self) -> np.ndarray:
         """[L] first position where a routing decision (experts or kept set) differs per layer, -1 none."""
@@ -191,9 +196,11 @@ class PairData:
                 lines.append(f"{name} experts (✗ = dropped): {chosen}")
         if t < self.compared and self.router_delta[l, t] == self.router_delta[l, t]:
             lines.append(f"max |router-logit difference| {_num(self.router_delta[l, t])}")
-        v = self.verdict
+        v, cause = self.verdict, self.cause
+        if (t, l) in cause.cells:
+            lines.append(f"the proven cause ({cause.cause})")
         if (t, l) == (v.position, v.layer):
-            lines.append(f"the cause event ({self.cause.cause})")
+            lines.append("the first difference" + ("" if cause.proven else " (no proof yet)"))
         if v.root is not None and (t, l) == (v.root.position, v.root.layer):
             lines.append("the first bitwise difference")
         return "\n".join(lines)
@@ -263,6 +270,9 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
     model_layer = model_layer_of(layer)
     ids = request_ids or {}
     displacing_run = verdict.displacement.run if verdict.displacement is not None else ""
+    cause = cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
+                       model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None)
+    cause_layer = cause.event[1]
     return PairData(
         request=a.request, layer=layer, model_layer=model_layer,
         a=_heatmap(a, layer, model_layer, vocab, capacity_a),
@@ -278,9 +288,7 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         drops_a=_pad(drops(a.expert, a.kept).sum(axis=0).astype(np.float64), T),
         drops_b=_pad(drops(b.expert, b.kept).sum(axis=0).astype(np.float64), T),
         text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
-        verdict=verdict,
-        cause=cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
-                         model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None),
-        cause_model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None,
+        verdict=verdict, cause=cause,
+        cause_model_layer=model_layer_of(cause_layer) if cause_layer >= 0 else None,
         exact_logits=curves.exact_logits,
     )

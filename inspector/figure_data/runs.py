@@ -18,6 +18,7 @@ from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import BranchNode, ExplainRecord, RequestAnalysis, analyse_request
 from traces.analysis.divergence import leaves
 from traces.analysis.explain_table import NOT_CONFIRMED, summarize_causes
+from traces.analysis.proof import NO_PROOF
 from traces.schema import MISSING
 
 
@@ -44,6 +45,7 @@ class CauseRow:
     count: int
     share: float             # of the divergent runs
     confirmed: int           # of `count`, how many a counterfactual rerun confirmed
+    proven: int = 0          # of `count`, how many have a proven event or minimal set of events
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class RunsData:
     run_causes: tuple[str, ...]    # [N] cause shown per run ('identical' for runs that agree)
     run_confirmed: tuple[bool, ...]  # [N]
     n_divergent: int
+    run_events: tuple[str, ...] = ()  # [N] the proven event ('proven at position 31, layer 0') or
+                                      # 'first difference (no proof yet)'; '' for runs that agree
 
     @property
     def n_runs(self) -> int:
@@ -99,8 +103,9 @@ class RunsData:
             lines.append("the reference run")
         elif self.t_star[r] >= 0:
             confirmed = " (confirmed by counterfactual)" if self.run_confirmed[r] else ""
+            event = f", {self.run_events[r]}" if self.run_events and self.run_events[r] else ""
             lines.append(f"first differs from the reference at position {int(self.t_star[r])}; cause "
-                         f"{self.run_causes[r]}{confirmed}")
+                         f"{self.run_causes[r]}{confirmed}{event}")
         else:
             lines.append("same completion as the reference")
         splits = ["/".join(str(n) for n in counts) for position, counts in self.split_points if position == t]
@@ -120,6 +125,7 @@ class RunsData:
             "cause": np.array([c if t >= 0 else ""
                                for c, t in zip(self.run_causes, self.t_star, strict=True)], dtype=object),
             "confirmed": np.array(self.run_confirmed),
+            "cause_event": np.array(list(self.run_events) or [""] * self.n_runs, dtype=object),
         }
 
 
@@ -186,26 +192,37 @@ def first_split_text(analysis: RequestAnalysis) -> str:
 
 
 def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], choices: Sequence[RunChoice],
-                ) -> tuple[tuple[CauseRow, ...], tuple[str, ...], tuple[bool, ...], str]:
-    """Rows of the cause table, the cause and confirmation shown per run, and the summary line.
+                ) -> tuple[tuple[CauseRow, ...], tuple[str, ...], tuple[bool, ...], str, tuple[str, ...]]:
+    """Rows of the cause table, the cause and confirmation shown per run, the summary line, and per
+    run the proven event (or 'first difference (no proof yet)').
 
     A run's record must compare it with the same reference run; its confirmed cause replaces the guess.
     """
     ref = choices[analysis.reference]
-    causes, confirmed = [], []
+    causes, confirmed, proven, events = [], [], [], []
     for v, c in zip(analysis.verdicts, choices, strict=True):
         record = find_record(records, c.run, c.row, ref.run, ref.row) if c.key != ref.key else None
         settled = record is not None and bool(record.confirmed_cause)
         causes.append(record.confirmed_cause if settled else v.cause)
         confirmed.append(settled and v.diverged and record.confirmed_cause not in NOT_CONFIRMED)
+        proven.append(bool(confirmed[-1] and record.proven))
+        if not v.diverged:
+            events.append("")
+        elif proven[-1]:
+            size = f" ({record.proof_size} events, minimal set)" if record.proof_size > 1 else ""
+            events.append(f"proven at position {record.proof_position}, layer {record.proof_layer}{size}")
+        else:
+            events.append(NO_PROOF)
     diverged = [v.diverged for v in analysis.verdicts]
     summary = summarize_causes(causes, diverged)
-    rows = tuple(
-        CauseRow(cause=cause, count=n, share=share,
-                 confirmed=sum(1 for c, k, d in zip(causes, confirmed, diverged, strict=True)
-                               if d and k and c == cause))
-        for cause, n, share in summary.rows())
-    return rows, tuple(causes), tuple(confirmed), summary.describe()
+
+    def count(flags: list[bool], cause: str) -> int:
+        return sum(1 for c, k, d in zip(causes, flags, diverged, strict=True) if d and k and c == cause)
+
+    rows = tuple(CauseRow(cause=cause, count=n, share=share, confirmed=count(confirmed, cause),
+                          proven=count(proven, cause))
+                 for cause, n, share in summary.rows())
+    return rows, tuple(causes), tuple(confirmed), summary.describe(), tuple(events)
 
 
 def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, vocab: Sequence[str],
@@ -219,7 +236,7 @@ def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, voca
     comp = analysis.completions
     labels = np.asarray(comp.labels)
     order, clusters = completion_clusters(analysis.tree, labels, comp.n_new_tokens)
-    causes, run_causes, run_confirmed, line = cause_table(analysis, records, choices)
+    causes, run_causes, run_confirmed, line, run_events = cause_table(analysis, records, choices)
     splits = tuple((analysis.prompt_len + p.index, p.counts) for p in analysis.branch_points)
     return RunsData(
         request=analysis.request, condition=condition, choices=tuple(choices), reference=reference,
@@ -230,4 +247,5 @@ def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, voca
         tree=tree_rows(analysis.tree, analysis.new, labels, [c.run for c in choices], vocab),
         split_points=splits, causes=causes, causes_line=line, run_causes=run_causes,
         run_confirmed=run_confirmed, n_divergent=sum(1 for v in analysis.verdicts if v.diverged),
+        run_events=run_events,
     )

@@ -73,8 +73,9 @@ def legend_html(style: FigureStyle) -> str:
         return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
     kinds = " ".join(f"{square(KIND_COLORS[c])} {DIFFERENCE_KINDS[c]}"
                      for c in (ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED))
-    return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ cause · ○ first bitwise difference · '
-            f'□ first differing decision per layer. Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
+    return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ proven cause (no proof yet: the '
+            f'first difference) · ○ first bitwise difference · □ first differing decision per layer. '
+            f'Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
             f'{square(STRIP_EVENT_COLORS[1])} dropped in A only '
             f'{square(STRIP_EVENT_COLORS[2])} dropped in B only. '
             f'Curves (before t*, log, 0 at {LOG_FLOOR:g}): KL(A‖B); max |logit difference| '
@@ -259,8 +260,8 @@ class PairFigure:
         layers = np.flatnonzero(first >= 0)
         self.first_marks.set_cells(first[layers], layers)
         v = data.verdict
-        self.event_mark.setData([v.position] if v.position >= 0 and v.layer >= 0 else [],
-                                [v.layer] if v.position >= 0 and v.layer >= 0 else [])
+        cells = data.cause.cells or ((data.cause.event,) if min(data.cause.event) >= 0 else ())
+        self.event_mark.setData([p for p, _ in cells], [l for _, l in cells])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
         self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
         self.map.setTitle("what differs (layer × position)", color=self.style.foreground,

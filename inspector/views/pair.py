@@ -204,18 +204,18 @@ class PairView(View):
         self._pair_shown = None
 
     def go_to_cause(self, data=None) -> bool:
-        """Select the cause's layer and position (the layer of the first difference when the cause is
-        at the logits); False when there is none or it is selected already."""
+        """Select the layer and position of the proven cause (without a proof, the first difference; the
+        layer whose routing differs first when that is at the logits); False when there is none or it
+        is selected already."""
         data = data or self.data
         if data is None:
             return False
-        v = data.verdict
-        layer = v.layer
+        position, layer = data.cause_event
         if layer < 0:  # a cause at the logits, or none: the layer whose routing differs first
             first = data.first_differences()
             differing = np.flatnonzero(first >= 0)
             layer = int(differing[np.argmin(first[differing])]) if differing.size else -1
-        position = v.position if v.position >= 0 else data.t_star
+        position = position if position >= 0 else data.t_star
         moved = False
         if 0 <= layer < data.n_layers and layer != self.state.layer:
             self.state.set_layer(layer)

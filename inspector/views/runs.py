@@ -1,5 +1,5 @@
 """The runs view (N runs tab): U(N) of one request, the prefix tree of its completions with counts, runs x
-positions by completion cluster, and the table of causes (confirmed ones marked)."""
+positions by completion cluster, and the table of causes (how many of each are proven)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from inspector.views.notice import Notice
 from traces.analysis import mode_reference
+from traces.analysis.proof import NO_PROOF
 
 ALL_CONDITIONS = "all conditions"
 RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -54,7 +55,7 @@ class RunsView(View):
                              "double-click a node to select its first run in every view")
         self.tree.setUniformRowHeights(True)
         self.causes = QtWidgets.QTableWidget(0, 4)
-        self.causes.setHorizontalHeaderLabels(["cause", "runs", "share", "confirmed by counterfactual"])
+        self.causes.setHorizontalHeaderLabels(["cause", "runs", "share", "proven (event or minimal set)"])
         self.causes.verticalHeader().hide()
         self.causes.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.causes.horizontalHeader().setStretchLastSection(True)
@@ -270,7 +271,12 @@ class RunsView(View):
     def _fill_causes(self, data: RunsData, how: str) -> None:
         self.causes.setRowCount(len(data.causes))
         for i, row in enumerate(data.causes):
-            confirmed = f"{row.confirmed} of {row.count}" if row.confirmed else "not confirmed"
+            if row.proven:
+                confirmed = f"{row.proven} of {row.count}"
+            elif row.confirmed:
+                confirmed = f"none ({row.confirmed} of {row.count} confirmed by whole-batch reruns)"
+            else:
+                confirmed = NO_PROOF
             for j, text in enumerate((row.cause, str(row.count), f"{row.share:.0%}", confirmed)):
                 item = QtWidgets.QTableWidgetItem(text)
                 if j in (1, 2):

@@ -49,14 +49,12 @@ guess, overrule it. The rules, first match wins:
    f. any other guess, batch-invariant kernels, coupled: `capacity`, the only way rows interact.
    g. otherwise: `unexplained` (the reruns contradict the recorded event).
 
-4. A `capacity` verdict from 3a, 3f or the fallback below stands only with proof at one event: a
-   single capacity intervention within one forward step and one layer (keeping the dropped
-   candidate, withdrawing the displacing rows from that expert's queue, giving the group the other
-   run's capacity, or the reference's routing of that step and layer; see
-   `model.counterfactual.targeted`) must restore the reference's tokens. When only the numeric check
-   does (the reference's router logits at the named token), the verdict is `upstream_numeric`.
-   Without either it is `unconfirmed`: the reruns point at capacity, but no event is shown to carry
-   the split.
+4. A `capacity` verdict from 3a, 3f or the fallback below stands only with a proof
+   (`model.counterfactual.search`): an event, or a 1-minimal set of events, whose intervention alone
+   restores the reference's tokens through the first split. The proof's kind settles the verdict:
+   capacity events keep `capacity`; numeric events only (the reference's router logits, or its
+   choice of experts, at some token) make it `upstream_numeric`; a set of both is `mixed`. Without
+   a proof it is `unconfirmed`: the reruns point at capacity, but no event is shown to carry the split.
 
 Without replay (a dense model, or a reference whose routing cannot be forced on the row) the table
 falls back on D and I alone: `capacity` when coupled and D; a numeric guess (or `output_numeric`)
@@ -67,18 +65,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND
 from traces.analysis.reproduction import BITWISE, DECISIONS, NOT_REPRODUCED
 
-#: Confirmed cause of a pair whose reruns point at capacity, but no single intervention at its cause
-#: event removes the split (several events, or the group's capacity all along, decide it together).
+#: Confirmed cause of a pair whose reruns point at capacity, but neither a single event nor a minimal
+#: set of events is proven to carry the split.
 UNCONFIRMED = "unconfirmed"
-
-#: Scopes of an intervention that changes one routing event (one forward step, one layer).
-ONE_EVENT_SCOPES = ("candidate", "token", "step_layer")
-#: Of those, the ones that change what capacity decided: a candidate kept or withdrawn, a group's
-#: capacity, the reference's kept set and weights of one step and layer. `token` is the numeric check
-#: (the reference's router logits at one token), which proves a numeric cause, not capacity.
-CAPACITY_SCOPES = ("candidate", "step_layer")
 
 #: Guesses that name a numeric difference acting through the router.
 _ROUTER_NUMERIC = ("router_flip", "upstream_numeric", "renormalization")
@@ -99,12 +91,8 @@ class Evidence:
     invariant_recorded: bool = False  # the batch-invariant rerun is the recorded setting
     level: str = BITWISE              # reproduction level of the weaker of the two runs
     drift: str = ""                   # float drift of the reruns ('' when bitwise)
-    keep_same: bool | None = None     # single event: keeping the dropped candidate removes the split
-    withdraw_same: bool | None = None  # single event: withdrawing the displacing rows removes it
-    logits_same: bool | None = None   # single event: the reference's router logits remove it
-    scope: str = ""                   # smallest sufficient intervention's scope (candidate, token,
-                                      # step_layer, step; '' none found)
-    sufficient: str = ""              # that intervention, in words
+    proof_kind: str = ""              # kind of the proven event or set (traces.analysis.proof), '' none
+    sufficient: str = ""              # the proven intervention(s), in words
 
 
 @dataclass(frozen=True)
@@ -117,20 +105,18 @@ class Decision:
 
 def decide(e: Evidence) -> Decision:
     """The confirmed cause of a divergent pair (the table of the module docstring), where `capacity`
-    also needs a single capacity intervention at the cause event that removes the split."""
+    also needs a proof: an event or a minimal set of events that removes the split."""
     decision = _decide(e)
-    if decision.cause != "capacity" or e.scope in CAPACITY_SCOPES:
+    if decision.cause != "capacity" or e.proof_kind == CAPACITY_KIND:
         return decision
-    if e.scope == "token":
-        return Decision("upstream_numeric", f"{decision.reason}, but the one event that carries the split is "
-                                            f"numeric: the reference's router logits at that token alone "
-                                            f"remove it, and no capacity intervention does")
-    if e.scope == "step":
-        why = "only the reference's routing at every layer of one step removes it"
-    else:
-        why = "no intervention within one forward step removes it"
-    return Decision(UNCONFIRMED, f"{decision.reason}, but no single routing event is shown to carry the "
-                                 f"split ({why})")
+    if e.proof_kind == NUMERIC_KIND:
+        return Decision("upstream_numeric", f"{decision.reason}, but the proven event is numeric: "
+                                            f"{e.sufficient} removes the split")
+    if e.proof_kind == "mixed":
+        return Decision("mixed", f"{decision.reason}, and the minimal set of events that removes the split "
+                                 f"holds both capacity and numeric events")
+    return Decision(UNCONFIRMED, f"{decision.reason}, but no single event and no set of events found by "
+                                 f"delta debugging is shown to carry the split")
 
 
 def _decide(e: Evidence) -> Decision:
@@ -214,18 +200,3 @@ def rerun_text(e: Evidence, t_star: int) -> str:
     else:
         level = "recorded runs reproduced bitwise"
     return f"Reruns ({level}): " + "; ".join(parts) + "."
-
-
-def targeted_text(e: Evidence) -> str:
-    """' Single-event interventions: keeping ... removes the split; ... Giving ... alone restores ...'."""
-    parts = [f"{name} {'removes' if outcome else 'does not remove'} the split"
-             for name, outcome in (("keeping the dropped candidate", e.keep_same),
-                                   ("withdrawing the displacing rows", e.withdraw_same),
-                                   ("giving the row the reference's router logits", e.logits_same))
-             if outcome is not None]
-    text = f" At the named event: {'; '.join(parts)}." if parts else ""
-    if e.sufficient:
-        text += f" {e.sufficient[0].upper()}{e.sufficient[1:]}."
-    elif e.replay_same:
-        text += " No intervention within one forward step restores the reference's tokens."
-    return text

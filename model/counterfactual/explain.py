@@ -4,19 +4,23 @@ For each request with two or more runs under one condition (`pairs`), every run 
 the reference by `traces.analysis.explain_pair` (the guess). Each run whose completion differs is
 then rerun with the model (`reruns`): both batches as recorded (checked bit for bit), dropless,
 with batch-invariant kernels, and the divergent row forced to replay the reference's recorded
-routing. `decide` turns the guess and the reruns into a confirmed cause, and `store` writes the
-records to the table `explain_counterfactual` of the trace.
+routing. When that replay restores the reference's tokens, `search.prove` finds the proven cause:
+the event, or 1-minimal set of events, whose intervention alone removes the split, with its
+necessity and reach. `decide` turns the guess, the reruns and the proof's kind into a confirmed
+cause, and `store` writes the records to the table `explain_counterfactual` of the trace.
 
 A rerun on another machine or thread count rarely gives the recorded floats back bit for bit; it is
 enough that it takes the same decisions (`traces.analysis.reproduction`). Each record says at which
 level its runs were reproduced and how far the floats drifted, and the sentence names both machines
 when they differ. `redo` never replaces a verdict with weaker evidence: a cause confirmed on bitwise
-reruns stays when a rerun elsewhere only reproduces the decisions, or nothing.
+reruns stays when a rerun elsewhere only reproduces the decisions, or nothing; a proven event weighs
+more than bitwise reruns without one (`evidence_rank`).
 
 Divergent pairs are taken in turns across the groups (the first of every request and condition,
 then the second of each, ...), so `--limit` samples every condition. Pairs an earlier call already
-confirmed with the same checkpoint are kept rather than rerun (unless `redo`), so a call stopped by
-Ctrl-C or `--limit` resumes where it stopped; Ctrl-C stores the pairs done so far.
+confirmed with the same checkpoint are kept rather than rerun (unless `redo`, or the table predates
+the search for a proven cause), so a call stopped by Ctrl-C or `--limit` resumes where it stopped;
+Ctrl-C stores the pairs done so far. Progress counts the comparisons, then the reruns, as one bar.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from model.counterfactual.decide import Evidence, decide, rerun_text, targeted_text
+from model.counterfactual.decide import Evidence, decide, rerun_text
 from model.counterfactual.pairs import Group, condition_of, plan_groups
 from model.counterfactual.reruns import RerunError, Reruns
+from model.counterfactual.search import Proof, prove
 from model.counterfactual.source import (
     ExplainError,
     load_hf_model,
@@ -41,11 +46,11 @@ from model.counterfactual.source import (
     resolve_device,
 )
 from model.counterfactual.store import TABLE, earlier_records, record_key, store
-from model.counterfactual.targeted import Targeted, targeted
 from model.fingerprint import machine_fingerprint
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
 from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
+from traces.analysis.proof import format_cells, necessity_text, proof_sentence, reach_text
 from traces.analysis.reproduction import NOT_REPRODUCED, weakest
 from traces.analysis.summary import CauseSummary
 
@@ -78,6 +83,7 @@ class ExplainResult:
     reused: int = 0                     # divergent pairs an earlier call had explained
     skipped: int = 0                    # divergent pairs left for a later call (--limit or Ctrl-C)
     generations: int = 0                # batches generated
+    trials: int = 0                     # of which counterfactual trials of the proof search
     seconds: float = 0.0
     interrupted: bool = False
     not_reproduced: list[str] = field(default_factory=list)
@@ -146,8 +152,9 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
         machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}
         try:
-            todo = _compare(trace, plan_groups(trace, requests), result, fresh)
+            todo = _compare(trace, plan_groups(trace, requests), result, fresh, progress)
             todo = _reuse(todo, earlier, result, fresh, limit, redo)
+            compared = result.compared
             for i, (verdict, record) in enumerate(todo):
                 key = record_key(record)
                 new = _confirm(record, verdict, reruns, machines)
@@ -160,12 +167,14 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                     result.kept_stronger += 1
                 fresh[key] = new
                 result.rerun += 1
-                progress(i + 1, len(todo), f"request {verdict.request}, run {verdict.run} row {verdict.row}")
+                progress(compared + i + 1, compared + len(todo),
+                         f"request {verdict.request}, run {verdict.run} row {verdict.row}")
         except KeyboardInterrupt:
             result.interrupted = True
             result.skipped = result.divergent - result.rerun - result.reused
             log.info("interrupted after %d divergent pairs", result.rerun)
         result.generations = reruns.generations
+        result.trials = reruns.trials
         result.not_reproduced = reruns.not_reproduced()
         result.levels = reruns.levels()
         result.drift = _largest_drift(reruns.reproductions())
@@ -178,10 +187,12 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
     return result
 
 
-def _compare(trace, groups: list[Group], result: ExplainResult, out: dict) -> list[Pair]:
+def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
+             progress: ProgressFn) -> list[Pair]:
     """Compare every pair; store the agreeing ones in `out` and return the divergent ones, in turns
-    across the groups."""
+    across the groups. Progress counts the comparisons; the reruns then continue the same count."""
     vocab = trace.vocab
+    total = sum(len(g.others) for g in groups)
     queues = []
     for group in groups:
         rows = {m: row_trace(trace.run(m[0]), m[1]) for m in group.members}
@@ -191,6 +202,8 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict) -> li
             verdict = explain_pair(ref, rows[member])
             record = ExplainRecord.from_verdict(verdict, vocab)
             result.compared += 1
+            progress(result.compared, total,
+                     f"compared request {group.request}, run {member[0]} row {member[1]}")
             if verdict.diverged:
                 queue.append((verdict, record))
             else:
@@ -204,12 +217,14 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict) -> li
 
 def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
            redo: bool) -> list[Pair]:
-    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again), cap the
-    rest at `limit`; return those to rerun."""
+    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again, and so is
+    one a table older than the proof search holds: it never searched for a proven cause), cap the rest
+    at `limit`; return those to rerun."""
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        if old is not None and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
+        searched = old is not None and old.proof_reruns >= 0
+        if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1
         elif limit is not None and len(rerun) >= limit:
@@ -220,28 +235,45 @@ def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | N
 
 
 def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -> ExplainRecord:
-    """Rerun one divergent pair and fill in its counterfactual columns, reproduction level and
-    confirmed cause."""
+    """Rerun one divergent pair and fill in its counterfactual columns, reproduction level, proven
+    cause (event or minimal set, necessity, reach) and confirmed cause."""
     try:
         evidence, proof = _evidence(v, reruns)
     except RerunError as exc:
         sentence = f"{record.sentence} Reruns impossible: {exc}. Confirmed: {NOT_REPRODUCED}."
         return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, reproduction="", sentence=sentence)
     decision = decide(evidence)
-    single = targeted_text(evidence)
     reproductions = (reruns.reproduction(v.ref_run), reruns.reproduction(v.run))
     extra = "".join(f" Run {r.run} rerun took another decision: {r.difference}." for r in reproductions
                     if not r.reproduced)
-    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{single}{extra}{machines} Confirmed: "
-                f"{decision.cause} ({decision.reason}).")
+    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{_proof_text(v, proof, evidence)}{extra}"
+                f"{machines} Confirmed: {decision.cause} ({decision.reason}).")
     updated = with_counterfactuals(record, dropless_same=evidence.dropless_same,
                                    invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
                                    confirmed_cause=decision.cause)
+    lead = proof.lead
+    kind = proof.kind or ("output_numeric" if decision.cause == "output_numeric" else "")
     return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift,
-                               keep_same=evidence.keep_same, withdraw_same=evidence.withdraw_same,
-                               logits_same=evidence.logits_same, sufficient=evidence.sufficient,
-                               scope=evidence.scope, proof_step=proof.step, proof_layer=proof.layer,
-                               proof_position=proof.position)
+                               keep_same=proof.keep, withdraw_same=proof.withdraw, logits_same=proof.logits,
+                               sufficient=evidence.sufficient, scope=proof.scope,
+                               proof_step=lead.step if lead else -1, proof_layer=lead.layer if lead else -1,
+                               proof_position=lead.position if lead else -1, proof_kind=kind,
+                               proof_cells=format_cells((e.layer, e.position) for e in proof.events),
+                               proof_size=len(proof.events), proof_reruns=proof.reruns,
+                               necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new)
+
+
+def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:
+    """' Proven cause: ... Necessary ... Reach ...' or what the search found not to suffice."""
+    if proof.events:
+        parts = [proof_sentence(e.sufficient, len(proof.events), proof.kind, v.t_star, v.new_index),
+                 necessity_text(proof.necessary), reach_text(proof.reach, proof.n_new),
+                 f"The search took {proof.reruns} reruns."]
+        return " " + " ".join(p for p in parts if p)
+    if e.replay_same:
+        return (f" No single event before the split and no set of the differing events found by delta "
+                f"debugging restores the reference's tokens ({proof.reruns} reruns).")
+    return ""
 
 
 def _machines_text(recorded: dict, rerun: dict) -> str:
@@ -255,7 +287,7 @@ def _machines_text(recorded: dict, rerun: dict) -> str:
             f"({'; '.join(changed)}).")
 
 
-def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Targeted]:
+def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
     ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
     ref_s, s = reruns.settings(ref_run), reruns.settings(run)
     coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
@@ -263,7 +295,7 @@ def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Targeted]:
     level = weakest(r.level for r in reproductions)
     drift = _drift_text(reproductions)
     if level == NOT_REPRODUCED:
-        return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Targeted()
+        return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Proof()
     n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
 
     def agree(variant: str) -> bool | None:
@@ -273,18 +305,17 @@ def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Targeted]:
         return _completion(a[ref_row], v.prompt_len, n_new) == _completion(b[row], v.prompt_len, n_new)
 
     dropless, invariant = agree("dropless"), agree("batch_invariant")
-    replayed = reruns.replayed_tokens(run, row, ref_run, ref_row)
     replay_same = None
-    if replayed is not None:
-        reference = np.asarray(reruns.trace.run(ref_run).tokens[ref_row, : v.t_star + 1]).tolist()
+    if reruns.model.config.is_moe:
+        reference = np.asarray(reruns.trace.run(ref_run).tokens[ref_row, : v.t_star + 1]).astype(int).tolist()
+        replayed = reruns.trial(run, row, reference, replay={row: reruns.reference_routing(ref_run, ref_row)})
         replay_same = list(replayed[: v.t_star + 1]) == reference
     as_recorded = [reruns.as_recorded(ref_run, variant) and reruns.as_recorded(run, variant)
                    for variant in ("dropless", "batch_invariant")]
-    single = targeted(v, reruns, search=bool(replay_same))
+    proof = prove(v, reruns) if replay_same else Proof()
     evidence = Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded,
-                        level=level, drift=drift, keep_same=single.keep, withdraw_same=single.withdraw,
-                        logits_same=single.logits, scope=single.scope, sufficient=single.sufficient)
-    return evidence, single
+                        level=level, drift=drift, proof_kind=proof.kind, sufficient=proof.words(v))
+    return evidence, proof
 
 
 def _largest_drift(reproductions) -> dict[str, float]:

@@ -19,7 +19,9 @@ one change, which `model.generate.generate` applies in that step and layer only:
   (the other run's recorded logits) before routing: a numeric difference at the router removed.
 
 The edit is a value; the MoE block calls `before_route` and `after_route` of the `LayerEdit` that the
-generation loop resolves for the step (the token's column in that step's input).
+generation loop resolves for the step (the token's column in that step's input). An `InterventionSet`
+applies several events in one rerun (a minimal set of events, `model.counterfactual.search`): each
+step resolves to the `StepEdits` of its events, applied layer by layer in the set's order.
 """
 
 from __future__ import annotations
@@ -100,6 +102,10 @@ class LayerEdit:
     def layer(self) -> int:
         return self.intervention.layer
 
+    def for_layer(self, layer: int) -> LayerEdit | None:
+        """This edit when it acts in MoE layer `layer`, else None."""
+        return self if layer == self.layer else None
+
     def before_route(self, router_logits: torch.Tensor) -> torch.Tensor:
         """router_logits[B,Ts,E], with the token's replaced for a `router_logits` intervention."""
         iv = self.intervention
@@ -125,6 +131,40 @@ class LayerEdit:
             return _with_kept(d, torch.where(members, d.slot < iv.capacity, d.kept), norm)
         if iv.kind == "remove_rows":
             return _withdraw(d, iv, norm)
+        return d
+
+
+@dataclass(frozen=True)
+class InterventionSet:
+    """Several interventions applied in one rerun (at most one per token, step and layer matters:
+    each sees the decision the earlier ones left)."""
+
+    interventions: tuple[Intervention, ...]
+
+    def for_step(self, step: int, positions: torch.Tensor, valid: torch.Tensor) -> StepEdits | None:
+        edits = tuple(e for e in (iv.for_step(step, positions, valid) for iv in self.interventions)
+                      if e is not None)
+        return StepEdits(edits) if edits else None
+
+
+@dataclass(frozen=True)
+class StepEdits:
+    """The edits of one forward step; `for_layer` gives those of one MoE layer as one edit."""
+
+    edits: tuple[LayerEdit, ...]
+
+    def for_layer(self, layer: int) -> StepEdits | None:
+        here = tuple(e for e in self.edits if e.layer == layer)
+        return StepEdits(here) if here else None
+
+    def before_route(self, router_logits: torch.Tensor) -> torch.Tensor:
+        for e in self.edits:
+            router_logits = e.before_route(router_logits)
+        return router_logits
+
+    def after_route(self, d: RoutingDecision, norm: str) -> RoutingDecision:
+        for e in self.edits:
+            d = e.after_route(d, norm)
         return d
 
 

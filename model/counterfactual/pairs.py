@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from traces.analysis import probe_request, runs_of_request
+from traces.analysis import probe_request
+from traces.analysis.alignment import runs_by_request
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,17 @@ def request_order(trace, requests: list[int] | None = None) -> list[int]:
 
 
 def plan_groups(trace, requests: list[int] | None = None) -> list[Group]:
-    """Every group of two or more runs of one request and condition, requests in `request_order`."""
-    conditions = {run.name: condition_of(run) for run in trace.runs()}
+    """Every group of two or more runs of one request and condition, requests in `request_order`.
+
+    One pass over the runs reads their conditions and rows (linear in the runs, whatever the number of
+    requests)."""
+    runs = [run for run in trace.runs() if getattr(run, "complete", True)]
+    conditions = {run.name: condition_of(run) for run in runs}
+    holding = runs_by_request([(run.name, run.request_ids, run.probe_row) for run in runs])
     groups: list[Group] = []
     for request in request_order(trace, requests):
         by_condition: dict[str, list[tuple[str, int]]] = {}
-        for name, row in runs_of_request(trace, request):
+        for name, row in holding.get(request, []):
             by_condition.setdefault(conditions[name], []).append((name, row))
         groups += [Group(request, condition, tuple(members))
                    for condition, members in by_condition.items() if len(members) > 1]

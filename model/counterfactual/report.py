@@ -44,6 +44,31 @@ def _reproduction_lines(result: ExplainResult) -> list[str]:
     return lines
 
 
+def proof_lines(result: ExplainResult) -> list[str]:
+    """How the divergent pairs were proven (single events, minimal sets, necessity, reach) and what the
+    search cost: the records of the table whose proof comes from the complete search."""
+    searched = [r for r in result.records if r.diverged and r.proof_reruns >= 0]
+    if not searched:
+        return []
+    proven = [r for r in searched if r.proven]
+    single = sum(1 for r in proven if r.proof_size == 1)
+    sets = sorted(r.proof_size for r in proven if r.proof_size > 1)
+    sizes = f" of {sets[0]}-{sets[-1]} events" if sets else ""
+    necessary = sum(1 for r in proven if r.necessary)
+    whole = sum(1 for r in proven if r.reach_of >= 0 and r.reach >= r.reach_of)
+    reruns = sorted(r.proof_reruns for r in searched)
+    median = reruns[len(reruns) // 2]
+    lines = [f"Proven cause (sufficient through the first split): {len(proven)} of {len(searched)} "
+             f"searched pairs, {single} by a single event and {len(sets)} by a 1-minimal set{sizes}; "
+             f"{necessary} also necessary; {whole} restore the whole completion."]
+    if result.rerun:
+        lines.append(f"Cost of this call: {result.generations} batches generated ({result.trials} search "
+                     f"trials), {result.seconds / 60:.1f} minutes, {result.seconds / result.rerun:.1f} s per "
+                     f"divergent pair; the stored searches took {median} reruns per pair (median), "
+                     f"{reruns[-1]} at most.")
+    return lines
+
+
 def describe(result: ExplainResult) -> str:
     """The summary printed after an `explain` call."""
     s = result.summary()
@@ -59,6 +84,7 @@ def describe(result: ExplainResult) -> str:
     elif result.interrupted:
         lines.append("Interrupted: the runs explained so far are stored.")
     lines += _reproduction_lines(result)
+    lines += proof_lines(result)
     if not result.records:
         lines.append("No request has two runs of one condition: nothing to explain.")
         return "\n".join(lines)

@@ -1,9 +1,11 @@
 """Reruns of recorded batches: as recorded (checked against the recording), dropless, batch-invariant,
-with replay.
+with replay or interventions.
 
 A `Reruns` holds the model and an open trace and reruns whole runs (batch compositions) under one
 of the `VARIANTS`, each at most once: a run that is the reference of several rows, or that holds
-several divergent requests, is generated once per variant. Prompts and the number of new tokens
+several divergent requests, is generated once per variant. Counterfactual trials (`trial`: a
+replay of some (layer, position) cells of another row's routing, or interventions) stop as soon as
+the watched row leaves the tokens it must reproduce. Prompts and the number of new tokens
 come from the recorded run itself, the routing policy and kernel mode from its attributes.
 """
 
@@ -53,33 +55,28 @@ class RunSettings:
         return p.group_by != "sequence" or p.pads_count_toward_capacity
 
 
-@dataclass(frozen=True)
-class ReplayScope:
-    """Where a replay applies: the tokens a row routed in forward step `step`, at MoE layer `layer`
-    (None: every layer), at position `position` (None: every position of that step)."""
+def replay_cells(rec: ReplayRouting, cells, *, outside: bool = False) -> ReplayRouting:
+    """`rec` replayed only at the (layer, position) `cells` (or, with `outside`, everywhere but there):
+    every other (layer, position) is left to the router (expert -1)."""
+    L, T, _ = rec.expert.shape
+    inside = np.zeros((L, T), dtype=bool)
+    for layer, position in cells:
+        if 0 <= layer < L and 0 <= position < T:
+            inside[layer, position] = True
+    keep = ~inside if outside else inside
+    expert = np.where(keep[..., None], np.asarray(rec.expert), -1)
+    return ReplayRouting(expert, np.asarray(rec.kept), np.asarray(rec.gate))
 
-    step: int
-    layer: int | None = None
-    position: int | None = None
 
-    def restrict(self, rec: ReplayRouting, step_of_position: np.ndarray) -> ReplayRouting:
-        """`rec` with every (layer, position) outside the scope left to the router (expert -1)."""
-        L, T, _ = rec.expert.shape
-        inside = np.zeros((L, T), dtype=bool)
-        n = min(T, len(step_of_position))
-        positions = np.asarray(step_of_position[:n]) == self.step
-        if self.position is not None:
-            positions &= np.arange(n) == self.position
-        layers = slice(None) if self.layer is None else slice(self.layer, self.layer + 1)
-        inside[layers, :n] = positions[None, :]
-        expert = np.where(inside[..., None], np.asarray(rec.expert), -1)
-        return ReplayRouting(expert, np.asarray(rec.kept), np.asarray(rec.gate))
+def _watch(row: int, target: list[int]):
+    """`until` of a generation: stop once row `row`'s tokens leave `target` or reach its length."""
+    n = len(target)
 
-    def describe(self) -> str:
-        step = "prefill (step 0)" if self.step == 0 else f"step {self.step}"
-        where = f"position {self.position}, " if self.position is not None else ""
-        layer = f"layer {self.layer}" if self.layer is not None else "every layer"
-        return f"{where}{layer} of {step}"
+    def until(rows: list[list[int]]) -> bool:
+        tokens = rows[row]
+        return len(tokens) >= n or tokens[-1] != target[len(tokens) - 1]
+
+    return until
 
 
 class Reruns:
@@ -91,8 +88,8 @@ class Reruns:
         self._settings: dict[str, RunSettings] = {}
         self._tokens: dict[tuple[str, str], list[list[int]]] = {}
         self._reproduction: dict[str, Reproduction] = {}
-        self._intervened: dict[tuple, list[list[int]]] = {}
-        self.generations = 0
+        self.generations = 0   # batches generated
+        self.trials = 0        # of which counterfactual trials (`trial`)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -194,35 +191,27 @@ class Reruns:
         self._tokens[key] = tokens
         return tokens
 
-    def replayed_tokens(self, name: str, row: int, ref_name: str, ref_row: int,
-                        scope: ReplayScope | None = None) -> list[int] | None:
-        """Row `row`'s tokens when run `name` is rerun as recorded with that row forced to replay the
-        recorded routing of row `ref_row` of run `ref_name` (only within `scope` when given: one
-        forward step, optionally one layer and one position); None for a dense model."""
-        if not self.model.config.is_moe:
-            return None
-        s = self.settings(name)
-        rec = ReplayRouting.from_run_arrays(self.trace.run(ref_name), ref_row)
-        if scope is not None:
-            rec = scope.restrict(rec, np.asarray(self.trace.run(name).step[row]))
-        return self._generate(s, s.policy, s.kernel_mode, replay={row: rec}).tokens[row]
+    def reference_routing(self, name: str, row: int) -> ReplayRouting:
+        """The recorded routing of row `row` of run `name`, to replay onto another row."""
+        return ReplayRouting.from_run_arrays(self.trace.run(name), row)
 
-    def intervened_tokens(self, name: str, intervention) -> list[list[int]]:
-        """Every row's tokens when run `name` is rerun as recorded with one event changed
-        (`model.counterfactual.intervention.Intervention`)."""
-        key = (name, intervention)
-        if key not in self._intervened:
-            s = self.settings(name)
-            result = self._generate(s, s.policy, s.kernel_mode, intervention=intervention)
-            self._intervened[key] = result.tokens
-        return self._intervened[key]
+    def trial(self, name: str, row: int, target: list[int], *, replay: dict | None = None,
+              intervention=None, full: bool = False) -> list[int]:
+        """Row `row`'s tokens when run `name` is rerun as recorded with `replay` ({row: ReplayRouting})
+        and/or `intervention`. Unless `full`, the generation stops as soon as the row's tokens leave
+        `target` or reach its length: a sufficiency test needs no more (`trials` counts these reruns)."""
+        s = self.settings(name)
+        self.trials += 1
+        until = None if full else _watch(row, list(target))
+        return self._generate(s, s.policy, s.kernel_mode, replay=replay, intervention=intervention,
+                              until=until).tokens[row]
 
     def _generate(self, s: RunSettings, policy, kernel_mode: str, recorder=None, replay=None,
-                  intervention=None):
+                  intervention=None, until=None):
         self.generations += 1
         log.debug("rerun %s (%s, %s)", s.name, kernel_mode, "replay" if replay else "no replay")
         try:
             return generate(self.model, s.prompts, s.max_new_tokens, policy, kernel_mode, recorder=recorder,
-                            replay=replay, intervention=intervention, arrivals=s.arrivals)
+                            replay=replay, intervention=intervention, arrivals=s.arrivals, until=until)
         except ValueError as exc:
             raise RerunError(f"run {s.name}: cannot be rerun with this model ({exc})") from None

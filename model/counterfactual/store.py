@@ -29,14 +29,21 @@ COUNTERFACTUAL_MEANING = {
     "invariant_same": "they agree when both batches are rerun with batch-invariant kernels",
     "replay_same": "the divergent row, rerun in its batch with the reference's recorded routing forced, "
                    "gives the reference's tokens through the first divergence t*",
-    "keep_same": "keeping the named event's dropped candidate (or giving its group the other run's "
-                 "capacity) alone, in that one step and layer, removes the split",
-    "withdraw_same": "withdrawing the displacing rows' candidates from that expert's queue at the named "
-                     "event alone removes the split",
-    "logits_same": "giving the row the reference's router logits at the named event alone removes the "
-                   "split",
-    "sufficient": "the smallest single intervention found that removes the split, in words (scope: "
-                  "candidate, token, step_layer; step: every layer of one step, which is not one event)",
+    "keep_same": "keeping the first difference's dropped candidate (or giving its group the other run's "
+                 "capacity) alone removes the split (-1 when the search did not reach it)",
+    "withdraw_same": "withdrawing the displacing rows' candidates from that expert's queue at the first "
+                     "difference alone removes the split",
+    "logits_same": "giving the row the reference's router logits at the first difference alone removes "
+                   "the split",
+    "sufficient": "the proven cause: the intervention(s) that alone give the other row's tokens through "
+                  "the first split, in words (scope candidate, token or cell: one event; set: a "
+                  "1-minimal set found by delta debugging)",
+    "proof_kind": "capacity, upstream_numeric, output_numeric or mixed",
+    "proof_cells": "layer:position of every event of the proof",
+    "necessary": "the split stays when the row replays the reference's routing everywhere except at the "
+                 "proof's events",
+    "reach": "new tokens that agree with the other row's completion, from the first on, after the "
+             "proven intervention (of reach_of)",
 }
 
 #: How the reference of each row is chosen (`model.counterfactual.pairs`).

@@ -88,7 +88,7 @@ class RouterTap:
         z = ctx.caller(logits.float().view(B, T, E))  # [B,T,E] exact for float16/bfloat16 logits
         weights = ctx.caller(weights.view(B, T, K))
         index = ctx.caller(index.view(B, T, K))
-        edit = ctx.edit if ctx.edit is not None and ctx.edit.layer == li else None
+        edit = ctx.edit.for_layer(li) if ctx.edit is not None else None
         if edit is not None:
             z2 = edit.before_route(z)
             if not torch.equal(z2, z):  # a token's router logits replaced: route it as the model would

@@ -35,6 +35,22 @@ def request_rows(trace_or_runs: Any) -> dict[int, list[tuple[str, int]]]:
     return dict(sorted(out.items()))
 
 
+def runs_by_request(trace_or_runs: Any) -> dict[int, list[tuple[str, int]]]:
+    """`runs_of_request` of every request at once, in one pass over the runs (linear in the rows)."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for name, ids, probe in _run_rows(trace_or_runs):
+        seen: set[int] = set()
+        holds_probe = int(ids[probe]) if 0 <= probe < len(ids) else None
+        if holds_probe is not None:
+            out.setdefault(holds_probe, []).append((name, probe))
+            seen.add(holds_probe)
+        for b, request in enumerate(ids.tolist()):
+            if int(request) not in seen:
+                seen.add(int(request))
+                out.setdefault(int(request), []).append((name, b))
+    return out
+
+
 def runs_of_request(trace_or_runs: Any, request: int) -> list[tuple[str, int]]:
     """One (run, row) per run holding `request`: the probe row when it holds it, else the first row."""
     out = []

@@ -4,6 +4,10 @@ One record per (run, row) compared against a reference row of the same request. 
 reruns (docs/experiments.md: the same batch dropless, with batch-invariant kernels, and run B
 forced to replay run A's routing) are filled in later by the explain command; until then their
 columns hold -1. Table names are `explain_<label>`.
+
+Version 3 adds the proven cause (`traces.analysis.proof`): the proof's kind, its (layer, position)
+cells, how many events it holds, how many reruns it took, whether it is necessary, and its reach.
+Tables of versions 1 and 2 are read with those columns empty (no proof stored).
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis.causes import Verdict
+from traces.analysis.proof import parse_cells
 from traces.analysis.summary import CauseSummary, summarize_causes
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
-TABLE_VERSION = 2
+TABLE_VERSION = 3
 #: Columns a version-1 table lacks; `from_columns` fills them in (`_version1_defaults`).
 _ADDED_IN_2 = ("reproduction", "drift", "keep_same", "withdraw_same", "logits_same", "sufficient", "scope",
                "proof_step", "proof_layer", "proof_position")
+#: Columns a version-2 table lacks (`_version2_defaults`).
+_ADDED_IN_3 = ("proof_kind", "proof_cells", "proof_size", "proof_reruns", "necessary", "reach", "reach_of")
 
 #: Confirmed causes that confirm no cause: not rerun, no single-event proof, reruns not reproduced.
 NOT_CONFIRMED = ("", "unconfirmed", "not_reproduced")
@@ -74,11 +81,25 @@ class ExplainRecord:
     keep_same: bool | None = None        # single event: keeping the dropped candidate removes the split
     withdraw_same: bool | None = None    # single event: withdrawing the displacing rows removes it
     logits_same: bool | None = None      # single event: the reference's router logits remove it
-    sufficient: str = ""                 # the smallest single intervention that removes the split, in words
-    scope: str = ""                      # its scope: candidate, token, step_layer, step ('' none found)
-    proof_step: int = -1                 # its event: forward step, MoE layer, position (-1 n/a)
-    proof_layer: int = -1
+    sufficient: str = ""                 # the proven intervention(s) that remove the split, in words
+    scope: str = ""                      # candidate, token, cell (one event), set (several); version 2
+                                         # also step_layer and step ('' none found)
+    proof_step: int = -1                 # the proof's lead event: forward step, MoE layer, position
+    proof_layer: int = -1                # (-1 n/a); the event the views point at
     proof_position: int = -1
+    proof_kind: str = ""                 # capacity, upstream_numeric, output_numeric, mixed ('' none)
+    proof_cells: str = ""                # every event's 'layer:position', space separated
+    proof_size: int = 0                  # events in the proof (1 single, more a 1-minimal set)
+    proof_reruns: int = -1               # reruns the search took for this pair (-1 not recorded)
+    necessary: bool | None = None        # the split stays with the reference's routing everywhere else
+    reach: int = -1                      # new tokens agreeing with the other run after the intervention,
+                                         # from the first on (-1 not measured)
+    reach_of: int = -1                   # of how many new tokens
+
+    @property
+    def proven(self) -> bool:
+        """Whether an event or a minimal set of events is proven to carry the split."""
+        return self.proof_size > 0 and self.proof_position >= 0
 
     @classmethod
     def from_verdict(cls, v: Verdict, vocab: list[str] | None = None) -> ExplainRecord:
@@ -102,8 +123,6 @@ class ExplainRecord:
 
 
 _FIELDS = dataclasses.fields(ExplainRecord)
-_COUNTERFACTUALS = ("dropless_same", "invariant_same", "replay_same", "keep_same", "withdraw_same",
-                    "logits_same")
 #: Column order of the table.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in _FIELDS)
 _KINDS = {"str": "str", "int": "int", "bool": "bool", "float": "float", "bool | None": "counterfactual"}
@@ -153,10 +172,10 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
 
     Raises ValueError naming a missing column, unequal lengths or a bad counterfactual code.
     """
-    missing = [name for name in COLUMNS if name not in columns and name not in _ADDED_IN_2]
+    missing = [name for name in COLUMNS if name not in columns and name not in (*_ADDED_IN_2, *_ADDED_IN_3)]
     if missing:
         raise ValueError(f"explanation table lacks column(s) {', '.join(missing)}")
-    columns = {**_version1_defaults(columns), **columns}
+    columns = {**_version1_defaults(columns), **_version2_defaults(columns), **columns}
     lengths = {name: len(columns[name]) for name in COLUMNS}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"explanation table columns differ in length: {lengths}")
@@ -196,6 +215,21 @@ def _version1_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
             "proof_layer": none, "proof_position": none}
 
 
+def _version2_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns a version-2 (or 1) table lacks: no proof stored. A version-2 proof at one event
+    keeps its `proof_step`, `proof_layer` and `proof_position`; its size is 1 where it names one."""
+    n = len(np.asarray(columns["confirmed_cause"]))
+    positions = np.asarray(columns.get("proof_position", np.full(n, -1)))
+    scope = [v.decode() if isinstance(v, bytes) else str(v)
+             for v in np.asarray(columns.get("scope", np.array([""] * n))).tolist()]
+    size = [1 if p >= 0 and s in ("candidate", "token", "step_layer") else 0
+            for p, s in zip(positions.tolist(), scope, strict=True)]
+    empty = np.array([""] * n, dtype=np.str_)
+    return {"proof_kind": empty, "proof_cells": empty, "proof_size": np.array(size, dtype=np.int32),
+            "proof_reruns": np.full(n, -1, dtype=np.int32), "necessary": np.full(n, -1, dtype=np.int8),
+            "reach": np.full(n, -1, dtype=np.int32), "reach_of": np.full(n, -1, dtype=np.int32)}
+
+
 def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,
                          invariant_same: bool | None = None, replay_same: bool | None = None,
                          confirmed_cause: str | None = None) -> ExplainRecord:
@@ -207,12 +241,25 @@ def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = 
 
 
 def evidence_rank(record: ExplainRecord) -> int:
-    """How strong a record's confirmation is: 2 a cause confirmed on bitwise reruns, 1 confirmed on
-    reruns that took the same decisions with float drift, 0 nothing confirmed (not rerun, not
-    reproduced, or unexplained). A rerun never replaces a record of a higher rank."""
+    """How strong a record's confirmation is: 0 nothing confirmed (not rerun, not reproduced, or
+    unexplained); else 2 for a cause confirmed on bitwise reruns, 1 on reruns that took the same
+    decisions with float drift, plus 2 when an event is proven, and 2 more when the proof comes from
+    the complete search (version 3: every single event, then a minimal set, with necessity and reach).
+    A proof weighs more than bitwise reruns without one. A rerun never replaces a record of a higher
+    rank."""
     if record.confirmed_cause in NOT_CONFIRMED or record.confirmed_cause == "unexplained":
         return 0
-    return 1 if record.reproduction == "decisions" else 2
+    level = 1 if record.reproduction == "decisions" else 2
+    if not record.proven:
+        return level
+    return level + (4 if record.proof_reruns >= 0 else 2)
+
+
+def proof_cells(record: ExplainRecord) -> list[tuple[int, int]]:
+    """(layer, position) of every event of the record's proof (the lead event for a version-2 one)."""
+    if record.proof_cells:
+        return parse_cells(record.proof_cells)
+    return [(record.proof_layer, record.proof_position)] if record.proven and record.proof_layer >= 0 else []
 
 
 def summarize_records(records: Sequence[ExplainRecord]) -> CauseSummary:

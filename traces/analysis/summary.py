@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from traces.analysis.cause_table import UNEXPLAINED
 from traces.analysis.causes import CAUSES, Verdict
-
-#: Causes that explain nothing: counted together as the unexplained share.
-UNEXPLAINED = ("unexplained", "unconfirmed", "not_reproduced")
 
 
 @dataclass(frozen=True)
@@ -30,9 +28,10 @@ class CauseSummary:
 
     @property
     def unexplained_share(self) -> float:
-        """Share of divergent runs nothing explains: `unexplained`; `unconfirmed` (no single-event
-        intervention proves the cause); and `not_reproduced` (reruns that took another decision than
-        the recording confirm nothing). The goal is 0."""
+        """Share of divergent runs nothing explains (`traces.analysis.cause_table.UNEXPLAINED`):
+        `unexplained`; `unconfirmed` (no event and no minimal set of events is proven to carry the
+        split); and `not_reproduced` (reruns that took another decision than the recording confirm
+        nothing). The goal is 0."""
         shares = self.shares
         return sum(shares.get(cause, 0.0) for cause in UNEXPLAINED)
 
