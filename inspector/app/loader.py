@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pickle
 import threading
 import time
-from concurrent.futures.process import BrokenProcessPool
 
 from inspector.figure_data.browser import first_divergent_run, run_info
 from inspector.figure_data.run_summaries import IN_THREAD_MAX, summaries_in_workers, summarise
@@ -145,7 +145,7 @@ class SummaryJob(QtCore.QRunnable):
                     with contextlib.closing(summaries_in_workers(self.path, self.names,
                                                                  self._cancel.is_set)) as summaries:
                         done = self._report(summaries)
-                except (BrokenProcessPool, OSError) as exc:
+                except (OSError, EOFError, pickle.UnpicklingError) as exc:
                     log.warning("summarising %s in worker processes failed (%s); going on here",
                                 self.path, exc)
             if done < len(self.names) and not self._cancel.is_set():

@@ -8,11 +8,11 @@ the trace once and summarises runs in chunks, and the results come back in write
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from collections import deque
+import pickle
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 
 from inspector.figure_data.browser import RunInfo, RunStats, run_info, run_stats
 from traces import Trace, TraceError, open_trace
@@ -22,9 +22,8 @@ Summary = tuple[str, RunInfo | None, RunStats | None, str | None]
 
 #: Runs summarised in the calling thread below this count (starting processes costs more).
 IN_THREAD_MAX = 200
-#: Runs one worker summarises per task, and tasks in flight per worker.
+#: Runs one worker summarises per answer.
 CHUNK = 32
-IN_FLIGHT = 2
 
 
 def summarise(trace: Trace, names: Sequence[str]) -> list[Summary]:
@@ -43,16 +42,6 @@ def summarise(trace: Trace, names: Sequence[str]) -> list[Summary]:
     return out
 
 
-#: In a worker process: the trace it summarises, opened on its first task.
-_worker_trace: dict[str, Trace] = {}
-
-
-def _summarise_in_worker(path: str, names: list[str]) -> list[Summary]:
-    if path not in _worker_trace:
-        _worker_trace[path] = open_trace(path)
-    return summarise(_worker_trace[path], names)
-
-
 def workers() -> int:
     """Worker processes for a large trace: the CPUs this process may use, at most 4."""
     try:
@@ -64,20 +53,46 @@ def workers() -> int:
 
 def summaries_in_workers(path: str, names: Sequence[str], cancelled: Callable[[], bool],
                          n_workers: int | None = None) -> Iterator[Summary]:
-    """The summaries of `names`, in order, computed by worker processes (each opens `path` once);
-    stops early when `cancelled()`. Raises BrokenProcessPool when the workers cannot run."""
-    chunks = deque(list(names[i:i + CHUNK]) for i in range(0, len(names), CHUNK))
-    n = n_workers or workers()
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
-    pending: deque[Future] = deque()
+    """The summaries of `names`, in order, computed by worker processes (each opens `path` once and
+    takes every n-th chunk of runs); stops early when `cancelled()`. OSError (or EOFError) when a
+    worker cannot run.
+
+    The workers are plain child interpreters (`python -m` this module) fed through pipes, not
+    `multiprocessing`: that re-imports the main script in each child, which a script without a
+    `__main__` guard (one that starts the app) cannot take."""
+    chunks = [list(names[i:i + CHUNK]) for i in range(0, len(names), CHUNK)]
+    n = max(1, min(n_workers or workers(), len(chunks)))
+    path_entries = [_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
+    procs = [subprocess.Popen([sys.executable, "-m", __name__, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env=env) for _ in range(n)]
     try:
-        while chunks or pending:
-            while chunks and len(pending) < n * IN_FLIGHT:
-                pending.append(pool.submit(_summarise_in_worker, path, chunks.popleft()))
-            results = pending.popleft().result()
-            yield from results
+        for k, proc in enumerate(procs):
+            pickle.dump(chunks[k::n], proc.stdin)
+            proc.stdin.close()
+        for i in range(len(chunks)):
+            yield from pickle.load(procs[i % n].stdout)  # our own child's answer
             if cancelled():
                 return
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
 
+
+#: The folder holding the `inspector` package, for the workers' import path.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _serve(path: str) -> None:
+    """A worker: read the chunks of run names, write each chunk's summaries."""
+    chunks = pickle.load(sys.stdin.buffer)
+    with open_trace(path) as trace:
+        for names in chunks:
+            pickle.dump(summarise(trace, names), sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])
