@@ -440,7 +440,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self._idle("The two runs compared agree: there is no divergence to go to")
 
     def go_to_cause(self) -> None:
-        """Side by side on the layer and position of the cause of the pair shown."""
+        """Side by side on the layer and position of the proven cause of the pair shown (without a proof,
+        of the first difference, and the status bar says so)."""
         pair = self._pair_view()
         if self.state.trace is None or pair is None:
             return
@@ -450,6 +451,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self._idle("No pair of runs to explain in this trace")
         else:
             pair.go_to_cause()
+            if pair.data.verdict.diverged and not pair.data.cause.proven:
+                self._idle("No proof yet: on the first difference (moe-inspector explain proves the cause)")
 
     def _reference_chosen(self, name) -> None:
         self.state.set_reference(name)

@@ -71,7 +71,8 @@ def build_menus(window) -> Menus:
     add_action(window, nav, "Go to the first divergence", window.go_to_divergence, "Ctrl+D",
                "Side by side on the first token where a run's completion leaves its reference's")
     add_action(window, nav, "Go to the cause", window.go_to_cause, "Ctrl+Shift+D",
-               "Side by side on the layer and position of the cause of the divergence")
+               "Side by side on the layer and position of the proven cause of the divergence (without a "
+               "proof yet, of the first difference)")
     help_menu = bar.addMenu("&Help")
     add_action(window, help_menu, "Keyboard shortcuts", lambda: show_shortcuts(window), "F1")
     add_action(window, help_menu, "About moe-inspector", lambda: show_about(window))

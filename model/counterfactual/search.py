@@ -128,7 +128,8 @@ def prove(v: Verdict, reruns: Reruns) -> Proof:
         cells = [e for e in events if e.how == "cell"]
         found = ddmin(cells, lambda subset: pair.sufficient(tuple(subset)), MAX_DDMIN_TRIALS) or ()
     named = {e.how: ok for e, ok in outcome.items() if (e.position, e.layer) == (v.position, v.layer)}
-    keep = named.get("keep", named.get("capacity"))
+    keeps = [named[how] for how in ("keep", "capacity") if how in named]
+    keep = any(keeps) if keeps else None   # keeping the candidate, or giving its group the capacity
     if not found:
         return Proof(reruns=reruns.trials - start, keep=keep, withdraw=named.get("withdraw"),
                      logits=named.get("logits"))
