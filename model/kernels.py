@@ -15,6 +15,12 @@ import torch.nn.functional as F
 
 from traces.schema import KERNEL_MODES
 
+#: Version of the project's own kernels (this module, the routing and the MoE block's experts), stored
+#: in every trace's machine fingerprint: a rerun under other kernels may reproduce a trace only at the
+#: decisions level. 2: small steps (a decode step) route and sort their candidates on the host, bit
+#: for bit as the tensor paths of version 1, the kernels of every trace recorded without this field.
+KERNEL_VERSION = 2
+
 #: Keys per block of batch-invariant attention (a fixed split size, not a fixed number of splits).
 KEY_BLOCK = 64
 

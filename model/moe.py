@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -21,6 +22,8 @@ from model.routing import RoutingDecision, RoutingPolicy, route
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _HAS_GROUPED_MM = hasattr(F, "grouped_mm")
+#: Steps of at most this many candidates (N*K) sort their candidates on the host.
+SMALL_CANDIDATES = 128
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,11 @@ class MoE(nn.Module):
         K = expert.shape[-1]
         N = B * T
         xf = x.reshape(N, C)  # [N,C]
+        if N * K <= SMALL_CANDIDATES and x.device.type == "cpu" and not (torch.is_grad_enabled() and (
+                x.requires_grad or gate.requires_grad or self.w_in.requires_grad)):
+            y = self._combine_small(xf, expert, kept, gate, mode, tile)
+            if y is not None:
+                return y.view(B, T, C)
         flat_expert = torch.where(kept, expert, self.n_experts).reshape(N * K)  # [N*K], E = dropped
         order = torch.sort(flat_expert, stable=True).indices  # candidates grouped by expert
         counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
@@ -116,6 +124,35 @@ class MoE(nn.Module):
         else:
             out = self._experts_looped(xs, counts[:-1]) * weight
         return xf.new_zeros(N, C).index_add_(0, token, out).view(B, T, C)
+
+    def _combine_small(self, xf: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
+                       mode: str, tile: int) -> torch.Tensor | None:
+        """`combine` for a few tokens (a decode step) with the candidates sorted and counted on the host
+        (numpy: a handful of microseconds where torch's sort, bincount and index arithmetic cost
+        ~15 operator calls). The experts and the adding-back are those of `combine`, so the bits are
+        too. Returns y[N,C], or None where the grouped GEMM cannot run in native mode."""
+        E = self.n_experts
+        N, C = xf.shape
+        K = expert.shape[-1]
+        flat = np.where(kept.reshape(-1).numpy(), expert.reshape(-1).numpy(), E)  # [N*K], E = dropped
+        cand = np.argsort(flat, kind="stable")  # candidates grouped by expert, arrival order inside
+        counts = np.bincount(flat, minlength=E + 1)
+        cand = cand[:N * K - int(counts[E])]  # [n] kept candidates, index n*K + j
+        index = torch.from_numpy(cand)
+        token = torch.from_numpy(cand // K)
+        weight = gate.reshape(-1, 1).to(xf.dtype).index_select(0, index)  # [n,1]
+        xs = xf.index_select(0, token)  # [n,C]
+        if mode == "batch_invariant":
+            e = flat[cand]  # [n] expert of each kept candidate
+            rank = np.arange(len(cand)) - (np.cumsum(counts) - counts)[e]  # row within its expert
+            M = tile
+            dest = torch.from_numpy(((rank // M) * E + e) * M + rank % M)  # row of the [slots, E, M] buffer
+            out = self._experts_padded(xs, dest, max(1, -(-int(counts[:E].max()) // M)), M) * weight
+        elif self._groupable(xs, weight):
+            out = self._experts_grouped(xs, counts[:E].tolist()).mul_(weight)
+        else:
+            return None
+        return xf.new_zeros(N, C).index_add_(0, token, out)
 
     def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were
@@ -167,6 +204,13 @@ class MoE(nn.Module):
         expert = torch.repeat_interleave(torch.arange(E, device=xs.device), sizes)  # [n]
         rank = torch.arange(n, device=xs.device) - (sizes.cumsum(0) - sizes)[expert]  # row within its expert
         dest = ((rank // M) * E + expert) * M + rank % M  # row of the [slots, E, M] buffer
+        return self._experts_padded(xs, dest, n_slots, M)
+
+    def _experts_padded(self, xs: torch.Tensor, dest: torch.Tensor, n_slots: int, M: int) -> torch.Tensor:
+        """Experts on xs[n,C] placed at rows `dest` of a zero [slots, E, M, C] buffer: tile slot s of
+        every expert goes through one bmm over the E experts -> outputs [n,C] in xs's order."""
+        E = self.n_experts
+        C = xs.shape[1]
         buf = xs.new_zeros(n_slots * E * M, C).index_copy_(0, dest, xs).view(n_slots, E, M, C)
         w_in, w_out = self.w_in.transpose(1, 2), self.w_out.transpose(1, 2)  # [E,C,2F], [E,F,C]
         outs = []
