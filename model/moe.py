@@ -118,7 +118,7 @@ class MoE(nn.Module):
         weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
         if mode == "batch_invariant":
-            out = self._experts_tiled(xs, counts[:-1], tile) * weight
+            out = self._experts_tiled(xs, counts[:-1], tile, self._groupable(xs, weight)) * weight
         elif self._groupable(xs, weight):
             out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
         else:
@@ -143,11 +143,8 @@ class MoE(nn.Module):
         weight = gate.reshape(-1, 1).to(xf.dtype).index_select(0, index)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
         if mode == "batch_invariant":
-            e = flat[cand]  # [n] expert of each kept candidate
-            rank = np.arange(len(cand)) - (np.cumsum(counts) - counts)[e]  # row within its expert
-            M = tile
-            dest = torch.from_numpy(((rank // M) * E + e) * M + rank % M)  # row of the [slots, E, M] buffer
-            out = self._experts_padded(xs, dest, max(1, -(-int(counts[:E].max()) // M)), M) * weight
+            grouped = self._groupable(xs, weight)
+            out = self._experts_tiled(xs, counts[:E].tolist(), tile, grouped) * weight
         elif self._groupable(xs, weight):
             out = self._experts_grouped(xs, counts[:E].tolist()).mul_(weight)
         else:
@@ -190,32 +187,39 @@ class MoE(nn.Module):
             start += n_e
         return out
 
-    def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int) -> torch.Tensor:
+    def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int, grouped: bool) -> torch.Tensor:
         """Batch-invariant experts: xs[n,C] sorted by expert (counts[E] rows each) -> outputs [n,C].
 
-        Each expert's rows are cut into tiles of `tile` rows; tile slot s of every expert goes through
-        one bmm over the E experts, so every row meets one fixed GEMM shape ([M,C] @ [C,2F], then
-        [M,F] @ [F,C]) whatever the batch, and a decode step costs 2 bmm calls instead of 2 per expert.
+        Each expert's rows are cut into tiles of `tile` rows (the last one padded with zeros), so every
+        row meets one fixed GEMM shape ([M,C] @ [C,2F], then [M,F] @ [F,C]) whatever the batch. Tile
+        slot s of every expert that has one runs in one grouped GEMM (`grouped`: torch runs each group,
+        here always one tile, as one `mm`), so an idle expert costs nothing; elsewhere (autograd, other
+        devices) one bmm over all E experts per slot. The tiles' layout depends only on the counts.
         """
         E, M = self.n_experts, tile
-        n, C = xs.shape
-        n_slots = max(1, -(-max(counts) // M))
-        sizes = torch.tensor(counts, device=xs.device)  # [E]
-        expert = torch.repeat_interleave(torch.arange(E, device=xs.device), sizes)  # [n]
-        rank = torch.arange(n, device=xs.device) - (sizes.cumsum(0) - sizes)[expert]  # row within its expert
-        dest = ((rank // M) * E + expert) * M + rank % M  # row of the [slots, E, M] buffer
-        return self._experts_padded(xs, dest, n_slots, M)
-
-    def _experts_padded(self, xs: torch.Tensor, dest: torch.Tensor, n_slots: int, M: int) -> torch.Tensor:
-        """Experts on xs[n,C] placed at rows `dest` of a zero [slots, E, M, C] buffer: tile slot s of
-        every expert goes through one bmm over the E experts -> outputs [n,C] in xs's order."""
-        E = self.n_experts
         C = xs.shape[1]
-        buf = xs.new_zeros(n_slots * E * M, C).index_copy_(0, dest, xs).view(n_slots, E, M, C)
+        sizes = np.asarray(counts, dtype=np.int64)  # [E]
+        n_slots = max(1, -(-int(sizes.max()) // M))
+        tiles = -(-sizes // M)  # [E] tiles of each expert
+        # present[s, e]: expert e has a tile in slot s; a grouped slot holds only those tiles, in expert order
+        present = np.arange(n_slots)[:, None] < tiles[None, :] if grouped else np.ones((n_slots, E), bool)
+        tile_row = (np.cumsum(present.reshape(-1)) - 1).reshape(n_slots, E) * M  # first row of tile (s, e)
+        expert = np.repeat(np.arange(E), sizes)  # [n]
+        rank = np.arange(len(expert)) - (np.cumsum(sizes) - sizes)[expert]  # row within its expert
+        dest = torch.from_numpy(tile_row[rank // M, expert] + rank % M).to(xs.device)  # [n] row of its tile
+        buf = xs.new_zeros(int(present.sum()) * M, C).index_copy_(0, dest, xs)  # [tiles*M, C]
         w_in, w_out = self.w_in.transpose(1, 2), self.w_out.transpose(1, 2)  # [E,C,2F], [E,F,C]
-        outs = []
+        outs, start = [], 0
         for slot in range(n_slots):
-            gate, up = torch.bmm(buf[slot], w_in).chunk(2, dim=-1)  # [E,M,F] each
-            outs.append(torch.bmm(F.silu(gate) * up, w_out))  # [E,M,C]
-        out = outs[0] if n_slots == 1 else torch.stack(outs)  # [slots, E, M, C]
-        return out.reshape(-1, C).index_select(0, dest)  # [n,C]
+            rows = int(present[slot].sum()) * M
+            x_s = buf[start:start + rows]  # [tiles of slot * M, C]
+            start += rows
+            if grouped:
+                offs = torch.from_numpy(np.cumsum(present[slot] * M).astype(np.int32))  # [E]
+                gate, up = F.grouped_mm(x_s, w_in, offs=offs).chunk(2, dim=-1)  # [rows,F] each
+                outs.append(F.grouped_mm(F.silu(gate) * up, w_out, offs=offs))  # [rows,C]
+            else:
+                gate, up = torch.bmm(x_s.view(E, M, C), w_in).chunk(2, dim=-1)  # [E,M,F] each
+                outs.append(torch.bmm(F.silu(gate) * up, w_out).view(E * M, C))
+        out = outs[0] if n_slots == 1 else torch.cat(outs)  # [tiles*M, C]
+        return out.index_select(0, dest)  # [n,C]
