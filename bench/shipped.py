@@ -21,3 +21,9 @@ def load_model() -> tuple[MoETransformer, str]:
         return load_checkpoint(path)[0], "assets/moe-default (trained)"
     torch.manual_seed(0)
     return MoETransformer(ModelConfig()).eval(), "default config, random init"
+
+
+def load_dense() -> MoETransformer | None:
+    """The shipped dense control model (equal active parameters per token), or None when absent."""
+    path = ROOT / "assets" / "dense-control.safetensors"
+    return load_checkpoint(path)[0] if path.exists() else None

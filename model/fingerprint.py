@@ -15,6 +15,8 @@ import re
 import numpy as np
 import torch
 
+from model.kernels import KERNEL_VERSION
+
 #: Environment variables that change which kernels run or how they reduce.
 KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_ENABLE_INSTRUCTIONS",
               "MKL_CBWR", "MKL_DEBUG_CPU_TYPE", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
@@ -47,6 +49,7 @@ def machine_fingerprint(device: torch.device | str = "cpu") -> dict:
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "env": {k: os.environ[k] for k in KERNEL_ENV if k in os.environ},
         "device": str(device),
+        "kernels": KERNEL_VERSION,
     }
     if torch.version.cuda:
         fp["cuda"] = str(torch.version.cuda)

@@ -15,6 +15,14 @@ import torch.nn.functional as F
 
 from traces.schema import KERNEL_MODES
 
+#: Version of the project's own kernels (this module, the routing and the MoE block's experts), stored
+#: in every trace's machine fingerprint: a rerun under other kernels may reproduce a trace only at the
+#: decisions level. Traces without the field were recorded with version 1. Version 2: batch-invariant
+#: experts run their fixed-shape tiles as one `mm` each through the grouped GEMM, skipping idle experts
+#: (other bits than version 1's bmm over all experts); small steps route and sort their candidates on
+#: the host (the bits of the tensor paths). Native results keep version 1's bits.
+KERNEL_VERSION = 2
+
 #: Keys per block of batch-invariant attention (a fixed split size, not a fixed number of splits).
 KEY_BLOCK = 64
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -21,6 +22,8 @@ from model.routing import RoutingDecision, RoutingPolicy, route
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _HAS_GROUPED_MM = hasattr(F, "grouped_mm")
+#: Steps of at most this many candidates (N*K) sort their candidates on the host.
+SMALL_CANDIDATES = 128
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,11 @@ class MoE(nn.Module):
         K = expert.shape[-1]
         N = B * T
         xf = x.reshape(N, C)  # [N,C]
+        if N * K <= SMALL_CANDIDATES and x.device.type == "cpu" and not (torch.is_grad_enabled() and (
+                x.requires_grad or gate.requires_grad or self.w_in.requires_grad)):
+            y = self._combine_small(xf, expert, kept, gate, mode, tile)
+            if y is not None:
+                return y.view(B, T, C)
         flat_expert = torch.where(kept, expert, self.n_experts).reshape(N * K)  # [N*K], E = dropped
         order = torch.sort(flat_expert, stable=True).indices  # candidates grouped by expert
         counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
@@ -110,12 +118,38 @@ class MoE(nn.Module):
         weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
         if mode == "batch_invariant":
-            out = self._experts_tiled(xs, counts[:-1], tile) * weight
+            out = self._experts_tiled(xs, counts[:-1], tile, self._groupable(xs, weight)) * weight
         elif self._groupable(xs, weight):
             out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
         else:
             out = self._experts_looped(xs, counts[:-1]) * weight
         return xf.new_zeros(N, C).index_add_(0, token, out).view(B, T, C)
+
+    def _combine_small(self, xf: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
+                       mode: str, tile: int) -> torch.Tensor | None:
+        """`combine` for a few tokens (a decode step) with the candidates sorted and counted on the host
+        (numpy: a handful of microseconds where torch's sort, bincount and index arithmetic cost
+        ~15 operator calls). The experts and the adding-back are those of `combine`, so the bits are
+        too. Returns y[N,C], or None where the grouped GEMM cannot run in native mode."""
+        E = self.n_experts
+        N, C = xf.shape
+        K = expert.shape[-1]
+        flat = np.where(kept.reshape(-1).numpy(), expert.reshape(-1).numpy(), E)  # [N*K], E = dropped
+        cand = np.argsort(flat, kind="stable")  # candidates grouped by expert, arrival order inside
+        counts = np.bincount(flat, minlength=E + 1)
+        cand = cand[:N * K - int(counts[E])]  # [n] kept candidates, index n*K + j
+        index = torch.from_numpy(cand)
+        token = torch.from_numpy(cand // K)
+        weight = gate.reshape(-1, 1).to(xf.dtype).index_select(0, index)  # [n,1]
+        xs = xf.index_select(0, token)  # [n,C]
+        if mode == "batch_invariant":
+            grouped = self._groupable(xs, weight)
+            out = self._experts_tiled(xs, counts[:E].tolist(), tile, grouped) * weight
+        elif self._groupable(xs, weight):
+            out = self._experts_grouped(xs, counts[:E].tolist()).mul_(weight)
+        else:
+            return None
+        return xf.new_zeros(N, C).index_add_(0, token, out)
 
     def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were
@@ -153,25 +187,39 @@ class MoE(nn.Module):
             start += n_e
         return out
 
-    def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int) -> torch.Tensor:
+    def _experts_tiled(self, xs: torch.Tensor, counts: list[int], tile: int, grouped: bool) -> torch.Tensor:
         """Batch-invariant experts: xs[n,C] sorted by expert (counts[E] rows each) -> outputs [n,C].
 
-        Each expert's rows are cut into tiles of `tile` rows; tile slot s of every expert goes through
-        one bmm over the E experts, so every row meets one fixed GEMM shape ([M,C] @ [C,2F], then
-        [M,F] @ [F,C]) whatever the batch, and a decode step costs 2 bmm calls instead of 2 per expert.
+        Each expert's rows are cut into tiles of `tile` rows (the last one padded with zeros), so every
+        row meets one fixed GEMM shape ([M,C] @ [C,2F], then [M,F] @ [F,C]) whatever the batch. Tile
+        slot s of every expert that has one runs in one grouped GEMM (`grouped`: torch runs each group,
+        here always one tile, as one `mm`), so an idle expert costs nothing; elsewhere (autograd, other
+        devices) one bmm over all E experts per slot. The tiles' layout depends only on the counts.
         """
         E, M = self.n_experts, tile
-        n, C = xs.shape
-        n_slots = max(1, -(-max(counts) // M))
-        sizes = torch.tensor(counts, device=xs.device)  # [E]
-        expert = torch.repeat_interleave(torch.arange(E, device=xs.device), sizes)  # [n]
-        rank = torch.arange(n, device=xs.device) - (sizes.cumsum(0) - sizes)[expert]  # row within its expert
-        dest = ((rank // M) * E + expert) * M + rank % M  # row of the [slots, E, M] buffer
-        buf = xs.new_zeros(n_slots * E * M, C).index_copy_(0, dest, xs).view(n_slots, E, M, C)
+        C = xs.shape[1]
+        sizes = np.asarray(counts, dtype=np.int64)  # [E]
+        n_slots = max(1, -(-int(sizes.max()) // M))
+        tiles = -(-sizes // M)  # [E] tiles of each expert
+        # present[s, e]: expert e has a tile in slot s; a grouped slot holds only those tiles, in expert order
+        present = np.arange(n_slots)[:, None] < tiles[None, :] if grouped else np.ones((n_slots, E), bool)
+        tile_row = (np.cumsum(present.reshape(-1)) - 1).reshape(n_slots, E) * M  # first row of tile (s, e)
+        expert = np.repeat(np.arange(E), sizes)  # [n]
+        rank = np.arange(len(expert)) - (np.cumsum(sizes) - sizes)[expert]  # row within its expert
+        dest = torch.from_numpy(tile_row[rank // M, expert] + rank % M).to(xs.device)  # [n] row of its tile
+        buf = xs.new_zeros(int(present.sum()) * M, C).index_copy_(0, dest, xs)  # [tiles*M, C]
         w_in, w_out = self.w_in.transpose(1, 2), self.w_out.transpose(1, 2)  # [E,C,2F], [E,F,C]
-        outs = []
+        outs, start = [], 0
         for slot in range(n_slots):
-            gate, up = torch.bmm(buf[slot], w_in).chunk(2, dim=-1)  # [E,M,F] each
-            outs.append(torch.bmm(F.silu(gate) * up, w_out))  # [E,M,C]
-        out = outs[0] if n_slots == 1 else torch.stack(outs)  # [slots, E, M, C]
-        return out.reshape(-1, C).index_select(0, dest)  # [n,C]
+            rows = int(present[slot].sum()) * M
+            x_s = buf[start:start + rows]  # [tiles of slot * M, C]
+            start += rows
+            if grouped:
+                offs = torch.from_numpy(np.cumsum(present[slot] * M).astype(np.int32))  # [E]
+                gate, up = F.grouped_mm(x_s, w_in, offs=offs).chunk(2, dim=-1)  # [rows,F] each
+                outs.append(F.grouped_mm(F.silu(gate) * up, w_out, offs=offs))  # [rows,C]
+            else:
+                gate, up = torch.bmm(x_s.view(E, M, C), w_in).chunk(2, dim=-1)  # [E,M,F] each
+                outs.append(torch.bmm(F.silu(gate) * up, w_out).view(E * M, C))
+        out = outs[0] if n_slots == 1 else torch.cat(outs)  # [tiles*M, C]
+        return out.index_select(0, dest)  # [n,C]

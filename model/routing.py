@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from model.routing_policy import DROPLESS_CAPACITY, PRESETS, RoutingPolicy
@@ -108,8 +109,12 @@ def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None) 
             routed = valid | pad
         if policy.pads_count_toward_capacity:
             counted = valid | pad
-    if probs.shape[0] * probs.shape[1] > 0 and policy.priority in _POSITION and \
-            policy.group_by in ("batch", "sequence"):
+    N = probs.shape[0] * probs.shape[1]
+    if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
+        if N <= SMALL_TOKENS and K <= 2 and probs.device.type == "cpu" and not probs.requires_grad \
+                and bool(np.isfinite(
+                probs.numpy()).all()):
+            return _route_small(probs, routed, counted, policy, K, expert=expert)
         return _route_by_position(probs, routed, counted, policy, K, expert=expert)
     return _route_general(probs, routed, counted, policy, K, seed_offset, expert=expert)
 
@@ -257,6 +262,74 @@ def _route_by_position(probs, routed, counted, policy, K, expert=None) -> Routin
         probs=probs,
     )
 
+
+
+#: Steps of at most this many tokens (B*T; a decode step is one token a row) route on the host.
+SMALL_TOKENS = 64
+
+
+def _route_small(probs, routed, counted, policy, K, expert=None) -> RoutingDecision:
+    """`_route_by_position` for a small step (a decode step), in numpy on the host: the same steps on
+    the same float32 values, so the same decision bit for bit (`tests/test_model_routing_small.py`),
+    without the ~140 small torch operators whose fixed cost dominates at a few tokens. Capacity is
+    host integer arithmetic (`RoutingPolicy.capacity_host`). K <= 2, so a sum over a token's
+    candidates is one IEEE addition in any library."""
+    B, T, E = probs.shape
+    p = probs.numpy()                                       # [B,T,E] float32
+    r, c = routed.numpy(), counted.numpy()                           # [B,T] bool
+    # score desc, then expert index asc (a stable sort keeps equal scores in index order)
+    ex = np.argsort(-p, axis=-1, kind="stable")[..., :K] if expert is None else expert.numpy()  # [B,T,K]
+    rows = np.arange(B * T)[:, None]
+    raw = p.reshape(B * T, E)[rows, ex.reshape(B * T, K)].reshape(B, T, K)  # [B,T,K]
+    by_seq = policy.group_by == "sequence"
+    G = B if by_seq else 1
+    S = c.sum(1, dtype=np.int64) if by_seq else np.array([c.sum()], dtype=np.int64)  # [G]
+    capacity = policy.capacity_host(S, E)                            # [G]
+    tiny = np.float32(_TINY)
+    gate0 = raw / np.maximum(raw.sum(-1, keepdims=True), tiny) if policy.norm == "before_drop" \
+        and expert is None else raw
+
+    target = np.where(r[..., None], ex, E).transpose(2, 0, 1)       # [K,B,T]
+    onehot = target[..., None] == np.arange(E)                       # [K,B,T,E]
+    if policy.priority == "token_major_position":
+        onehot = onehot.any(0, keepdims=True)
+    if by_seq:
+        perm = (1, 0, 2, 3)
+    elif policy.flatten == "seq_major":
+        perm = (0, 2, 1, 3)
+    else:
+        perm = (0, 1, 2, 3)
+    ordered = onehot.transpose(perm)
+    cum = np.cumsum(ordered.reshape(G, -1, E), 1, dtype=np.int64)   # [G,L,E] inclusive counts
+    requested = cum[:, -1].copy()                                    # [G,E]
+    back = cum.reshape(ordered.shape).transpose(perm).transpose(1, 2, 0, 3)  # [B,T,K or 1,E]
+    back = np.broadcast_to(back, (B, T, K, E)).reshape(B * T, K, E)
+    slot = back[rows, np.arange(K), ex.reshape(B * T, K)].reshape(B, T, K) - 1
+
+    if policy.dropless:
+        kept = np.broadcast_to(r[..., None], (B, T, K)).copy()
+        kept_count = requested.copy()
+    else:
+        cap = capacity.reshape(G, 1, 1) if by_seq else capacity.reshape(1, 1, 1)
+        kept = r[..., None] & (slot < cap)
+        kept_count = np.minimum(requested, capacity[:, None])
+    gate = np.where(kept, gate0, np.float32(0))
+    if policy.norm == "after_drop":
+        gate = gate / np.maximum(gate.sum(-1, keepdims=True), tiny)
+    group = np.where(r, np.arange(B)[:, None], -1) if by_seq else r.astype(np.int64) - 1
+    t = torch.from_numpy
+    return RoutingDecision(
+        expert=t(np.where(r[..., None], ex, -1).astype(np.int64)),
+        gate=t(gate.astype(np.float32, copy=False)),
+        kept=t(kept),
+        slot=t(np.where(r[..., None], slot, -1)),
+        group=t(group.astype(np.int64, copy=False)),
+        capacity=t(capacity),
+        requested=t(requested),
+        kept_count=t(kept_count),
+        group_tokens=t(S),
+        probs=probs,
+    )
 
 
 def _check_inputs(logits, valid, pad, policy, seed_offset) -> None:

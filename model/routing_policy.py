@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from traces.schema import DROPLESS_CAPACITY
@@ -130,31 +131,39 @@ class RoutingPolicy:
         gshard_eval ceil(cf*S). Float steps run in float64 in each system's order of operations.
         """
         S = tokens.to(torch.int64)
+        return torch.from_numpy(self.capacity_host(S.cpu().numpy(), num_experts)).to(S.device)
+
+    def capacity_host(self, tokens: np.ndarray, num_experts: int) -> np.ndarray:
+        """`capacity` in host integers: C[G] (int64 array) for tokens[G] (S) given as a numpy array.
+
+        The one place the formulas live; float steps run in float64 in each system's order of operations.
+        """
+        S = np.asarray(tokens, dtype=np.int64)
         if self.capacity_mode == "dropless":
-            return torch.full_like(S, DROPLESS_CAPACITY)
+            return np.full_like(S, DROPLESS_CAPACITY)
         if self.capacity_mode == "fixed":
-            return torch.full_like(S, self.fixed_capacity)
+            return np.full_like(S, self.fixed_capacity)
         E, k, cf = num_experts, self.top_k, float(self.capacity_factor)
-        s = S.to(torch.float64)
+        s = S.astype(np.float64)
         ceil_div = (S + E - 1) // E
         f = self.capacity_formula
         if f == "deepspeed":
-            c = torch.ceil(s / E * k * cf)
+            c = np.ceil(s / E * k * cf)
         elif f == "t5x":
-            c = torch.round(cf * s / E)
+            c = np.round(cf * s / E)  # half to even, as Python's round
         elif f == "vmoe":
-            c = torch.ceil(torch.ceil(s * k * cf / E) / 4) * 4
+            c = np.ceil(np.ceil(s * k * cf / E) / 4) * 4
         elif f == "megatron":
-            c = torch.ceil(s * k / E * cf)
+            c = np.ceil(s * k / E * cf)
         elif f == "tutel":
-            c = k * torch.trunc(cf * ceil_div.to(torch.float64))
+            c = k * np.trunc(cf * ceil_div.astype(np.float64))
         elif f == "megablocks":
-            c = torch.trunc(cf * (s * k / E))
+            c = np.trunc(cf * (s * k / E))
         elif f == "gshard_train":
             c = k * ceil_div
         else:  # gshard_eval: fairseq's moe_eval_capacity_token_fraction
-            c = torch.ceil(cf * s)
-        return c.to(torch.int64).clamp_min(self.min_capacity)
+            c = np.ceil(cf * s)
+        return np.maximum(c.astype(np.int64), self.min_capacity)
 
     # ---- serialisation ------------------------------------------------------------------------
 
