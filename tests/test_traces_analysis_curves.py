@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from traces.analysis import RowTrace, pair_curves, routing_differences
-from traces.analysis.curves import (
+from traces.analysis.curves import shared_prefix
+from traces.analysis.measures import (
     bitwise_differ,
     drops,
     kept_sets,
@@ -14,7 +15,6 @@ from traces.analysis.curves import (
     logit_margin,
     max_logit_difference,
     router_margin,
-    shared_prefix,
 )
 
 

@@ -18,10 +18,10 @@ from inspector.app.loader import OpenJob, SummaryJob
 from inspector.app.menus import build_menus, fill_recent
 from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
-from inspector.app.state import InspectorState
 from inspector.app.welcome import WelcomePage
 from inspector.figure_data.browser import RunInfo, first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
+from inspector.state.signals import InspectorState
 from inspector.views import VIEWS, View
 from traces import TraceError
 

@@ -18,7 +18,8 @@ from inspector.figure_data.routing import RoutingData, routing_figure_data
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
 from traces.analysis.causes import explain_pair_with_differences
-from traces.analysis.curves import RoutingDifferences, drops
+from traces.analysis.curves import RoutingDifferences
+from traces.analysis.measures import drops
 
 #: What differs at a (layer, position), most telling last; codes index this tuple.
 DIFFERENCE_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")

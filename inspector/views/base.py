@@ -20,7 +20,7 @@ from traces import TraceError
 
 if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
     from inspector.app.settings import Settings
-    from inspector.app.state import InspectorState
+    from inspector.state.signals import InspectorState
 
 log = logging.getLogger(__name__)
 

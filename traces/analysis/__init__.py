@@ -4,7 +4,8 @@
   a run), and the adapters `row_trace(run, b)`, `layer_routing(run, l)` for reader `Run`s.
 - `alignment`: which rows of which runs hold a request.
 - `divergence`: U(N), mode share, first divergence t*, prefix tree of completions.
-- `curves`: KL, logit and router margins, routing differences, drops per position.
+- `measures`: KL, logit and router margins, bitwise differences, drops (array functions).
+- `curves`: routing differences and the measures per position of two rows.
 - `causes`: the cause of a divergence between two runs (docs/experiments.md), `Verdict.describe()`.
 - `displacement`: who took the slots ahead of a dropped candidate.
 - `request`: all of the above for the runs of one request.

@@ -37,14 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis import next_token
-from traces.analysis.curves import (
-    RoutingDifferences,
-    max_logit_difference,
-    router_margin,
-    routing_differences,
-    shared_prefix,
-)
+from traces.analysis.curves import RoutingDifferences, routing_differences, shared_prefix
 from traces.analysis.displacement import Displacement, displacement
+from traces.analysis.measures import max_logit_difference, router_margin
 from traces.analysis.rows import RowTrace
 
 #: Every cause, in the order summaries list them.

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from traces.analysis.curves import log_softmax, router_margin
+from traces.analysis.measures import log_softmax, router_margin
 from traces.analysis.next_token import margin
 from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES
 from traces.toplogits import TopLogits

@@ -7,8 +7,8 @@ document's, read through this object: `state.run` is `state.document.run`.
 
 from __future__ import annotations
 
-from inspector.app.document import CHANGES, Document
 from inspector.qt import QtCore, Signal
+from inspector.state.document import CHANGES, Document
 
 
 class InspectorState(QtCore.QObject):

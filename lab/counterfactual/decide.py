@@ -50,7 +50,7 @@ guess, overrule it. The rules, first match wins:
    g. otherwise: `unexplained` (the reruns contradict the recorded event).
 
 4. A `capacity` verdict from 3a, 3f or the fallback below stands only with a proof
-   (`model.counterfactual.search`): an event, or a 1-minimal set of events, whose intervention alone
+   (`lab.counterfactual.search`): an event, or a 1-minimal set of events, whose intervention alone
    restores the reference's tokens through the first split. The proof's kind settles the verdict:
    capacity events keep `capacity`; numeric events only (the reference's router logits, or its
    choice of experts, at some token) make it `upstream_numeric`; a set of both is `mixed`. Without

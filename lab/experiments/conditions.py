@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.experiments import ExperimentError
+from lab.experiments import ExperimentError
 from model.routing_policy import RoutingPolicy
 
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from model.experiments import ExperimentError
-from model.experiments.compositions import Composition, random_composition, solo
-from model.experiments.conditions import Condition, capacity, dropless
-from model.experiments.measures import DropCounts, completion_matrix, mean, unique_completions
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, check_lengths
-from model.experiments.tables import markdown_table, percent
+from lab.experiments import ExperimentError
+from lab.experiments.compositions import Composition, random_composition, solo
+from lab.experiments.conditions import Condition, capacity, dropless
+from lab.experiments.measures import DropCounts, completion_matrix, mean, unique_completions
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, check_lengths
+from lab.experiments.tables import markdown_table, percent
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from model.counterfactual.explain import ExplainResult
-from model.experiments.tables import markdown_table, percent
+from lab.counterfactual.explain import ExplainResult
+from lab.experiments.tables import markdown_table, percent
 from traces import fingerprint
 from traces.analysis.reproduction import BITWISE, DECISIONS, LEVELS, NOT_REPRODUCED
 from traces.analysis.summary import CauseSummary

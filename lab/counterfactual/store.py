@@ -46,7 +46,7 @@ COUNTERFACTUAL_MEANING = {
              "proven intervention (of reach_of)",
 }
 
-#: How the reference of each row is chosen (`model.counterfactual.pairs`).
+#: How the reference of each row is chosen (`lab.counterfactual.pairs`).
 REFERENCE_RULE = "first run of each request and condition, in write order"
 
 Key = tuple[str, int, str, int]
@@ -80,7 +80,7 @@ def store(path: str, records: Sequence[ExplainRecord], **attrs) -> None:
     import torch
 
     full = table_attrs(torch_version=str(torch.__version__), reference=REFERENCE_RULE,
-                       counterfactuals=COUNTERFACTUAL_MEANING, decision="model.counterfactual.decide",
+                       counterfactuals=COUNTERFACTUAL_MEANING, decision="lab.counterfactual.decide",
                        **attrs)
     with interrupts_deferred(), TraceWriter.append(path) as writer:
         writer.write_table(TABLE, to_columns(records), full)

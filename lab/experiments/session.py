@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lab.experiments import ExperimentError
+from lab.experiments.compositions import Composition
+from lab.experiments.conditions import Condition
+from lab.experiments.measures import DropCounts, run_drops
 from model.checkpoint import checkpoint_paths, load_checkpoint
-from model.experiments import ExperimentError
-from model.experiments.compositions import Composition
-from model.experiments.conditions import Condition
-from model.experiments.measures import DropCounts, run_drops
 from model.generate import GenerationResult, generate
 from model.recorder import Recorder, logits_form_for, trace_meta
 from model.tokenizer import encode, vocab_strings

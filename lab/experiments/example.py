@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from model.experiments.compositions import random_compositions, solo
-from model.experiments.conditions import Condition, capacity, dropless
-from model.experiments.measures import unique_completions
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
-from model.experiments.tables import markdown_table, ranges
+from lab.experiments.compositions import random_compositions, solo
+from lab.experiments.conditions import Condition, capacity, dropless
+from lab.experiments.measures import unique_completions
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
+from lab.experiments.tables import markdown_table, ranges
 
 log = logging.getLogger(__name__)
 

@@ -34,18 +34,18 @@ from pathlib import Path
 
 import numpy as np
 
-from model.counterfactual.decide import Evidence, decide, rerun_text
-from model.counterfactual.pairs import Group, condition_of, plan_groups
-from model.counterfactual.reruns import RerunError, Reruns
-from model.counterfactual.search import Proof, prove
-from model.counterfactual.source import (
+from lab.counterfactual.decide import Evidence, decide, rerun_text
+from lab.counterfactual.pairs import Group, condition_of, plan_groups
+from lab.counterfactual.reruns import RerunError, Reruns
+from lab.counterfactual.search import Proof, prove
+from lab.counterfactual.source import (
     ExplainError,
     load_hf_model,
     load_model,
     resolve_checkpoint,
     resolve_device,
 )
-from model.counterfactual.store import TABLE, earlier_records, record_key, store
+from lab.counterfactual.store import TABLE, earlier_records, record_key, store
 from model.fingerprint import machine_fingerprint
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace

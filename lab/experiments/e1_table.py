@@ -15,13 +15,13 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.experiments.compositions import random_compositions
-from model.experiments.conditions import e1_conditions
-from model.experiments.measures import DropCounts, bootstrap_interval, mean, unique_completions
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
-from model.experiments.tables import markdown_table, percent, ranges
+from lab.experiments.compositions import random_compositions
+from lab.experiments.conditions import e1_conditions
+from lab.experiments.measures import DropCounts, bootstrap_interval, mean, unique_completions
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
+from lab.experiments.tables import markdown_table, percent, ranges
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ one change, which `model.generate.generate` applies in that step and layer only:
 
 The edit is a value; the MoE block calls `before_route` and `after_route` of the `LayerEdit` that the
 generation loop resolves for the step (the token's column in that step's input). An `InterventionSet`
-applies several events in one rerun (a minimal set of events, `model.counterfactual.search`): each
+applies several events in one rerun (a minimal set of events, `lab.counterfactual.search`): each
 step resolves to the `StepEdits` of its events, applied layer by layer in the set's order.
 """
 

@@ -9,7 +9,7 @@ through the first differing token t* (*sufficient*, judged through the first spl
 
 1. Candidate events: every (layer, position) before t* where the two rows' routing decisions differ
    (chosen experts, or the kept set of the same experts). At each, every intervention the generation
-   loop knows (`model.counterfactual.intervention`): keeping a candidate the run dropped (in the run
+   loop knows (`model.intervention`): keeping a candidate the run dropped (in the run
    that dropped it), giving its group the other run's larger capacity, withdrawing the rows that took
    the slots ahead of it, giving the row the reference's router logits, and replaying the reference's
    routing of that one (layer, position) onto row B. A kept-set change is a capacity event; a change
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.counterfactual.intervention import Intervention, InterventionSet
-from model.counterfactual.reruns import Reruns, replay_cells
+from lab.counterfactual.reruns import Reruns, replay_cells
+from model.intervention import Intervention, InterventionSet
 from traces.analysis import Verdict, row_trace
 from traces.analysis.displacement import displacement
 from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, set_kind

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.experiments import ExperimentError
-from model.experiments.compositions import Composition, crowding_order, place, solo
-from model.experiments.conditions import Condition, capacity, dropless
-from model.experiments.measures import DropCounts, completion_matrix
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, check_lengths, generate_batch
-from model.experiments.tables import markdown_table, percent, ranges
+from lab.experiments import ExperimentError
+from lab.experiments.compositions import Composition, crowding_order, place, solo
+from lab.experiments.conditions import Condition, capacity, dropless
+from lab.experiments.measures import DropCounts, completion_matrix
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, check_lengths, generate_batch
+from lab.experiments.tables import markdown_table, percent, ranges
 from model.recorder import Recorder
 
 log = logging.getLogger(__name__)

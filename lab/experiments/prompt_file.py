@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model.experiments import ExperimentError
+from lab.experiments import ExperimentError
 
 #: The rule in words, for help texts and errors.
 RULE = "one prompt per line; '#' lines before the first prompt are comments"

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
-from model.experiments.compositions import random_compositions
-from model.experiments.conditions import Condition, e7_conditions
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, check_lengths, generate_batch
-from model.experiments.tables import markdown_table, ranges
+from lab.experiments.compositions import random_compositions
+from lab.experiments.conditions import Condition, e7_conditions
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, check_lengths, generate_batch
+from lab.experiments.tables import markdown_table, ranges
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from model.experiments import ExperimentError
-from model.experiments.prompt_file import read_prompt_file
+from lab.experiments import ExperimentError
+from lab.experiments.prompt_file import read_prompt_file
 
 PROBE = 0  # request id of the probe in every recording's pool
 MAX_DRAWS = 1000  # redraws allowed to find a composition not drawn before
@@ -51,7 +51,7 @@ class Composition:
 
 
 def read_partners(path: str | Path) -> list[str]:
-    """Partner prompts of a pool file (`model.experiments.prompt_file`: one per line, comments only
+    """Partner prompts of a pool file (`lab.experiments.prompt_file`: one per line, comments only
     before the first prompt)."""
     return read_prompt_file(path, "--partners")
 

@@ -9,10 +9,10 @@
   `report`: the text the command line prints.
 """
 
-from model.counterfactual.decide import NOT_REPRODUCED, Decision, Evidence, decide
-from model.counterfactual.explain import ExplainResult, explain, explain_trace
-from model.counterfactual.source import ExplainError
-from model.counterfactual.store import TABLE
+from lab.counterfactual.decide import NOT_REPRODUCED, Decision, Evidence, decide
+from lab.counterfactual.explain import ExplainResult, explain, explain_trace
+from lab.counterfactual.source import ExplainError
+from lab.counterfactual.store import TABLE
 
 __all__ = ["NOT_REPRODUCED", "TABLE", "Decision", "Evidence", "ExplainError", "ExplainResult", "decide",
            "explain", "explain_trace"]

@@ -3,7 +3,7 @@ position and reference run, the figure data read for them (memoised), and the on
 `DivergenceSource` that both divergence views read.
 
 Everything belonging to a trace is dropped in one place (`set_trace`). Each change is told to the
-listeners as one word (`CHANGES`); `inspector.app.state.InspectorState` turns them into Qt signals,
+listeners as one word (`CHANGES`); `inspector.state.signals.InspectorState` turns them into Qt signals,
 as napari's components are apart from their `_qt` widgets. Tests drive a `Document` directly.
 """
 

@@ -15,18 +15,18 @@ import sys
 import time
 from pathlib import Path
 
-from model.experiments import ExperimentError, options
+from lab.experiments import ExperimentError, options
 
 #: Experiment -> (module, function) that runs it.
 RUNNERS = {
-    "e0": ("model.experiments.e0_kernels", "run_e0"),
-    "e1": ("model.experiments.e1_table", "run_e1"),
-    "e3": ("model.experiments.e3_capacity", "run_e3"),
-    "e4": ("model.experiments.e4_near_tie", "run_e4"),
-    "e7": ("model.experiments.e7_cost", "run_e7"),
-    "quality": ("model.experiments.quality", "run_quality"),
-    "continuous": ("model.experiments.continuous", "run_continuous"),
-    "example": ("model.experiments.example", "run_example"),
+    "e0": ("lab.experiments.e0_kernels", "run_e0"),
+    "e1": ("lab.experiments.e1_table", "run_e1"),
+    "e3": ("lab.experiments.e3_capacity", "run_e3"),
+    "e4": ("lab.experiments.e4_near_tie", "run_e4"),
+    "e7": ("lab.experiments.e7_cost", "run_e7"),
+    "quality": ("lab.experiments.quality", "run_quality"),
+    "continuous": ("lab.experiments.continuous", "run_continuous"),
+    "example": ("lab.experiments.example", "run_example"),
 }
 
 
@@ -113,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def output_paths(settings: options.Settings) -> list[Path]:
     """Every trace the experiment may write."""
     if settings.experiment == "e1":
-        from model.experiments.e1_table import dense_trace_path, probe_trace_path
+        from lab.experiments.e1_table import dense_trace_path, probe_trace_path
         probes = [probe_trace_path(settings.output, i) for i in range(len(settings.all_probes))]
         return [p for probe in probes for p in (probe, dense_trace_path(probe))]
     return [settings.output]
@@ -179,9 +179,9 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     """
     import torch
 
-    from model.experiments.compositions import read_partners
-    from model.experiments.progress import ProgressBar, no_progress
-    from model.experiments.session import RequestPool, load_hf_models, load_models, resolve_device
+    from lab.experiments.compositions import read_partners
+    from lab.experiments.progress import ProgressBar, no_progress
+    from lab.experiments.session import RequestPool, load_hf_models, load_models, resolve_device
     from model.routing_policy import PRESETS, PRIORITIES
     from traces import TraceError
 

@@ -10,10 +10,10 @@ from kernel_probe import skip_unless_native_varies
 
 from inspector.commands import explain as explain_command
 from inspector.commands.errors import UsageError
+from lab.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
+from lab.counterfactual.reruns import Reruns
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
-from model.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
-from model.counterfactual.reruns import Reruns
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
 from model.routing import RoutingPolicy
@@ -443,7 +443,7 @@ def test_sigterm_stores_the_finished_pairs_as_ctrl_c_does(trace_copy, capsys, mo
         if done == 2:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr("model.experiments.progress.no_progress", terminate_after_two)
+    monkeypatch.setattr("lab.experiments.progress.no_progress", terminate_after_two)
     before = signal.getsignal(signal.SIGTERM)
     assert explain_command.run(parse([str(path), "--checkpoint", str(stem), "-q"])) == 143
     assert "explain: terminated: the runs explained so far are stored" in capsys.readouterr().err

@@ -11,10 +11,8 @@ import torch
 from kernel_probe import skip_unless_native_varies
 
 from inspector.cli import main
-from model.checkpoint import load_checkpoint, save_checkpoint
-from model.config import ModelConfig
-from model.experiments import ExperimentError, cli, options
-from model.experiments.compositions import (
+from lab.experiments import ExperimentError, cli, options
+from lab.experiments.compositions import (
     Composition,
     crowding_order,
     place,
@@ -22,17 +20,19 @@ from model.experiments.compositions import (
     read_partners,
     solo,
 )
-from model.experiments.conditions import capacity, dropless
-from model.experiments.e0_kernels import run_e0
-from model.experiments.e1_table import run_e1
-from model.experiments.e3_capacity import run_e3
-from model.experiments.e4_near_tie import run_e4
-from model.experiments.e7_cost import run_e7
-from model.experiments.example import run_example
-from model.experiments.measures import completion_matrix, drop_counts, unique_completions
-from model.experiments.options import DEFAULT_CHECKPOINT, DEFAULT_PARTNERS, Settings, parse_int_list
-from model.experiments.progress import ProgressBar
-from model.experiments.session import Models, RequestPool, generate_batch, load_models
+from lab.experiments.conditions import capacity, dropless
+from lab.experiments.e0_kernels import run_e0
+from lab.experiments.e1_table import run_e1
+from lab.experiments.e3_capacity import run_e3
+from lab.experiments.e4_near_tie import run_e4
+from lab.experiments.e7_cost import run_e7
+from lab.experiments.example import run_example
+from lab.experiments.measures import completion_matrix, drop_counts, unique_completions
+from lab.experiments.options import DEFAULT_CHECKPOINT, DEFAULT_PARTNERS, Settings, parse_int_list
+from lab.experiments.progress import ProgressBar
+from lab.experiments.session import Models, RequestPool, generate_batch, load_models
+from model.checkpoint import load_checkpoint, save_checkpoint
+from model.config import ModelConfig
 from model.recorder import Recorder
 from model.tokenizer import EOS
 from model.transformer import MoETransformer
@@ -412,7 +412,7 @@ def test_e1_runs_each_probe_into_its_own_trace_and_pools_them_with_intervals(tin
 
 
 def test_bootstrap_interval_spans_the_spread_and_needs_two_values():
-    from model.experiments.measures import bootstrap_interval
+    from lab.experiments.measures import bootstrap_interval
 
     assert bootstrap_interval({0: [5]}) is None
     assert bootstrap_interval({0: [3, 3], 1: [3]}) == (3.0, 3.0)
@@ -436,7 +436,7 @@ def test_e3_sweeps_the_capacity_floor(tiny, pool, tmp_path):
 
 
 def test_quality_experiment_scores_every_condition_on_the_same_windows(tiny, pool, tmp_path):
-    from model.experiments.quality import run_quality
+    from lab.experiments.quality import run_quality
 
     models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
     s = settings(tmp_path, "quality", compositions=1, batch_sizes=(4,), capacity_factors=(0.5,),
@@ -480,7 +480,7 @@ def test_shipped_probes_file_is_read_and_distinct_from_the_partners():
 
 
 def test_continuous_batching_admits_rows_while_the_probe_decodes(tiny, pool, tmp_path):
-    from model.experiments.continuous import run_continuous
+    from lab.experiments.continuous import run_continuous
 
     models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
     s = settings(tmp_path, "continuous", compositions=2, batch_sizes=(1, 6), new_tokens=(8,),
@@ -501,8 +501,8 @@ def test_continuous_batching_admits_rows_while_the_probe_decodes(tiny, pool, tmp
 
 
 def test_explain_reruns_a_continuous_batch_with_its_arrivals(tiny, pool, tmp_path):
-    from model.counterfactual.reruns import Reruns
-    from model.experiments.continuous import run_continuous
+    from lab.counterfactual.reruns import Reruns
+    from lab.experiments.continuous import run_continuous
 
     models = load_models(tiny, None, False, torch.device("cpu"), want_dense=False)
     s = settings(tmp_path, "continuous", compositions=1, batch_sizes=(5,), new_tokens=(6,),

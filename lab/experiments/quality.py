@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from lab.experiments.conditions import Condition, capacity, dropless
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool
+from lab.experiments.tables import markdown_table, percent
 from model.corpus import build_corpus
-from model.experiments.conditions import Condition, capacity, dropless
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool
-from model.experiments.tables import markdown_table, percent
 from model.quality import QualityResult, held_out_windows, teacher_forced
 
 log = logging.getLogger(__name__)

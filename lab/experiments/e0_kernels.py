@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
+from lab.experiments.compositions import Composition
+from lab.experiments.conditions import dropless
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, generate_batch
+from lab.experiments.tables import markdown_table, ranges
 from model import kernels
-from model.experiments.compositions import Composition
-from model.experiments.conditions import dropless
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, generate_batch
-from model.experiments.tables import markdown_table, ranges
 from model.recorder import Recorder
 from traces.schema import MISSING
 

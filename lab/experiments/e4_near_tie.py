@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.experiments.compositions import random_compositions, solo
-from model.experiments.conditions import dropless
-from model.experiments.measures import unique_completions
-from model.experiments.options import Settings
-from model.experiments.progress import ProgressFn, no_progress
-from model.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
-from model.experiments.tables import markdown_table, ranges
+from lab.experiments.compositions import random_compositions, solo
+from lab.experiments.conditions import dropless
+from lab.experiments.measures import unique_completions
+from lab.experiments.options import Settings
+from lab.experiments.progress import ProgressFn, no_progress
+from lab.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
+from lab.experiments.tables import markdown_table, ranges
 from traces.analysis import RunArrays, Verdict, explain_pair, row_trace
 
 log = logging.getLogger(__name__)

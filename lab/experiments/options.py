@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.experiments import ExperimentError
-from model.experiments.prompt_file import read_prompt_file
+from lab.experiments import ExperimentError
+from lab.experiments.prompt_file import read_prompt_file
 from traces.schema import DEFAULT_LOGITS_K
 
 EXPERIMENTS = ("e0", "e1", "e3", "e4", "e7", "quality", "continuous", "example")
@@ -163,7 +163,7 @@ def parse_choice_list(flag: str, text: str, choices: tuple[str, ...]) -> tuple[s
 
 
 def read_probes(path) -> tuple[str, ...]:
-    """Probe prompts of a file (`model.experiments.prompt_file`), in order, each once."""
+    """Probe prompts of a file (`lab.experiments.prompt_file`), in order, each once."""
     return tuple(dict.fromkeys(read_prompt_file(path, "--probes")))
 
 

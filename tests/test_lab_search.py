@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.counterfactual.reruns import Reruns
-from model.counterfactual.search import ddmin, prove
-from model.counterfactual.source import load_model, resolve_checkpoint
+from lab.counterfactual.reruns import Reruns
+from lab.counterfactual.search import ddmin, prove
+from lab.counterfactual.source import load_model, resolve_checkpoint
 from traces import open_trace
 from traces.analysis import explain_pair, row_trace
 
