@@ -65,15 +65,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from traces.analysis.cause_table import CAUSE_TABLE, NUMERIC, OUTPUT_NUMERIC, router_numeric
 from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND
 from traces.analysis.reproduction import BITWISE, DECISIONS, NOT_REPRODUCED
-
-#: Confirmed cause of a pair whose reruns point at capacity, but neither a single event nor a minimal
-#: set of events is proven to carry the split.
-UNCONFIRMED = "unconfirmed"
-
-#: Guesses that name a numeric difference acting through the router.
-_ROUTER_NUMERIC = ("router_flip", "upstream_numeric", "renormalization")
 
 
 @dataclass(frozen=True)
@@ -115,7 +109,7 @@ def decide(e: Evidence) -> Decision:
     if e.proof_kind == "mixed":
         return Decision("mixed", f"{decision.reason}, and the minimal set of events that removes the split "
                                  f"holds both capacity and numeric events")
-    return Decision(UNCONFIRMED, f"{decision.reason}, but no single event and no set of events found by "
+    return Decision("unconfirmed", f"{decision.reason}, but no single event and no set of events found by "
                                  f"delta debugging is shown to carry the split")
 
 
@@ -150,7 +144,7 @@ def _with_replay(e: Evidence) -> Decision:
         if e.native and not e.coupled:
             return Decision("upstream_numeric", f"{carries}; rows cannot compete under this routing, so the "
                                                 f"kept set changed through the row's own numerics")
-    elif e.guess in _ROUTER_NUMERIC:
+    elif e.guess in router_numeric():
         if e.native and (I or D is False or e.coupled):
             why = ("batch-invariant reruns agree" if I else "dropless reruns still split" if D is False
                    else "the batch-invariant reruns split through capacity")
@@ -171,7 +165,8 @@ def _without_replay(e: Evidence) -> Decision:
     if e.coupled and e.guess == "capacity" and D:
         return Decision("capacity", "dropless reruns agree (no routing replay was possible)")
     if e.native and I:
-        cause = e.guess if e.guess in (*_ROUTER_NUMERIC, "output_numeric") else "output_numeric"
+        numeric = e.guess in CAUSE_TABLE and CAUSE_TABLE[e.guess].kind == NUMERIC
+        cause = e.guess if numeric else OUTPUT_NUMERIC
         return Decision(cause, "batch-invariant reruns agree (no routing replay was possible)")
     return Decision("unexplained", f"no routing replay was possible and the reruns do not settle it "
                                    f"(dropless {_yes_no(D)}, batch-invariant {_yes_no(I)})")

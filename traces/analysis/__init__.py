@@ -20,7 +20,7 @@ from traces.analysis.alignment import (
     requests_with_several_runs,
     runs_of_request,
 )
-from traces.analysis.causes import CAUSES, Difference, Verdict, explain_pair
+from traces.analysis.causes import Difference, Verdict, explain_pair
 from traces.analysis.curves import PairCurves, RoutingDifferences, pair_curves, routing_differences
 from traces.analysis.displacement import Candidate, Displacement, displacement
 from traces.analysis.divergence import (
@@ -40,7 +40,7 @@ from traces.analysis.rows import LayerRouting, RowTrace, RunArrays, layer_routin
 from traces.analysis.summary import CauseSummary, summarize
 
 __all__ = [
-    "CAUSES", "BranchNode", "BranchPoint", "Candidate", "CauseSummary", "Completions", "Difference",
+    "BranchNode", "BranchPoint", "Candidate", "CauseSummary", "Completions", "Difference",
     "Displacement", "ExpertLoad", "ExplainRecord", "LayerRouting", "PairCurves", "RequestAnalysis",
     "RoutingDifferences", "RowTrace", "RunArrays", "Verdict", "aligned_rows", "analyse_request",
     "branch_points", "count_completions", "displacement", "drop_rate", "expert_load", "explain_pair",

@@ -42,10 +42,6 @@ from traces.analysis.displacement import Displacement, displacement
 from traces.analysis.measures import max_logit_difference, router_margin
 from traces.analysis.rows import RowTrace
 
-#: Every cause, in the order summaries list them.
-CAUSES: tuple[str, ...] = ("capacity", "router_flip", "seeded_random", "renormalization", "upstream_numeric",
-                           "output_numeric", "unexplained", "identical")
-
 #: What a difference at one place is, in the order checked at a (position, layer).
 DIFFERENCE_KINDS: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
 
@@ -88,7 +84,7 @@ class Verdict:
     t_star: int                     # first differing position, -1 none
     token: int                      # this run's token at t*, -1 none
     ref_token: int                  # the reference's token at t*, -1 none
-    cause: str                      # one of CAUSES
+    cause: str                      # a cause of the table the walk names (cause_table)
     position: int                   # of the cause event, -1 none
     layer: int                      # of the cause event; -1 for the logits stage or none
     root: Difference | None         # first bitwise difference of any kind
