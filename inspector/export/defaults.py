@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, find_record, table_reference
+from traces.analysis.reference import reference_index
 from traces.analysis.request import analyse_request
 from traces.schema import DROPLESS_CAPACITY
 
@@ -61,8 +62,7 @@ def first_divergent(trace) -> Divergent | None:
         return None
     rows = source.rows(choices)
     names = [c.run for c in choices]
-    from_table = table_reference(source.records(), choices)
-    reference = names.index(from_table) if from_table in names else 0
+    reference = reference_index(names, table_reference(source.records(), choices))
     analysis = analyse_request(rows, reference)
     diverged = [(c, v) for c, v in zip(choices, analysis.verdicts, strict=True) if v.diverged]
     if not diverged:

@@ -19,7 +19,7 @@ from inspector.figure_data.divergence_source import (
 )
 from inspector.figure_data.pair import pair_figure_data
 from inspector.figure_data.runs import runs_figure_data
-from traces.analysis.request import mode_reference
+from traces.analysis.reference import reference_index
 
 
 def pick_request(source: DivergenceSource, sel: Selection, runs: tuple[str, ...] = ()) -> int:
@@ -90,7 +90,7 @@ def read_runs(trace, sel: Selection):
     """The runs view's data (`RunsData`) of request `sel.request` (default: the probe's),
     the runs of condition `sel.condition` ('' = all; default: the reference run's, else the first
     of several), against reference run `sel.run` (default: the explanation table's, else the
-    first run with the most common completion)."""
+    first run of the request in the condition: `traces.analysis.reference`)."""
     source = DivergenceSource(trace)
     request = pick_request(source, sel)
     choices = source.choices(request)
@@ -110,13 +110,9 @@ def read_runs(trace, sel: Selection):
     rows = source.rows(choices)
     records = source.records()
     names = [c.run for c in choices]
-    if sel.run is not None:
-        if sel.run not in names:
-            raise SelectionError(f"run {sel.run!r} is not among the runs compared: {', '.join(names)}")
-        reference = names.index(sel.run)
-    else:
-        from_table = table_reference(records, choices)
-        reference = names.index(from_table) if from_table in names else mode_reference(rows)
+    if sel.run is not None and sel.run not in names:
+        raise SelectionError(f"run {sel.run!r} is not among the runs compared: {', '.join(names)}")
+    reference = reference_index(names, sel.run, table_reference(records, choices))
     try:
         data = runs_figure_data(rows, choices, reference, vocab=source.vocab, records=records,
                                     condition=condition)

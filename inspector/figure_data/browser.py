@@ -10,7 +10,7 @@ import numpy as np
 
 from inspector.figure_data.tokens import preview
 from traces import TraceError
-from traces.analysis import divergence
+from traces.analysis import divergence, reference
 
 
 def _capacity_text(routing: Mapping) -> str | None:
@@ -78,6 +78,7 @@ class RunInfo:
     routing: str             # one-line summary
     routing_json: str        # every knob, for the tooltip
     kernel_mode: str
+    compared_in: str = ""    # the condition its reference is chosen in (traces.analysis.reference)
 
     @property
     def focus_row(self) -> int:
@@ -123,7 +124,7 @@ def run_info(run) -> RunInfo:
         request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
         probe_row=int(run.probe_row), routing=routing_summary(routing),
         routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
-        kernel_mode=str(attrs.get("kernel_mode", "")),
+        kernel_mode=str(attrs.get("kernel_mode", "")), compared_in=reference.condition_of(attrs),
     )
 
 
@@ -153,14 +154,9 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
 
 
 def default_references(infos: Sequence[RunInfo]) -> dict[str, str]:
-    """Reference run of each run: the first run (write order) of its focus request and condition."""
-    first: dict[tuple[int, str], str] = {}
-    out = {}
-    for info in sorted(infos, key=lambda i: i.index):
-        key = (info.focus_request, info.condition)
-        first.setdefault(key, info.name)
-        out[info.name] = first[key]
-    return out
+    """Reference run of each run for its focus request (`traces.analysis.reference`)."""
+    ordered = sorted(infos, key=lambda i: i.index)
+    return reference.default_references((i.name, i.focus_request, i.compared_in) for i in ordered)
 
 
 def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:

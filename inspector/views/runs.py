@@ -13,8 +13,8 @@ from inspector.qt import Qt, QtWidgets, pg
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from inspector.views.notice import Notice
-from traces.analysis import mode_reference
 from traces.analysis.proof import NO_PROOF
+from traces.analysis.reference import reference_index
 
 ALL_CONDITIONS = "all conditions"
 RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -241,7 +241,7 @@ class RunsView(View):
         from_table = table_reference(records, choices)
         if from_table in names:
             return names.index(from_table), "the reference of the explanation table"
-        return mode_reference(rows), "the first run with the most common completion"
+        return reference_index(names), "the first run of the request in this condition"
 
     def _fill_tree(self, data: RunsData) -> None:
         self.tree.clear()

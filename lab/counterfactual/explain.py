@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.counterfactual.decide import Evidence, decide, rerun_text
-from lab.counterfactual.pairs import Group, condition_of, plan_groups
+from lab.counterfactual.pairs import Group, plan_groups
 from lab.counterfactual.reruns import RerunError, Reruns
 from lab.counterfactual.search import Proof, prove
 from lab.counterfactual.source import (
@@ -51,6 +51,7 @@ from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
 from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
 from traces.analysis.proof import format_cells, necessity_text, proof_sentence, reach_text
+from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import NOT_REPRODUCED, weakest
 from traces.analysis.summary import CauseSummary
 
@@ -143,7 +144,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                 raise ExplainError(f"--request: the trace holds requests 0..{len(trace.requests) - 1}, "
                                    f"not {bad[0]}")
         order = {name: i for i, name in enumerate(trace.run_names)}
-        conditions = {name: condition_of(trace.run(name)) for name in order}
+        conditions = {name: condition_of(trace.run(name).attrs) for name in order}
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
                                recorded_machine=dict(trace.meta.get("machine") or {}),
                                rerun_machine=machine_fingerprint(device))

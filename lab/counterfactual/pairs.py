@@ -1,19 +1,18 @@
 """Which rows are compared: each request's runs under one condition, against the first of them.
 
-The reference rule is the viewer's default (`inspector.figure_data.browser.default_references`): for a
-request, the runs of one condition are compared with the first of them in write order. Runs whose
-`condition` attribute is empty are told apart by their routing knobs and kernel mode instead, so a
-pair never mixes two settings. Within a run the request's row is the probe row when the run holds
-the request there, else its first row (`traces.analysis.runs_of_request`).
+The reference rule is `traces.analysis.reference`, the viewer's: for a request, the runs of one
+condition (`condition_of`) are compared with the first of them in write order. Within a run the
+request's row is the probe row when the run holds the request there, else its first row
+(`traces.analysis.runs_of_request`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from traces.analysis import probe_request
 from traces.analysis.alignment import runs_by_request
+from traces.analysis.reference import condition_of, default_references
 
 
 @dataclass(frozen=True)
@@ -33,17 +32,6 @@ class Group:
         return self.members[1:]
 
 
-def condition_of(run) -> str:
-    """The run's condition: its `condition` attribute, else its routing knobs and kernel mode."""
-    attrs = run.attrs
-    condition = str(attrs.get("condition", "") or "")
-    if condition:
-        return condition
-    routing = attrs.get("routing")
-    knobs = json.dumps(routing, sort_keys=True) if isinstance(routing, dict) else str(routing or "")
-    return f"routing {knobs}, {attrs.get('kernel_mode', '')}".strip(", ")
-
-
 def request_order(trace, requests: list[int] | None = None) -> list[int]:
     """The requests to explain: `requests` as given, else every request, the probe request first."""
     if requests is not None:
@@ -59,13 +47,15 @@ def plan_groups(trace, requests: list[int] | None = None) -> list[Group]:
     One pass over the runs reads their conditions and rows (linear in the runs, whatever the number of
     requests)."""
     runs = [run for run in trace.runs() if getattr(run, "complete", True)]
-    conditions = {run.name: condition_of(run) for run in runs}
+    conditions = {run.name: condition_of(run.attrs) for run in runs}
     holding = runs_by_request([(run.name, run.request_ids, run.probe_row) for run in runs])
     groups: list[Group] = []
     for request in request_order(trace, requests):
-        by_condition: dict[str, list[tuple[str, int]]] = {}
-        for name, row in holding.get(request, []):
-            by_condition.setdefault(conditions[name], []).append((name, row))
-        groups += [Group(request, condition, tuple(members))
-                   for condition, members in by_condition.items() if len(members) > 1]
+        members = holding.get(request, [])
+        refs = default_references((name, request, conditions[name]) for name, _ in members)
+        by_reference: dict[str, list[tuple[str, int]]] = {}
+        for name, row in members:
+            by_reference.setdefault(refs[name], []).append((name, row))
+        groups += [Group(request, conditions[ref], tuple(group))
+                   for ref, group in by_reference.items() if len(group) > 1]
     return groups

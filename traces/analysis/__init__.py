@@ -35,7 +35,7 @@ from traces.analysis.divergence import (
 )
 from traces.analysis.explain_table import ExplainRecord, from_columns, table_attrs, table_name, to_columns
 from traces.analysis.load import ExpertLoad, drop_rate, expert_load, run_expert_load
-from traces.analysis.request import RequestAnalysis, analyse_request, mode_reference
+from traces.analysis.request import RequestAnalysis, analyse_request
 from traces.analysis.rows import LayerRouting, RowTrace, RunArrays, layer_routing, row_trace
 from traces.analysis.summary import CauseSummary, summarize
 
@@ -44,7 +44,7 @@ __all__ = [
     "Displacement", "ExpertLoad", "ExplainRecord", "LayerRouting", "PairCurves", "RequestAnalysis",
     "RoutingDifferences", "RowTrace", "RunArrays", "Verdict", "aligned_rows", "analyse_request",
     "branch_points", "count_completions", "displacement", "drop_rate", "expert_load", "explain_pair",
-    "first_divergence", "from_columns", "layer_routing", "mode_reference", "new_tokens", "pair_curves",
+    "first_divergence", "from_columns", "layer_routing", "new_tokens", "pair_curves",
     "prefix_tree", "probe_request", "request_rows", "requests_with_several_runs", "row_trace",
     "routing_differences", "run_expert_load", "runs_of_request", "summarize", "table_attrs",
     "table_name", "to_columns",

@@ -62,12 +62,6 @@ class RequestAnalysis:
         return pair_curves(self.rows[self.reference], self.rows[i], length, differences=known)
 
 
-def mode_reference(rows: Sequence[RowTrace], n_new: int | None = None) -> int:
-    """Index of the first run whose completion is the most common one."""
-    completions = count_completions(new_tokens([r.tokens for r in rows], [r.prompt_len for r in rows], n_new))
-    return int(np.argmax(completions.labels == 0))
-
-
 def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
                     n_new: int | None = None) -> RequestAnalysis:
     """U(N), first divergences and causes (docs/experiments.md) for the runs `rows` of one request.
