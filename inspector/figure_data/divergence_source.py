@@ -21,6 +21,7 @@ from traces import TraceError
 from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
 from traces.analysis.alignment import probe_request, requests_with_several_runs, runs_of_request
 from traces.analysis.explain_table import TABLE_KIND, TABLE_PREFIX, evidence_rank
+from traces.analysis.layers import model_layer
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class DivergenceSource:
                                lambda: np.asarray(self.trace.run(run).capacity[:, layer, :]))
 
     def model_layer(self, layer: int) -> int:
-        return self.moe_layers[layer] if 0 <= layer < len(self.moe_layers) else layer
+        return model_layer(self.moe_layers, layer)
 
     # -- explanation tables -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
 from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.curves import RoutingDifferences
+from traces.analysis.layers import model_layer
 from traces.analysis.measures import drops
 
 #: What differs at a (layer, position), most telling last; codes index this tuple.
@@ -265,19 +266,16 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
     eb, kb = b.expert[:, :C], b.kept[:, :C]
     a_only, b_only = drop_differences(ea, ka, eb, kb)
     routed = diff.routed[None, :]
-    def model_layer_of(li: int) -> int:
-        return int(moe_layers[li]) if moe_layers is not None and 0 <= li < len(moe_layers) else li
-
-    model_layer = model_layer_of(layer)
+    shown_layer = model_layer(moe_layers, layer)
     ids = request_ids or {}
     displacing_run = verdict.displacement.run if verdict.displacement is not None else ""
     cause = cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
-                       model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None)
+                       model_layer=model_layer(moe_layers, verdict.layer) if verdict.layer >= 0 else None)
     cause_layer = cause.event[1]
     return PairData(
-        request=a.request, layer=layer, model_layer=model_layer,
-        a=_heatmap(a, layer, model_layer, vocab, capacity_a),
-        b=_heatmap(b, layer, model_layer, vocab, capacity_b),
+        request=a.request, layer=layer, model_layer=shown_layer,
+        a=_heatmap(a, layer, shown_layer, vocab, capacity_a),
+        b=_heatmap(b, layer, shown_layer, vocab, capacity_b),
         prompt_len=a.prompt_len, length=T, compared=C, t_star=verdict.t_star,
         kinds=difference_kinds(diff, T),
         changed=_pad(diff.expert, T, False), dropped_a_only=_pad(a_only & routed, T, False),
@@ -290,6 +288,6 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         drops_b=_pad(drops(b.expert, b.kept).sum(axis=0).astype(np.float64), T),
         text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
         verdict=verdict, cause=cause,
-        cause_model_layer=model_layer_of(cause_layer) if cause_layer >= 0 else None,
+        cause_model_layer=model_layer(moe_layers, cause_layer) if cause_layer >= 0 else None,
         exact_logits=curves.exact_logits,
     )

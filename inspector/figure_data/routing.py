@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.tokens import token_labels
+from traces.analysis.layers import model_layer
 from traces.schema import DROPLESS_CAPACITY
 
 
@@ -121,10 +122,8 @@ def routing_figure_data(
 def read_routing(trace, run, layer: int, row: int) -> RoutingData:
     """Read one (layer, row) slice of `run` from `trace` and build its heatmap data."""
     T = run.row_length(row)
-    moe_layers = list(trace.moe_layers)
     return routing_figure_data(
-        run=run.name, row=row, layer=layer,
-        model_layer=int(moe_layers[layer]) if layer < len(moe_layers) else layer,
+        run=run.name, row=row, layer=layer, model_layer=model_layer(trace.moe_layers, layer),
         request=int(run.request_ids[row]), vocab=trace.vocab,
         tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
         router_logits=run.router_logits[layer, row, :T], expert=run.expert[layer, row, :T],
