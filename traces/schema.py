@@ -171,7 +171,6 @@ LOGITS_FORMS: dict[str, tuple[str, ...]] = {
     "full": ("logits",),
     "topk": ("logits_topk/index", "logits_topk/value", "logits_topk/lse", "logits_topk/chosen"),
 }
-LOGITS_PATHS = tuple(p for paths in LOGITS_FORMS.values() for p in paths)
 #: Default J of the top-k form.
 DEFAULT_LOGITS_K = 64
 

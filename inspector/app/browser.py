@@ -162,9 +162,6 @@ class RunTableModel(QtCore.QAbstractItemModel):
             self._marks[key] = mark
         return self._marks[key]
 
-    def usable(self, name: str) -> bool:
-        return name in self._where and name not in self.unusable
-
     # -- grouping -------------------------------------------------------------------------------
 
     def group_key(self, name: str) -> str:

@@ -21,7 +21,7 @@ from traces.analysis.cause_table import meaning, settles
 from traces.analysis.displacement import capacity_text
 from traces.analysis.explain_table import proof_cells
 from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
-from traces.analysis.verdict_text import ordinal, token_text
+from traces.analysis.verdict_text import ordinal, quoted_token
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
 MAX_LISTED = 6
@@ -162,8 +162,8 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
     facts: list[tuple[str, str]] = [("runs", runs)]
     if v.diverged:
         facts.append(("first divergent token t*",
-                      f"position {v.t_star} (new token {v.new_index}): {token_text(v.ref_token, vocab)} "
-                      f"in A, {token_text(v.token, vocab)} in B"))
+                      f"position {v.t_star} (new token {v.new_index}): {quoted_token(v.ref_token, vocab)} "
+                      f"in A, {quoted_token(v.token, vocab)} in B"))
     else:
         facts.append(("first divergent token t*", f"none over the {v.compared} positions compared"))
     if v.position >= 0 and v.layer >= 0:

@@ -23,15 +23,15 @@ from traces.analysis.layers import model_layer
 from traces.analysis.measures import drops
 
 #: What differs at a (layer, position), most telling last; codes index this tuple.
-DIFFERENCE_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")
-IDENTICAL, ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED = range(len(DIFFERENCE_KINDS))
+CELL_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")
+IDENTICAL, ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED = range(len(CELL_KINDS))
 
 #: Rows of the difference strip at the chosen layer.
 STRIP_ROWS = ("experts changed", "dropped in A only", "dropped in B only")
 
 
 def difference_kinds(diff: RoutingDifferences, length: int) -> np.ndarray:
-    """[L, length] code of `DIFFERENCE_KINDS` per (layer, position); past the compared positions
+    """[L, length] code of `CELL_KINDS` per (layer, position); past the compared positions
     (or where a row did not route the token) `NOT_COMPARED`."""
     L, T = diff.expert.shape
     kinds = np.full((L, length), NOT_COMPARED, dtype=np.int8)
@@ -107,7 +107,7 @@ class PairData:
     length: int                 # T
     compared: int               # positions 0..compared-1 are compared (the shared prefix)
     t_star: int                 # first differing position, -1 none
-    kinds: np.ndarray           # [L, T] code of DIFFERENCE_KINDS
+    kinds: np.ndarray           # [L, T] code of CELL_KINDS
     changed: np.ndarray         # [L, T] chosen experts differ
     dropped_a_only: np.ndarray  # [L, T] a candidate chosen by both dropped in A, kept in B
     dropped_b_only: np.ndarray  # [L, T]
@@ -190,7 +190,7 @@ class PairData:
         """Hover text of (position t, layer l) in the difference map."""
         if not (0 <= t < self.length and 0 <= l < self.n_layers):
             return None
-        lines = [f"position {t}, layer {l}: {DIFFERENCE_KINDS[int(self.kinds[l, t])]}"]
+        lines = [f"position {t}, layer {l}: {CELL_KINDS[int(self.kinds[l, t])]}"]
         for name, expert, kept in (("A", self.expert_a, self.kept_a), ("B", self.expert_b, self.kept_b)):
             if t < expert.shape[1]:
                 chosen = " ".join(f"{int(e)}{'' if k else '✗'}" for e, k in zip(expert[l, t], kept[l, t],

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.tokens import token_labels
+from traces.analysis.displacement import capacity_text
 from traces.analysis.layers import model_layer
-from traces.schema import DROPLESS_CAPACITY
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -132,15 +132,6 @@ def read_routing(trace, run, layer: int, row: int) -> RoutingData:
     )
 
 
-def capacity_text(capacity: int) -> str:
-    """How a capacity value reads in the UI."""
-    if capacity == DROPLESS_CAPACITY:
-        return "dropless"
-    if capacity < 0:
-        return "unknown"
-    return str(capacity)
-
-
 def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
     """The hover text of cell (position t, expert e), or None outside the heatmap."""
     if not (0 <= t < data.n_positions and 0 <= e < data.n_experts):
@@ -164,9 +155,9 @@ def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
             outcome = "DROPPED"
             relation = "≥" if cap >= 0 else "vs"
         lines.append(f"choice {k + 1} of {K} · {outcome}")
-        lines.append(f"slot {slot} {relation} capacity {capacity_text(cap)}")
+        lines.append(f"slot {slot} {relation} {capacity_text(cap)}")
     else:
-        lines.append(f"not chosen (capacity {capacity_text(cap)})")
+        lines.append(f"not chosen ({capacity_text(cap)})")
     lines.append(f"group {int(data.group[t])} · step {int(data.step[t])}"
                  + (" (prefill)" if int(data.step[t]) == 0 else ""))
     return "\n".join(lines)

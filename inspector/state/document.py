@@ -17,7 +17,7 @@ from inspector.figure_data.layers import LayersData, read_layers
 from inspector.figure_data.memo import Memo
 from inspector.figure_data.routing import RoutingData, read_routing
 from inspector.figure_data.text import TextData, read_text
-from traces.analysis.rows import LayerRouting, layer_routing
+from traces.analysis.rows import LayerArrays, layer_routing
 
 #: What can change, in the words the listeners hear.
 CHANGES = ("trace", "run", "row", "layer", "position", "reference")
@@ -164,7 +164,7 @@ class Document:
         key = ("text", self.run.name, self.row)
         return self._data.get(key, lambda: read_text(self.trace, self.run, self.row))
 
-    def layer_routing(self, layer: int | None = None) -> LayerRouting:
+    def layer_routing(self, layer: int | None = None) -> LayerArrays:
         """The whole batch's routing at one layer (load figure, who-displaced-whom)."""
         layer = self.layer if layer is None else layer
         key = ("layer", self.run.name, layer)

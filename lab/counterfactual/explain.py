@@ -43,9 +43,9 @@ from lab.counterfactual.source import (
     load_hf_model,
     load_model,
     resolve_checkpoint,
-    resolve_device,
 )
 from lab.counterfactual.store import TABLE, earlier_records, record_key, store
+from model.device import resolve_device
 from model.fingerprint import machine_fingerprint
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
@@ -116,7 +116,7 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
         raise ExplainError(f"--limit: must be at least 1, got {limit}")
     with open_trace(path) as trace:
         meta = trace.meta
-    torch_device = resolve_device(device)
+    torch_device = resolve_device(device, ExplainError)
     if meta.get("model_source") == "huggingface":
         model, stem = load_hf_model(meta, checkpoint, torch_device, path)
     else:

@@ -26,21 +26,6 @@ class ExplainError(ValueError):
     """A bad option or an unusable input of `explain`; the command line prints it and exits with 2."""
 
 
-def resolve_device(text: str) -> torch.device:
-    """The torch device named by --device; ExplainError when it is unknown or absent."""
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise ExplainError(f"--device: {text!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise ExplainError(f"--device: device type {device.type!r} is not supported (cpu, cuda, mps)")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ExplainError(f"--device: {text} requested but torch sees no CUDA device")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ExplainError(f"--device: {text} requested but torch sees no MPS device")
-    return device
-
-
 def named_checkpoint(meta: dict) -> str | None:
     """The checkpoint a trace names, if its recorder stored one."""
     named = meta.get("checkpoint")

@@ -181,7 +181,8 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
 
     from lab.experiments.compositions import read_partners
     from lab.experiments.progress import ProgressBar, no_progress
-    from lab.experiments.session import RequestPool, load_hf_models, load_models, resolve_device
+    from lab.experiments.session import RequestPool, load_hf_models, load_models
+    from model.device import resolve_device
     from model.routing_policy import PRESETS, PRIORITIES
     from traces import TraceError
 
@@ -190,7 +191,7 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     check_outputs(output_paths(settings), bool(getattr(args, "force", False)))
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, ExperimentError)
     if settings.hf_model is not None:
         models, settings = load_hf_models(settings, device)
         pool = RequestPool.build(settings.probe, read_partners(settings.partners), encode=models.moe.encode)

@@ -84,19 +84,6 @@ class RunRecord:
         return self.tokens[self.composition.probe_row]
 
 
-def resolve_device(text: str) -> torch.device:
-    """The torch device named by --device; an ExperimentError when it is unknown or absent."""
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise ExperimentError(f"--device: {text!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ExperimentError(f"--device: {text} requested but torch sees no CUDA device")
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise ExperimentError(f"--device: device type {device.type!r} is not supported (cpu, cuda, mps)")
-    return device
-
-
 def _load(path: Path, device: torch.device, flag: str) -> tuple[torch.nn.Module, dict]:
     try:
         return load_checkpoint(path, device=device)

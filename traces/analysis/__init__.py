@@ -1,6 +1,6 @@
 """Divergence analysis of routing traces, in plain numpy: the numbers the GUI, the export and the tests share.
 
-- `rows`: `RunArrays` (a run in memory), `RowTrace` (one row of a run), `LayerRouting` (one layer of
+- `rows`: `RunArrays` (a run in memory), `RowTrace` (one row of a run), `LayerArrays` (one layer of
   a run), and the adapters `row_trace(run, b)`, `layer_routing(run, l)` for reader `Run`s.
 - `alignment`: which rows of which runs hold a request.
 - `divergence`: U(N), mode share, first divergence t*, prefix tree of completions.
@@ -36,12 +36,12 @@ from traces.analysis.divergence import (
 from traces.analysis.explain_table import ExplainRecord, from_columns, table_attrs, table_name, to_columns
 from traces.analysis.load import ExpertLoad, drop_rate, expert_load, run_expert_load
 from traces.analysis.request import RequestAnalysis, analyse_request
-from traces.analysis.rows import LayerRouting, RowTrace, RunArrays, layer_routing, row_trace
+from traces.analysis.rows import LayerArrays, RowTrace, RunArrays, layer_routing, row_trace
 from traces.analysis.summary import CauseSummary, summarize
 
 __all__ = [
     "BranchNode", "BranchPoint", "Candidate", "CauseSummary", "Completions", "Difference",
-    "Displacement", "ExpertLoad", "ExplainRecord", "LayerRouting", "PairCurves", "RequestAnalysis",
+    "Displacement", "ExpertLoad", "ExplainRecord", "LayerArrays", "PairCurves", "RequestAnalysis",
     "RoutingDifferences", "RowTrace", "RunArrays", "Verdict", "aligned_rows", "analyse_request",
     "branch_points", "count_completions", "displacement", "drop_rate", "expert_load", "explain_pair",
     "first_divergence", "from_columns", "layer_routing", "new_tokens", "pair_curves",

@@ -101,7 +101,6 @@ class Verdict:
     router_delta: float = float("nan")   # max |router logit difference| at the event
     displacement: Displacement | None = None  # the dropped candidate in the run that dropped it
     counterpart: Displacement | None = None   # the same candidate in the other run
-    first_logit_difference: int = -1     # first position whose next-token logits differ
     logit_margin: float = float("nan")   # reference's top-1 - top-2 logit at t* - 1
     logit_delta: float = float("nan")    # max |logit difference| at t* - 1
     kl: float = float("nan")             # KL(P_ref || P_run) at t* - 1
@@ -159,7 +158,7 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
                   prompt_len=ref.prompt_len, compared=compared, t_star=t_star,
                   token=int(other.tokens[t_star]) if t_star >= 0 else -1,
                   ref_token=int(ref.tokens[t_star]) if t_star >= 0 else -1,
-                  root=root, first_logit_difference=first_logits, **_token_flip(ref, other, t_star))
+                  root=root, **_token_flip(ref, other, t_star))
     decision, routing = diff.decision.T, diff.routing.T  # [T, L] in (position, layer) order
     if decision.any():
         p, l = np.unravel_index(int(np.argmax(decision)), decision.shape)

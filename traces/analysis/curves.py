@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from traces.analysis import next_token
-from traces.analysis.measures import bitwise_differ, drops, kept_sets, max_logit_difference
+from traces.analysis.measures import bitwise_differ, kept_sets, max_logit_difference
 
 if TYPE_CHECKING:  # rows.py uses the measures for its per-row caches
     from traces.analysis.rows import RowTrace
@@ -84,8 +84,6 @@ class PairCurves:
     router_margin_ref: np.ndarray   # [L, T] z_(K) - z_(K+1) in the reference
     router_margin_other: np.ndarray  # [L, T]
     router_delta: np.ndarray        # [L, T] max |router logit difference|
-    drops_ref: np.ndarray           # [L, T] dropped candidates of the reference's token
-    drops_other: np.ndarray         # [L, T]
     #: False when a row holds top-k logits: `kl` is then a lower bound and `max_logit_diff` the
     #: max over the ids both rows kept (`traces.analysis.next_token`); the margin stays exact.
     exact_logits: bool = True
@@ -127,8 +125,7 @@ def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
         length=T, differences=diff, kl=kl, max_logit_diff=dmax, logit_margin=margin,
         router_margin_ref=ref.router_margin[:, :T], router_margin_other=other.router_margin[:, :T],
         router_delta=np.where(routed, max_logit_difference(za, zb), np.nan),
-        drops_ref=drops(ref.expert[:, :T], ref.kept[:, :T]),
-        drops_other=drops(other.expert[:, :T], other.kept[:, :T]), exact_logits=exact,
+        exact_logits=exact,
     )
 
 
