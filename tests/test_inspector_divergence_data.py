@@ -374,3 +374,21 @@ def test_a_cause_added_to_the_table_reaches_the_summary_the_views_and_the_csv(kn
     v = explain_pair(known.row(a.run, a.row), known.row(b.run, b.row))
     text = cause_text(v, records[0])
     assert text.cause == "cosmic_ray" and meaning[1:] in text.headline
+
+
+def test_the_source_compares_a_pair_once_whatever_the_layer(tmp_path, monkeypatch):
+    from inspector.figure_data import divergence_source
+
+    calls = []
+    real = divergence_source.compare_rows
+    monkeypatch.setattr(divergence_source, "compare_rows", lambda a, b: calls.append(1) or real(a, b))
+    with open_trace(write_known_trace(tmp_path / "known.h5")) as trace:
+        source = DivergenceSource(trace)
+        choices = {c.run: c for c in source.choices(0)}
+        a, b = choices["alone"], choices["crowded"]
+        first, second = source.pair(a, b, 0), source.pair(a, b, 1)
+        assert (first.layer, second.layer) == (0, 1) and first.verdict is second.verdict
+        assert first.kinds is second.kinds or (first.kinds == second.kinds).all()
+        assert len(calls) == 1
+        by_hand = pair(source, "alone", "crowded", 1)
+        assert by_hand.verdict == second.verdict and by_hand.cause == second.cause

@@ -14,10 +14,8 @@ from inspector.export.selection import Selection, SelectionError, in_range, with
 from inspector.figure_data.divergence_source import (
     DivergenceSource,
     RunChoice,
-    find_record,
     table_reference,
 )
-from inspector.figure_data.pair import pair_figure_data
 from inspector.figure_data.runs import runs_figure_data
 from traces.analysis.reference import reference_index
 
@@ -70,16 +68,11 @@ def read_pair(trace, sel: Selection):
         a, b = (_choice(choices, name, request) for name in sel.pair)
     else:
         a, b = choices[0], choices[1]
-    row_a, row_b = source.row(a.run, a.row), source.row(b.run, b.row)
-    if not 0 <= sel.layer < row_a.n_layers:
-        raise SelectionError(f"layer {sel.layer} outside 0..{row_a.n_layers - 1}")
-    layer = sel.layer
-    record = find_record(source.records(), b.run, b.row, a.run, a.row)
+    n_layers = source.row(a.run, a.row).n_layers
+    if not 0 <= sel.layer < n_layers:
+        raise SelectionError(f"layer {sel.layer} outside 0..{n_layers - 1}")
     try:
-        data = pair_figure_data(
-            row_a, row_b, layer, vocab=source.vocab, capacity_a=source.capacity(a.run, layer),
-            capacity_b=source.capacity(b.run, layer), moe_layers=source.moe_layers, record=record,
-            request_ids={a.run: source.request_ids(a.run), b.run: source.request_ids(b.run)})
+        data = source.pair(a, b, sel.layer)
     except ValueError as exc:
         raise SelectionError(f"runs {a.run} and {b.run} cannot be compared: {exc}") from None
     sel.positions(data.length)

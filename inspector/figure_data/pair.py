@@ -18,7 +18,7 @@ from inspector.figure_data.routing import RoutingData, routing_figure_data
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
 from traces.analysis.causes import explain_pair_with_differences
-from traces.analysis.curves import RoutingDifferences
+from traces.analysis.curves import PairCurves, RoutingDifferences
 from traces.analysis.layers import model_layer
 from traces.analysis.measures import drops
 
@@ -243,10 +243,27 @@ def _heatmap(row: RowTrace, layer: int, model_layer: int, vocab: Sequence[str],
         group=row.group[layer], step=row.step, capacity=capacity)
 
 
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """What two rows' comparison gives whatever the layer shown: the verdict, the routing differences
+    and the curves (computed once per pair; `DivergenceSource.pair` keeps them)."""
+
+    verdict: Verdict
+    differences: RoutingDifferences
+    curves: PairCurves
+
+
+def compare_rows(a: RowTrace, b: RowTrace) -> Comparison:
+    """The verdict of row `b` against the reference row `a`, their differences and curves."""
+    verdict, diff = explain_pair_with_differences(a, b)
+    return Comparison(verdict, diff, pair_curves(a, b, differences=diff))
+
+
 def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[str],
                      capacity_a: np.ndarray, capacity_b: np.ndarray, moe_layers: Sequence[int] | None = None,
                      record: ExplainRecord | None = None,
-                     request_ids: dict[str, np.ndarray] | None = None) -> PairData:
+                     request_ids: dict[str, np.ndarray] | None = None,
+                     comparison: Comparison | None = None) -> PairData:
     """The side-by-side data of rows `a` (the reference) and `b` of one request at MoE layer `layer`.
 
     `capacity_a`, `capacity_b` are the runs' [S, G] capacities at that layer; `moe_layers` the model
@@ -254,12 +271,13 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
     the cause's own layer; `record` the
     explanation-table record of the pair (its confirmed cause replaces the guess); `request_ids`
     maps run names to their rows' requests, to name who took the slots. Raises ValueError when the
-    rows hold different requests or prompts, or the layer does not exist.
+    rows hold different requests or prompts, or the layer does not exist. `comparison` passes
+    `compare_rows(a, b)` when already computed (another layer of the same pair).
     """
     if not 0 <= layer < a.n_layers:
         raise ValueError(f"MoE layer {layer} outside 0..{a.n_layers - 1}")
-    verdict, diff = explain_pair_with_differences(a, b)
-    curves = pair_curves(a, b, differences=diff)
+    comparison = comparison or compare_rows(a, b)
+    verdict, diff, curves = comparison.verdict, comparison.differences, comparison.curves
     T = max(a.length, b.length)
     C = curves.length
     ea, ka = a.expert[:, :C], a.kept[:, :C]
