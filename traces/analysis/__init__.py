@@ -6,7 +6,10 @@
 - `divergence`: U(N), mode share, first divergence t*, prefix tree of completions.
 - `measures`: KL, logit and router margins, bitwise differences, drops (array functions).
 - `curves`: routing differences and the measures per position of two rows.
-- `causes`: the cause of a divergence between two runs (docs/experiments.md), `Verdict.describe()`.
+- `verdict`: `Verdict` (where two runs first differ and why, `Verdict.describe()`), `Difference`.
+- `causes`: the walk that reaches the verdict on two runs (docs/experiments.md).
+- `cause_table`: the one table of causes; `reference`: the reference-run rule; `layers`: MoE layer
+  to model layer.
 - `displacement`: who took the slots ahead of a dropped candidate.
 - `request`: all of the above for the runs of one request.
 - `summary`, `explain_table`: causes over an experiment, and their storable table.
@@ -20,7 +23,7 @@ from traces.analysis.alignment import (
     requests_with_several_runs,
     runs_of_request,
 )
-from traces.analysis.causes import Difference, Verdict, explain_pair
+from traces.analysis.causes import explain_pair
 from traces.analysis.curves import PairCurves, RoutingDifferences, pair_curves, routing_differences
 from traces.analysis.displacement import Candidate, Displacement, displacement
 from traces.analysis.divergence import (
@@ -38,6 +41,7 @@ from traces.analysis.load import ExpertLoad, drop_rate, expert_load, run_expert_
 from traces.analysis.request import RequestAnalysis, analyse_request
 from traces.analysis.rows import LayerArrays, RowTrace, RunArrays, layer_routing, row_trace
 from traces.analysis.summary import CauseSummary, summarize
+from traces.analysis.verdict import Difference, Verdict
 
 __all__ = [
     "BranchNode", "BranchPoint", "Candidate", "CauseSummary", "Completions", "Difference",

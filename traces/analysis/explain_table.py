@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis.cause_table import unexplained
-from traces.analysis.causes import Verdict
 from traces.analysis.proof import parse_cells
 from traces.analysis.summary import CauseSummary, summarize_causes
+from traces.analysis.verdict import Verdict
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"

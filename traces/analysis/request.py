@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traces.analysis.causes import Verdict, explain_pair_with_differences
+from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.curves import PairCurves, RoutingDifferences, pair_curves
 from traces.analysis.divergence import (
     BranchNode,
@@ -21,6 +21,7 @@ from traces.analysis.divergence import (
 )
 from traces.analysis.rows import RowTrace
 from traces.analysis.summary import CauseSummary, summarize
+from traces.analysis.verdict import Verdict
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from traces.analysis.cause_table import first_difference_causes, unexplained, unsettled
-from traces.analysis.causes import Verdict
+from traces.analysis.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from traces.analysis.displacement import capacity_text
 
 if TYPE_CHECKING:
-    from traces.analysis.causes import Verdict
+    from traces.analysis.verdict import Verdict
 
 
 def ordinal(n: int) -> str:
