@@ -412,7 +412,7 @@ class MainWindow(QtWidgets.QMainWindow):
         """The first run (write order) whose probe completion leaves its reference's: from the
         browser's marks once read, else from the file."""
         model = self.browser.model
-        marked = [n for n in self.state.names if model.mark(n).startswith("≠")]
+        marked = [n for n in self.state.names if model.mark(n).differs]
         if marked:
             return marked[0]
         try:
@@ -428,7 +428,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.state.trace is None or pair is None:
             return
         run = self.state.run
-        if run is None or not self.browser.model.mark(run.name).startswith("≠"):
+        if run is None or not self.browser.model.mark(run.name).differs:
             name = self._first_divergent()
             if name is None:
                 self._idle("No run's completion leaves its reference's: there is no divergence to go to")

@@ -171,14 +171,35 @@ def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:
     return refs
 
 
-def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) -> str:
-    """`ref`, `=` (same completion), `≠ @p` (first differs at sequence position p) or `` (unknown)."""
+@dataclass(frozen=True)
+class Mark:
+    """How a run's completion compares with its reference's: `kind` is `ref` (the reference itself),
+    `same`, `differs` (first at sequence position `position`) or `unknown` (not summarised yet)."""
+
+    kind: str
+    position: int = -1
+
+    @property
+    def differs(self) -> bool:
+        return self.kind == "differs"
+
+    def text(self) -> str:
+        """'ref', '=', '≠ @p' or '' (unknown): what the browser's column shows."""
+        return {"ref": "ref", "same": "=", "differs": f"≠ @{self.position}"}.get(self.kind, "")
+
+    def sort_key(self) -> int:
+        """The reference first, then equal runs, then by first differing position, unknown last."""
+        return {"ref": -2, "same": -1, "differs": self.position}.get(self.kind, 1 << 30)
+
+
+def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) -> Mark:
+    """How run `name`'s completion compares with its reference's (`Mark`)."""
     if name == reference:
-        return "ref"
+        return Mark("ref")
     if name not in stats or reference not in stats:
-        return ""
+        return Mark("unknown")
     t = first_difference(stats[name].completion, stats[reference].completion)
-    return "=" if t is None else f"≠ @{stats[name].prompt_len + t}"
+    return Mark("same") if t is None else Mark("differs", stats[name].prompt_len + t)
 
 
 def first_divergent_run(trace, limit: int = 64) -> str | None:
