@@ -25,19 +25,15 @@ import numpy as np
 
 from traces.analysis.measures import log_softmax, router_margin
 from traces.analysis.next_token import margin
-from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES
+from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES, RUN_DATASETS
 from traces.toplogits import TopLogits
 
 #: Attribute name of each per-run array on a run-like object, in schema order.
 ARRAY_NAMES: tuple[str, ...] = tuple(RUN_ARRAY_NAMES.values())
 
-_DIMS: dict[str, tuple[str, ...]] = {
-    "tokens": ("B", "T"), "prompt_len": ("B",), "step": ("B", "T"),
-    "expert": ("L", "B", "T", "K"), "gate": ("L", "B", "T", "K"), "kept": ("L", "B", "T", "K"),
-    "slot": ("L", "B", "T", "K"), "group": ("L", "B", "T"), "router_logits": ("L", "B", "T", "E"),
-    "requested": ("S", "L", "G", "E"), "load_kept": ("S", "L", "G", "E"), "capacity": ("S", "L", "G"),
-    "logits": ("B", "T", "V"),
-}
+#: Dimension letters of each per-run array, by attribute name (the schema's).
+_DIMS: dict[str, tuple[str, ...]] = {RUN_ARRAY_NAMES[d.path]: d.dims for d in RUN_DATASETS
+                                     if d.path in RUN_ARRAY_NAMES}
 
 
 def _dims(name: str, value) -> tuple[str, ...]:
