@@ -3,9 +3,9 @@ agree on it for every request and condition of a shipped trace."""
 
 from pathlib import Path
 
-from inspector.export.divergence import read_runs
-from inspector.export.selection import Selection
 from inspector.figure_data.browser import default_references, run_info
+from inspector.specs.divergence import read_runs
+from inspector.specs.selection import Selection
 from lab.counterfactual.pairs import plan_groups
 from traces import open_trace
 from traces.analysis.reference import condition_of, reference_index

@@ -11,7 +11,7 @@ import math
 import os
 
 from inspector.commands.errors import UsageError, message
-from inspector.export.registry import NAMES, SPECS
+from inspector.specs.registry import NAMES, SPECS
 
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
@@ -79,7 +79,7 @@ def _ints(text: str, sep: str, flag: str, kind=int) -> tuple:
 
 def selection(args: argparse.Namespace):
     """The `Selection` the options ask for; UsageError for malformed or inapplicable options."""
-    from inspector.export.selection import SHADE_BY_NAME, Selection
+    from inspector.specs.selection import SHADE_BY_NAME, Selection
 
     spec = SPECS[NAMES[args.view]]
     given = {name for name in _OPTION_FLAGS if getattr(args, name) is not None}
@@ -188,7 +188,7 @@ def _check_output(trace: str, output: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
     from inspector.export import RenderError, SelectionError, read_export, save
-    from inspector.export.defaults import CHOOSING, informative
+    from inspector.specs.defaults import CHOOSING, informative
     from traces import TraceError, open_trace
 
     sel = selection(args)
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             _application()
         with open_trace(args.file) as trace:
             if not any(getattr(args, name) is not None for name in CHOOSING):
-                sel, picked = informative(trace, NAMES[args.view], SPECS[NAMES[args.view]].options, sel)
+                sel, picked = informative(trace, SPECS[NAMES[args.view]], sel)
                 if picked:
                     print(f"{picked} (name --run, --request, --layer... to choose)")
             export = read_export(trace, args.view, sel)

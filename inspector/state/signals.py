@@ -38,6 +38,7 @@ class InspectorState(QtCore.QObject):
     reference = property(lambda self: self.document.reference, doc="The chosen reference run, or None.")
     n_layers = property(lambda self: self.document.n_layers, doc="MoE layers of the open trace.")
     names = property(lambda self: self.document.names, doc="The run names, in write order.")
+    unusable = property(lambda self: self.document.unusable, doc="Runs left out (damaged or incomplete).")
 
     # -- the document's methods ----------------------------------------------------------------
 

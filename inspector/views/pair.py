@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause_html, completion_html
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine
 from inspector.views.notice import Notice

@@ -3,13 +3,13 @@ positions by completion cluster, and the table of causes (how many of each are p
 
 from __future__ import annotations
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
 from inspector.figure_data.runs import RunsData, runs_figure_data
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from inspector.views.notice import Notice

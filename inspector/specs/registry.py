@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from inspector.export import divergence, figures
-from inspector.export.selection import Selection, SelectionError
+from inspector.specs import divergence, figures
+from inspector.specs.selection import Selection, SelectionError
 from traces import TraceError
 
 #: Where the figure builders live (imported only to draw).
-DRAW_MODULE = "inspector.export.draw"
+DRAW_MODULE = "inspector.specs.draw"
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class ViewSpec:
     area: str = "tab"                              # app: "tab" of the main area, or "bottom" under it
     fit_height: bool = False                       # page height follows the content (text)
     aliases: tuple[str, ...] = ()                  # older names the command line still accepts
+    compares: bool = False                         # compares runs: a bare export picks a pair, not a run
 
     def draw(self, layout, style, data, sel: Selection, fit: int = 0):
         """Draw `data` into a `pg.GraphicsLayout` with `style` in layout `fit` (0 = fullest, up to
@@ -60,10 +61,10 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              heights=(4.2, 5.0), fits=2),
     ViewSpec("pair", "Side by side", "Ctrl+4", divergence.read_pair, "draw_pair", divergence.pair_columns,
              divergence.pair_stem, ("request", "pair", "layer", "range"), inches=(13.0, 14.0),
-             heights=(9.5, 9.0), fits=8, aliases=("divergence",)),
+             heights=(9.5, 9.0), fits=8, aliases=("divergence",), compares=True),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
-             heights=(5.5, 5.0), fits=2),
+             heights=(5.5, 5.0), fits=2, compares=True),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
              area="bottom", fit_height=True),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, find_record, table_reference
+from inspector.specs.selection import Selection
 from traces.analysis.reference import reference_index
 from traces.analysis.request import analyse_request
 from traces.schema import DROPLESS_CAPACITY
@@ -78,19 +78,17 @@ def first_divergent(trace) -> Divergent | None:
                      condition=choice.condition, layer=max(int(layer), 0), t_star=int(verdict.t_star))
 
 
-def informative(trace, view: str, options: tuple[str, ...], sel: Selection) -> tuple[Selection, str]:
-    """`sel` (whose options named none of `CHOOSING`) with the first divergent run filled in, and
-    a line saying what was picked ('' when nothing was: no run diverges)."""
+def informative(trace, spec, sel: Selection) -> tuple[Selection, str]:
+    """`sel` (whose options named none of `CHOOSING`) with the first divergent run filled in for the
+    view `spec` (a `ViewSpec`), and a line saying what was picked ('' when nothing was: no run
+    diverges). A view comparing runs gets the pair and its condition, a single-run view the run."""
     pick = first_divergent(trace)
     if pick is None:
         return sel, ""
-    if view == "runs":
-        changes = {"request": pick.request, "condition": pick.condition}
-    elif view == "pair":
-        changes = {"request": pick.request, "pair": (pick.reference, pick.run), "layer": pick.layer}
+    if spec.compares:
+        changes = {"request": pick.request, "condition": pick.condition,
+                   "pair": (pick.reference, pick.run), "layer": pick.layer}
     else:
-        changes = {"run": pick.run, "row": pick.row, "request": pick.request}
-        if "layer" in options:
-            changes["layer"] = pick.layer
-    changes = {k: v for k, v in changes.items() if k in options}
+        changes = {"run": pick.run, "row": pick.row, "request": pick.request, "layer": pick.layer}
+    changes = {k: v for k, v in changes.items() if k in spec.options}
     return replace(sel, **changes), f"picked {pick.describe()}"

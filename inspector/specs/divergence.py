@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.export.selection import Selection, SelectionError, in_range, with_context
 from inspector.figure_data.divergence_source import (
     DivergenceSource,
     RunChoice,
     table_reference,
 )
 from inspector.figure_data.runs import runs_figure_data
+from inspector.specs.selection import Selection, SelectionError, in_range, with_context
 from traces.analysis.reference import reference_index
 
 

@@ -1,6 +1,6 @@
 """Drawing an exported figure: the view's own figure builder, given the selection's range and
 colours, plus what a figure on paper needs that the view says around it (a legend of its marks).
-`inspector.export.registry` names one of these builders for each view.
+`inspector.specs.registry` names one of these builders for each view.
 
 Each builder takes a layout level `fit`: 0 is the fullest; a higher one stacks panels (or a
 legend's entries), then leaves a secondary panel out (listed in the figure's `left_out`, which
@@ -8,7 +8,6 @@ the export notes on the page), for a page too small for the fuller one."""
 
 from __future__ import annotations
 
-from inspector.export.selection import Selection
 from inspector.figures.layers import LayersFigure
 from inspector.figures.load import LoadFigure
 from inspector.figures.pair import PairFigure
@@ -17,6 +16,7 @@ from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle, colormap
 from inspector.figures.text import TextFigure
 from inspector.qt import QtCore, pg
+from inspector.specs.selection import Selection
 
 
 def show_positions(plot: pg.PlotItem, n_positions: int, n_rows: int, sel: Selection) -> None:

@@ -1,7 +1,7 @@
 """The single-run views' exports (routing, layers, load, text): their data read from a trace for a
 `Selection`, the table behind each figure and what its file name says. No Qt here.
 
-`inspector.export.registry` declares each view with these functions; `inspector.export.divergence`
+`inspector.specs.registry` declares each view with these functions; `inspector.specs.divergence`
 holds the same for the views comparing runs (pair, runs).
 """
 
@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.export.selection import (
+from inspector.figure_data.layers import read_layers as read_layers_data
+from inspector.figure_data.load import load_data
+from inspector.figure_data.routing import read_routing as read_routing_data
+from inspector.figure_data.text import SHADE_MODES
+from inspector.figure_data.text import read_text as read_text_data
+from inspector.specs.selection import (
     Selection,
     SelectionError,
     check_layer,
@@ -18,11 +23,6 @@ from inspector.export.selection import (
     pick_run,
     with_context,
 )
-from inspector.figure_data.layers import read_layers as read_layers_data
-from inspector.figure_data.load import load_data
-from inspector.figure_data.routing import read_routing as read_routing_data
-from inspector.figure_data.text import SHADE_MODES
-from inspector.figure_data.text import read_text as read_text_data
 from traces.analysis.rows import layer_routing
 
 # -- reading ----------------------------------------------------------------------------------------
