@@ -406,7 +406,8 @@ class MainWindow(QtWidgets.QMainWindow):
             show_error(self, "Cannot show run", str(exc))
 
     def _pair_view(self) -> View | None:
-        return next((v for v in self.views if v.name == "pair"), None)
+        """The view that compares a pair of runs (its declaration reads the `pair` option)."""
+        return next((v for v in self.views if v.spec.compares and "pair" in v.spec.options), None)
 
     def _first_divergent(self) -> str | None:
         """The first run (write order) whose probe completion leaves its reference's: from the

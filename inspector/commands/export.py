@@ -11,6 +11,8 @@ import math
 import os
 
 from inspector.commands.errors import UsageError, message
+from inspector.export.output import FORMATS
+from inspector.export.page import PRESETS
 from inspector.specs.registry import NAMES, SPECS
 
 #: Short names of the text strip's shading modes.
@@ -51,11 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default: 0:1)")
     what.add_argument("--shade", choices=SHADE_CHOICES, help="shading of the text view (default: drops)")
     out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=("png", "svg", "pdf", "csv"),
-                     help="output format (default: from OUT's extension)")
-    out.add_argument("--size", choices=("column", "page", "slide"), help="page preset: column (3.5 in wide), "
-                     "page (7 in), slide (16:9, 10 x 5.625 in), laid out at that size so its fonts print at "
-                     "their point sizes (default: the view's usual page, 10 to 13 in wide)")
+    out.add_argument("--format", choices=FORMATS, help="output format (default: from OUT's extension)")
+    presets = ", ".join(f"{p.name} ({p.about})" for p in PRESETS.values())
+    out.add_argument("--size", choices=list(PRESETS), help=f"page preset: {presets}, laid out at that size "
+                     "so its fonts print at their point sizes (default: the view's usual page, 10 to 13 in "
+                     "wide)")
     out.add_argument("--font-pt", type=float, metavar="PT", help="font size in points on the page, at "
                      "least 7 (default: 8 for column and page, 12 for slide, else 10)")
     out.add_argument("--width", type=int, metavar="PX", help="width in pixels (default: the view's usual "
