@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pairs import HEADER, block, paired  # noqa: E402
 
-from model.experiments.session import writer_threads  # noqa: E402
+from lab.experiments.session import writer_threads  # noqa: E402
 from model.generate import generate  # noqa: E402
 from model.hf.bridge import HFMoEModel  # noqa: E402
 from model.hf.families import family_of  # noqa: E402

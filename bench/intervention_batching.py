@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from pairs import HEADER, paired
 
-from model.counterfactual.reruns import Reruns
-from model.counterfactual.search import prove
-from model.counterfactual.source import load_model, resolve_checkpoint
+from lab.counterfactual.reruns import Reruns
+from lab.counterfactual.search import prove
+from lab.counterfactual.source import load_model, resolve_checkpoint
 from model.generate import generate
 from model.recorder import Recorder
 from model.routing_policy import RoutingPolicy

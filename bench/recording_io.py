@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pairs import HEADER, PROMPTS, block, paired  # noqa: E402
 from shipped import load_model  # noqa: E402
 
-from model.experiments.session import writer_threads  # noqa: E402
+from lab.experiments.session import writer_threads  # noqa: E402
 from model.generate import generate  # noqa: E402
 from model.recorder import Recorder, trace_meta  # noqa: E402
 from model.routing import RoutingPolicy  # noqa: E402

@@ -90,7 +90,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     `replay` maps a row to the routing it must use (see `model.replay`): the router still routes that
     row, so its candidates keep their places in the queues the other rows see, but the row's own
     experts, kept flags and gates are replaced by the recorded ones wherever a position was recorded.
-    `intervention` (`model.counterfactual.intervention.Intervention`) changes one routing event of
+    `intervention` (`model.intervention.Intervention`) changes one routing event of
     one step and layer, nothing else (or an `InterventionSet`: several events at once).
     `arrivals[b]` is the tick at which row b joins the batch (continuous batching, see the module
     docstring; default every row at 0). `until(rows)` is asked after every forward step with each

@@ -75,7 +75,7 @@ class MoE(nn.Module):
                 seed_offset: int = 0, edit=None) -> tuple[torch.Tensor, LayerRouting]:
         """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route.
 
-        `edit` (a `model.counterfactual.intervention.LayerEdit`) changes one event of this step: its
+        `edit` (a `model.intervention.LayerEdit`) changes one event of this step: its
         `before_route` may replace router logits, its `after_route` the decision.
         """
         B, T, C = x.shape

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from model.fingerprint import machine_fingerprint
-from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING
+from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING, empty_run_arrays
 from traces.toplogits import TopLogits
 
 #: Logits forms a recorder keeps (None: no next-token logits).
@@ -146,31 +146,15 @@ class Recorder:
         E = first.router_logits.shape[3]
         S = len(self.steps)
         G = max(max((r.capacity.shape[1] for r in self.steps), default=0), 1)
-        tokens = np.full((B, T), MISSING, np.int32)
-        for b, row in enumerate(result.tokens):
-            tokens[b, :len(row)] = row
-        out = {
-            "tokens": tokens,
-            "prompt_len": np.asarray(result.prompt_len, np.int32),
-            "step": np.full((B, T), MISSING, np.int16),
-            "routing/expert": np.full((L, B, T, K), MISSING, np.int16),
-            "routing/gate": np.zeros((L, B, T, K), np.float32),
-            "routing/kept": np.zeros((L, B, T, K), bool),
-            "routing/slot": np.full((L, B, T, K), MISSING, np.int32),
-            "routing/group": np.full((L, B, T), MISSING, np.int32),
-            "routing/router_logits": np.zeros((L, B, T, E), np.float32),
-            "load/requested": np.zeros((S, L, G, E), np.int32),
-            "load/kept": np.zeros((S, L, G, E), np.int32),
-            "load/capacity": np.full((S, L, G), MISSING, np.int32),
-        }
+        sizes = {"B": B, "T": T, "L": L, "K": K, "E": E, "S": S, "G": G}
         if self.logits_form == "full":
-            out["logits"] = np.zeros((B, T, step_logits[0].shape[-1]), np.float32)
+            sizes["V"] = step_logits[0].shape[-1]
         elif self.logits_form == "topk":
-            J = step_logits[0].k
-            out.update({"logits_topk/index": np.full((B, T, J), MISSING, np.int32),
-                        "logits_topk/value": np.zeros((B, T, J), np.float32),
-                        "logits_topk/lse": np.zeros((B, T), np.float32),
-                        "logits_topk/chosen": np.zeros((B, T), np.float32)})
+            sizes["J"] = step_logits[0].k
+        out = empty_run_arrays(sizes, self.logits_form)  # the schema's dtypes and fill values
+        for b, row in enumerate(result.tokens):
+            out["tokens"][b, :len(row)] = row
+        out["prompt_len"][:] = result.prompt_len
         for s, rec in enumerate(self.steps):
             b, t = np.nonzero(rec.valid)  # routed tokens of this step
             p = rec.positions[b, t]

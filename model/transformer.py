@@ -91,7 +91,7 @@ class MoETransformer(nn.Module):
         capacity; cache: KV cache to read and extend (None = full recomputation of causal attention);
         forced: per MoE layer, routing to impose (replay); step: forward step index, mixed into the
         seed of random routing priorities; edit: the interventions resolved to this step
-        (`model.counterfactual.intervention.LayerEdit` or `StepEdits`), each applied in its MoE layer only.
+        (`model.intervention.LayerEdit` or `StepEdits`), each applied in its MoE layer only.
         """
         B, T = tokens.shape
         c = self.config

@@ -87,7 +87,7 @@ FILES = scanned_files()
 def test_the_scan_sees_code_tests_and_docs():
     names = {p.relative_to(ROOT).as_posix() for p in FILES}
     assert {"README.md", "docs/routing.md", "docs/experiments.md", "model/routing.py",
-            "model/experiments/cli.py", "tests/test_docs.py"} <= names
+            "lab/experiments/cli.py", "tests/test_docs.py"} <= names
     # The scan finds the references this page relies on.
     found = {(p.relative_to(ROOT).as_posix(), target) for p in FILES for _, target, _ in references(p)}
     assert ("model/routing.py", "docs/routing.md") in found

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from inspector.cli import main
+from lab.experiments import cli as record_cli
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
-from model.experiments import cli as record_cli
 from model.transformer import MoETransformer
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace

@@ -349,3 +349,46 @@ def test_the_cause_names_its_own_model_layer_not_the_one_on_screen(known):
     assert data.verdict.layer == 1 and data.model_layer == 2
     facts = dict(data.cause.facts)
     assert facts["first difference"] == "position 1, layer 1 (model layer 5)"
+
+
+def test_a_cause_added_to_the_table_reaches_the_summary_the_views_and_the_csv(known, monkeypatch):
+    import dataclasses
+
+    from inspector.figure_data.divergence_cause import cause_text
+    from traces.analysis.cause_table import CAUSE_TABLE, Cause, unexplained
+
+    meaning = "a cosmic ray flipped a bit of the router's input"
+    monkeypatch.setitem(CAUSE_TABLE, "cosmic_ray", Cause("cosmic_ray", meaning, "numeric", "#123456",
+                                                         explained=True, observed=False))
+    choices = known.choices(0)
+    records = [dataclasses.replace(r, confirmed_cause="cosmic_ray") for r in known.records()]
+    data = runs_figure_data(known.rows(choices), choices, 0, vocab=known.vocab, records=records)
+    row = next(c for c in data.causes if c.cause == "cosmic_ray")
+    assert (row.count, row.confirmed, row.colour) == (1, 1, "#123456")
+    assert "cosmic_ray 1 (50%)" in data.causes_line and "cosmic_ray" not in unexplained()
+    columns = data.to_columns()
+    i = list(columns["cause"]).index("cosmic_ray")
+    assert columns["cause_meaning"][i] == meaning and columns["confirmed"][i]
+    by_run = {c.run: c for c in choices}
+    a, b = by_run[records[0].ref_run], by_run[records[0].run]
+    v = explain_pair(known.row(a.run, a.row), known.row(b.run, b.row))
+    text = cause_text(v, records[0])
+    assert text.cause == "cosmic_ray" and meaning[1:] in text.headline
+
+
+def test_the_source_compares_a_pair_once_whatever_the_layer(tmp_path, monkeypatch):
+    from inspector.figure_data import divergence_source
+
+    calls = []
+    real = divergence_source.compare_rows
+    monkeypatch.setattr(divergence_source, "compare_rows", lambda a, b: calls.append(1) or real(a, b))
+    with open_trace(write_known_trace(tmp_path / "known.h5")) as trace:
+        source = DivergenceSource(trace)
+        choices = {c.run: c for c in source.choices(0)}
+        a, b = choices["alone"], choices["crowded"]
+        first, second = source.pair(a, b, 0), source.pair(a, b, 1)
+        assert (first.layer, second.layer) == (0, 1) and first.verdict is second.verdict
+        assert first.kinds is second.kinds or (first.kinds == second.kinds).all()
+        assert len(calls) == 1
+        by_hand = pair(source, "alone", "crowded", 1)
+        assert by_hand.verdict == second.verdict and by_hand.cause == second.cause

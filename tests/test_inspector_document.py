@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inspector.app.document import CHANGES, Document
+from inspector.state.document import CHANGES, Document
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace
 
@@ -23,7 +23,7 @@ def trace(tmp_path):
 
 
 def test_document_loads_no_qt():
-    code = ("import sys, inspector.app.document; "
+    code = ("import sys, inspector.state.document; "
             "print(any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)

@@ -286,8 +286,8 @@ def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
         moe_layers = [10 + 3 * i for i in range(a.n_layers)]  # model layers unlike the MoE indices
         data = pair_figure_data(a, b, shown, vocab=source.vocab, capacity_a=source.capacity(a.run, shown),
                                 capacity_b=source.capacity(b.run, shown), moe_layers=moe_layers)
-    from inspector.export.divergence import pair_columns
-    from inspector.export.selection import Selection
+    from inspector.specs.divergence import pair_columns
+    from inspector.specs.selection import Selection
 
     assert data.model_layer == moe_layers[shown]
     facts = " ".join(v for _, v in data.cause.facts)
@@ -349,8 +349,8 @@ def test_a_caption_over_the_text_under_it_is_seen_and_the_export_has_none(qapp, 
 
     from inspector.export.fit import overlaps
     from inspector.export.output import default_page, drawn, print_style
-    from inspector.export.registry import read_export
-    from inspector.export.selection import Selection
+    from inspector.specs.registry import read_export
+    from inspector.specs.selection import Selection
 
     with open_trace(trace_path) as trace:
         export_ = read_export(trace, "text", Selection())

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from inspector.figure_data.browser import (
+    Mark,
     RunStats,
     default_references,
     divergence_mark,
@@ -127,7 +128,7 @@ def test_run_browser_rows(trace):
     assert stats[run.name].batch_dropped == int(run.requested[...].sum() - run.load_kept[...].sum()) > 0
     refs = default_references(infos)
     assert set(refs.values()) == {infos[0].name}
-    assert divergence_mark(infos[0].name, infos[0].name, stats) == "ref"
+    assert divergence_mark(infos[0].name, infos[0].name, stats) == Mark("ref")
     assert references(infos, infos[2].name)[infos[1].name] == infos[2].name
 
 
@@ -136,10 +137,12 @@ def test_divergence_marks():
         return RunStats(name, 0, 0, 0, prompt_len, np.array(tokens), "")
     s = {"a": stats("a", [1, 2, 3]), "b": stats("b", [1, 2, 3]), "c": stats("c", [1, 9, 3]),
          "d": stats("d", [1, 2])}
-    assert divergence_mark("b", "a", s) == "="
-    assert divergence_mark("c", "a", s) == "≠ @6"
-    assert divergence_mark("d", "a", s) == "≠ @7"
-    assert divergence_mark("e", "a", s) == ""
+    assert divergence_mark("b", "a", s) == Mark("same")
+    assert divergence_mark("c", "a", s) == Mark("differs", 6) and Mark("differs", 6).text() == "≠ @6"
+    assert divergence_mark("d", "a", s) == Mark("differs", 7) and divergence_mark("d", "a", s).differs
+    assert divergence_mark("e", "a", s).text() == ""
+    keys = [m.sort_key() for m in (Mark("ref"), Mark("same"), Mark("differs", 3), Mark("unknown"))]
+    assert keys == sorted(keys)
     assert first_difference(np.array([1, 2]), np.array([1, 2])) is None
 
 

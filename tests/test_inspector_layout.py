@@ -123,7 +123,7 @@ def test_opens_on_the_first_divergence_and_the_proven_cause(qtbot, example_windo
     w = example_window
     model = w.browser.model
     qtbot.waitUntil(lambda: not w.progress.isVisible(), timeout=20000)
-    first = next(n for n in model.names if model.mark(n).startswith("≠"))
+    first = next(n for n in model.names if model.mark(n).differs)
     assert w.state.run.name == first  # not the reference, which has nothing to explain
     pair = next(v for v in w.views if v.name == "pair")
     show(qtbot, w, pair)
@@ -163,7 +163,7 @@ def test_browser_groups_runs_by_condition_with_their_reference(qtbot, example_wi
         assert {model.infos[n].condition for n in group.names} == {group.key}
         refs = {model.refs[n] for n in group.names}
         title = model.index(g, 0).data()
-        assert group.key in title and all(model.mark(r) == "ref" for r in refs)
+        assert group.key in title and all(model.mark(r).kind == "ref" for r in refs)
         if len(refs) == 1:  # one request in the condition: its heading names the reference
             assert f"ref {refs.pop()}" in title
     # Folding a condition survives the regrouping of runs that arrive later.

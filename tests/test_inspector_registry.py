@@ -6,7 +6,7 @@ import importlib
 
 from inspector.cli import _parser
 from inspector.export import SPECS, Selection
-from inspector.export.registry import DRAW_MODULE, NAMES, spec_of
+from inspector.specs.registry import DRAW_MODULE, NAMES, spec_of
 from inspector.views import VIEWS, WIDGETS
 
 

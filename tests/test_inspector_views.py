@@ -88,7 +88,7 @@ def test_open_shows_first_divergent_run_probe_row(qtbot, window, trace_path):
     model = window.browser.model
     qtbot.waitUntil(lambda: len(model.stats) == 4, timeout=10000)
     # The first run in write order whose probe completion leaves its reference's, as the browser marks it.
-    assert run.name == next(n for n in model.names if model.mark(n).startswith("≠"))
+    assert run.name == next(n for n in model.names if model.mark(n).differs)
     assert len(window.browser.shown_names()) == 4
     assert window.stack.currentWidget() is window.main
 
@@ -228,11 +228,12 @@ def test_browser_fills_drops_completions_and_reference_marks(qtbot, window):
     model = window.browser.model
     qtbot.waitUntil(lambda: len(model.stats) == 4, timeout=10000)
     marks = [model.mark(name) for name in model.names]
-    assert marks[0] == "ref" and all(m == "=" or m.startswith("≠ @") for m in marks[1:])
+    assert marks[0].kind == "ref" and all(m.kind in ("same", "differs") for m in marks[1:])
+    assert all(m.text() == "=" or m.text() == f"≠ @{m.position}" for m in marks[1:])
     completion = model.index_of(model.names[0], COL["completion"]).data()
     assert completion and completion != "…"
     window._reference_chosen("r001")
-    assert model.mark("r001") == "ref" and model.mark("r000") != "ref"
+    assert model.mark("r001").kind == "ref" and model.mark("r000").kind != "ref"
     qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=5000)
     assert "4 runs" in window.status_text.text()
 

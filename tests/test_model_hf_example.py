@@ -11,7 +11,7 @@ from hf_tiny import transformers  # noqa: F401  (skips without transformers)
 
 from inspector.app.example import EXAMPLES
 from inspector.qt import QtWidgets
-from model.counterfactual import TABLE, explain
+from lab.counterfactual import TABLE, explain
 from model.fingerprint import machine_fingerprint
 from traces import open_trace, validate
 from traces.analysis import probe_request

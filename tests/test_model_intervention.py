@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from model.config import ModelConfig
-from model.counterfactual.intervention import Intervention
 from model.generate import generate
+from model.intervention import Intervention
 from model.routing import RoutingPolicy
 from model.tokenizer import encode
 from model.transformer import MoETransformer
@@ -161,7 +161,7 @@ def test_an_event_the_step_does_not_route_is_refused(model, baseline):
 
 
 def test_a_set_of_interventions_applies_each_event_and_nothing_else(model, baseline):
-    from model.counterfactual.intervention import InterventionSet
+    from model.intervention import InterventionSet
 
     s, layer, b, col, j = first_drop(baseline)
     position, d = event(baseline, s, layer, b, col)

@@ -7,12 +7,12 @@ import json
 import h5py
 import pytest
 import torch
-from test_model_explain import COMPOSITIONS, CONDITIONS, record_trace
+from test_lab_explain import COMPOSITIONS, CONDITIONS, record_trace
 
+from lab.counterfactual import NOT_REPRODUCED, explain_trace
+from lab.counterfactual.report import describe
 from model import moe as moe_module
 from model.checkpoint import load_checkpoint, save_checkpoint
-from model.counterfactual import NOT_REPRODUCED, explain_trace
-from model.counterfactual.report import describe
 from model.fingerprint import machine_fingerprint
 from model.kernels import KERNEL_VERSION
 from traces import fingerprint, open_trace

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lab.experiments.conditions import capacity, dropless
 from model.config import ModelConfig
-from model.experiments.conditions import capacity, dropless
 from model.quality import QualityResult, held_out_windows, teacher_forced
 from model.routing import RoutingPolicy
 from model.transformer import MoETransformer

@@ -129,3 +129,18 @@ def test_the_log_sum_exp_is_float64_accurate_and_the_same_for_a_row_in_any_batch
     assert np.abs(got - exact).max() <= np.spacing(np.abs(exact).astype(np.float32)).max()
     for b in range(5):  # one row alone, or among others: the same bits
         assert np.array_equal(log_sum_exp(z[b:b + 1, 1:2]), got[b:b + 1, 1:2])
+
+
+def test_the_recorders_arrays_are_the_schemas():
+    from traces.schema import RUN_DATASETS, empty_run_arrays
+
+    sizes = {"B": 2, "T": 3, "L": 1, "K": 2, "E": 4, "S": 1, "G": 1, "J": 5}
+    arrays = empty_run_arrays(sizes, "topk")
+    for spec in RUN_DATASETS:
+        if spec.path == "logits":
+            assert spec.path not in arrays
+            continue
+        a = arrays[spec.path]
+        assert a.dtype == np.dtype(spec.dtypes[0]) and a.ndim == spec.ndim
+        assert (a == spec.fill).all()
+    assert "logits_topk/index" not in empty_run_arrays(sizes, None)

@@ -55,9 +55,9 @@ def engine():
 def pool():
     from transformers import AutoTokenizer
 
-    from model.experiments.compositions import read_partners
-    from model.experiments.options import DEFAULT_PARTNERS, DEFAULT_PROBE
-    from model.experiments.session import RequestPool
+    from lab.experiments.compositions import read_partners
+    from lab.experiments.options import DEFAULT_PARTNERS, DEFAULT_PROBE
+    from lab.experiments.session import RequestPool
 
     tok = AutoTokenizer.from_pretrained(MODEL, local_files_only=True)
     return RequestPool.build(DEFAULT_PROBE, read_partners(DEFAULT_PARTNERS)[:8],
@@ -65,7 +65,7 @@ def pool():
 
 
 def _settings(tmp_path, experiment: str, **kw):
-    from model.experiments.options import Settings
+    from lab.experiments.options import Settings
 
     return Settings(experiment=experiment, output=tmp_path / f"{experiment}.h5", hf_model=str(MODEL), **kw)
 
@@ -73,13 +73,13 @@ def _settings(tmp_path, experiment: str, **kw):
 def test_vllm_probe_equals_the_hugging_face_path_in_float32(engine, pool):
     """Greedy tokens and each token's set of experts, every layer, prompt and generated: vLLM alone
     and in a batch of four against the project's loop on transformers' model, both in float32."""
-    from model.experiments.compositions import Composition
+    from lab.experiments.compositions import Composition
+    from lab.experiments.engine import eos_ids
     from model.generate import generate
     from model.hf.load import load_hf
     from model.recorder import Recorder
     from model.routing_policy import RoutingPolicy
     from model.vllm.arrays import run_arrays
-    from model.vllm.record import eos_ids
 
     requests, tok = pool
     n = 24
@@ -109,7 +109,7 @@ def test_vllm_probe_equals_the_hugging_face_path_in_float32(engine, pool):
 
 @pytest.fixture(scope="module")
 def e1_trace(engine, pool, tmp_path_factory):
-    from model.vllm.record import eos_ids, record_e1, trace_meta
+    from lab.experiments.engine import eos_ids, record_e1, trace_meta
 
     requests, tok = pool
     tmp = tmp_path_factory.mktemp("vllm-e1")
@@ -153,7 +153,7 @@ def test_engine_against_engine_trace(engine, pool, tmp_path):
     """The probe through the project's loop and through vLLM in one trace: in float32 vLLM's routing
     never leaves the reference's: the same tokens and experts everywhere (the project's own batches
     may differ from its probe alone in router-logit bits, upstream of any decision)."""
-    from model.vllm.record import eos_ids, record_against, trace_meta
+    from lab.experiments.engine import eos_ids, record_against, trace_meta
     from traces.analysis.causes import explain_pair
     from traces.analysis.rows import row_trace
 

@@ -133,8 +133,8 @@ def test_server_choice_decodes_routed_experts_and_token_ids():
 
 
 def test_engine_arguments_pass_through_as_json_or_text():
-    from model.experiments import ExperimentError
-    from model.vllm.record import parse_engine_args
+    from lab.experiments import ExperimentError
+    from lab.experiments.engine import parse_engine_args
 
     assert parse_engine_args(["tensor_parallel_size=2", "enforce_eager=false", "quantization=fp8",
                               'hf_overrides={"a": 1}']) == {

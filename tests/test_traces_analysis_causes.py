@@ -15,7 +15,7 @@ import pytest
 
 from traces import TraceWriter, open_trace
 from traces.analysis import (
-    LayerRouting,
+    LayerArrays,
     RunArrays,
     aligned_rows,
     displacement,
@@ -244,7 +244,7 @@ def test_pairs_of_different_requests_or_prompts_are_refused():
 
 def test_displacement_of_a_kept_first_choice_has_nobody_ahead():
     run = crowded()
-    layer = LayerRouting(run="crowded", layer=1, request_ids=run.request_ids, probe_row=1, step=run.step,
+    layer = LayerArrays(run="crowded", layer=1, request_ids=run.request_ids, probe_row=1, step=run.step,
                          group=run.group[1], expert=run.expert[1], slot=run.slot[1], kept=run.kept[1],
                          capacity=run.capacity[:, 1], requested=run.requested[:, 1],
                          load_kept=run.load_kept[:, 1])

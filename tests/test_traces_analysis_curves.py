@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from traces.analysis import RowTrace, pair_curves, routing_differences
-from traces.analysis.curves import (
+from traces.analysis.curves import shared_prefix
+from traces.analysis.measures import (
     bitwise_differ,
     drops,
     kept_sets,
@@ -14,7 +15,6 @@ from traces.analysis.curves import (
     logit_margin,
     max_logit_difference,
     router_margin,
-    shared_prefix,
 )
 
 
@@ -91,7 +91,7 @@ def test_pair_curves_over_the_shared_prefix():
     assert d.router_logits[0].tolist() == [False, True, False]
     assert d.kept[0].tolist() == [False, False, False]  # the drop at 2 is where b did not route
     assert d.logits.tolist() == [True, False, False]
-    assert c.drops_other[0].tolist() == [0, 0, 1]
+    assert drops(b.expert[:, :3], b.kept[:, :3])[0].tolist() == [0, 0, 1]
     longer = pair_curves(a, b, length=4)
     assert longer.length == 4 and longer.kl[3] > 0
     with pytest.raises(ValueError, match="beyond the rows"):

@@ -10,7 +10,6 @@ from traces.analysis import (
     branch_points,
     count_completions,
     first_divergence,
-    mode_reference,
     new_tokens,
     prefix_tree,
     row_trace,
@@ -113,5 +112,3 @@ def test_analyse_request_on_synthetic_runs_of_one_request():
         assert i == 0 or (v.root.position, v.root.layer) == (0, 0)
     assert analysis.verdicts[0].cause == "identical"
     assert analysis.summary().n_runs == 6
-    ref = mode_reference(analysis.rows)
-    assert analysis.completions.labels[ref] == 0

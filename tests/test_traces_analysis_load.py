@@ -3,17 +3,17 @@
 import numpy as np
 import pytest
 
-from traces.analysis import LayerRouting, RunArrays, drop_rate, expert_load, run_expert_load
+from traces.analysis import LayerArrays, RunArrays, drop_rate, expert_load, run_expert_load
 from traces.synthetic import synthetic_run_arrays
 
 
-def hand_layer() -> LayerRouting:
+def hand_layer() -> LayerArrays:
     # Three rows, two positions, top-2 of three experts, one group of capacity 2 at step 0.
     # k-major slots: 1st choices r0t0 e0:0, r0t1 e0:1, r1t0 e0:2, r1t1 e1:0, r2t0 e2:0;
     # 2nd choices r0t0 e1:1, r0t1 e2:1, r1t0 e1:2, r1t1 e2:2, r2t0 e0:3. Row 2 position 1 not routed.
     expert = np.array([[[0, 1], [0, 2]], [[0, 1], [1, 2]], [[2, 0], [-1, -1]]])
     slot = np.array([[[0, 1], [1, 1]], [[2, 2], [0, 2]], [[0, 3], [-1, -1]]])
-    return LayerRouting(
+    return LayerArrays(
         run="r", layer=0, request_ids=np.array([5, 0, 6]), probe_row=1,
         step=np.array([[0, 0], [0, 0], [0, -1]]), group=np.array([[0, 0], [0, 0], [0, -1]]),
         expert=expert, slot=slot, kept=(slot >= 0) & (slot < 2), capacity=np.array([[2]]),
@@ -55,9 +55,9 @@ def test_synthetic_run_loads_match_the_per_token_arrays():
 
 def test_dropless_group_and_bad_expert_ids():
     layer = hand_layer()
-    dropless = LayerRouting(**{**layer.__dict__, "capacity": np.array([[-2]])})
+    dropless = LayerArrays(**{**layer.__dict__, "capacity": np.array([[-2]])})
     load = expert_load(dropless, 0)
     assert load.dropless and not load.over_capacity.any()
-    broken = LayerRouting(**{**layer.__dict__, "expert": np.where(layer.expert == 2, 7, layer.expert)})
+    broken = LayerArrays(**{**layer.__dict__, "expert": np.where(layer.expert == 2, 7, layer.expert)})
     with pytest.raises(ValueError, match="outside G=1, E=3"):
         expert_load(broken, 0)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from traces import TraceWriter, open_trace
-from traces.analysis import CAUSES, Difference, Displacement, ExplainRecord, Verdict, summarize
+from traces.analysis import Difference, Displacement, ExplainRecord, Verdict, summarize
+from traces.analysis.cause_table import first_difference_causes
 from traces.analysis.displacement import Candidate
 from traces.analysis.explain_table import (
     COLUMNS,
@@ -53,7 +54,7 @@ def verdicts() -> list[Verdict]:
 def test_summary_counts_and_shares_of_divergent_runs():
     s = summarize(verdicts())
     assert (s.n_runs, s.n_divergent) == (6, 4)
-    assert list(s.counts)[: len(CAUSES)] == list(CAUSES)
+    assert list(s.counts)[: len(first_difference_causes())] == list(first_difference_causes())
     assert s.counts["capacity"] == 2 and s.counts["router_flip"] == 1 and s.counts["upstream_numeric"] == 0
     assert s.shares["capacity"] == 0.5 and s.unexplained_share == 0.0
     assert s.rows() == [("capacity", 2, 0.5), ("router_flip", 1, 0.25), ("output_numeric", 1, 0.25)]

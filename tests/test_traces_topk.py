@@ -71,7 +71,7 @@ def test_kl_bound_is_exact_when_the_kept_ids_hold_all_the_mass():
     a, b = rng.standard_normal((5, 12)).astype(np.float32), rng.standard_normal((5, 12)).astype(np.float32)
     tokens = np.zeros(5, np.int32)
     ta, tb = TopLogits.from_full(a, tokens, 12), TopLogits.from_full(b, tokens, 12)
-    from traces.analysis.curves import kl_divergence, max_logit_difference
+    from traces.analysis.measures import kl_divergence, max_logit_difference
     np.testing.assert_allclose(kl(ta, tb), kl_divergence(a, b), rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(max_difference(ta, tb), max_logit_difference(a, b))
     ta4, tb4 = ta.top(4), tb.top(4)

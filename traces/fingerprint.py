@@ -69,9 +69,3 @@ def differences(a: Mapping | None, b: Mapping | None) -> list[str]:
             out.append(f"{_LABELS[k]} {_value(a.get(k, 'none'))} -> {_value(b.get(k, 'none'))}")
     return out
 
-
-def same_machine(a: Mapping | None, b: Mapping | None) -> bool | None:
-    """Whether two fingerprints name the same kernels; None when either is unrecorded."""
-    if not a or not b:
-        return None
-    return not differences(a, b)

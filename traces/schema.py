@@ -184,7 +184,6 @@ LOGITS_FORMS: dict[str, tuple[str, ...]] = {
     "full": ("logits",),
     "topk": ("logits_topk/index", "logits_topk/value", "logits_topk/lse", "logits_topk/chosen"),
 }
-LOGITS_PATHS = tuple(p for paths in LOGITS_FORMS.values() for p in paths)
 #: Default J of the top-k form.
 DEFAULT_LOGITS_K = 64
 
@@ -287,3 +286,12 @@ def collect_dims(
                 problems.append((spec.path, f"expected dim {letter} = {dims[letter]} "
                                             f"(as in {origin[letter]}), found {size} in shape {shape}"))
     return dims, problems
+
+
+def empty_run_arrays(sizes: dict[str, int], form: str | None = "full") -> dict[str, np.ndarray]:
+    """Every dataset of a run whose logits are in `form` (None: no logits), shaped by the dimension
+    `sizes` ({'B': 4, 'T': 40, ...}), in its first dtype and filled with its fill value: what a
+    recorder fills in before handing the run to the writer."""
+    specs = [d for d in RUN_DATASETS if d.required or (form is not None and d.path in LOGITS_FORMS[form])]
+    return {d.path: np.full(tuple(sizes[letter] for letter in d.dims), d.fill, np.dtype(d.dtypes[0]))
+            for d in specs}

@@ -73,11 +73,6 @@ class TopLogits:
         """[..., J] float64 log-probabilities of the kept ids."""
         return self.value.astype(np.float64) - self.lse.astype(np.float64)[..., None]
 
-    @property
-    def chosen_log_prob(self) -> np.ndarray:
-        """[...] float64 log-probability of the token that follows."""
-        return self.chosen.astype(np.float64) - self.lse.astype(np.float64)
-
     def schema_arrays(self) -> dict[str, np.ndarray]:
         return {INDEX: self.index, VALUE: self.value, LSE: self.lse, CHOSEN: self.chosen}
 

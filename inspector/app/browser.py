@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inspector.figure_data.browser import RunInfo, RunStats, divergence_mark, references
+from inspector.figure_data.browser import Mark, RunInfo, RunStats, divergence_mark, references
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 
 
@@ -159,7 +159,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 end = self.index(len(group.names) - 1, last, parent)
                 self.dataChanged.emit(self.index(0, 0, parent), end)
 
-    def mark(self, name: str) -> str:
+    def mark(self, name: str) -> Mark:
         ref = self.refs.get(name, name)
         key = (name, ref)
         if key not in self._marks:
@@ -168,9 +168,6 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 return mark  # not final yet
             self._marks[key] = mark
         return self._marks[key]
-
-    def usable(self, name: str) -> bool:
-        return name in self._where and name not in self.unusable
 
     # -- grouping -------------------------------------------------------------------------------
 
@@ -358,7 +355,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
             font = QtGui.QFont()
             font.setBold(True)
             return font
-        differs = c == COL["vs ref"] and self.mark(info.name).startswith("≠")
+        differs = c == COL["vs ref"] and self.mark(info.name).differs
         if role == Qt.ItemDataRole.ForegroundRole and differs:
             return QtGui.QColor("#c0392b")
         if role == Qt.ItemDataRole.TextAlignmentRole and c in (COL["#"], COL["B"], COL["probe"], COL["drops"],
@@ -409,10 +406,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
             return stats.focus_dropped
         if c == COL["vs ref"]:
             mark = self.mark(info.name)
-            if sort:  # the reference first, then equal runs, then by first differing position
-                return (-2 if mark == "ref" else -1 if mark == "=" else int(mark[3:]) if mark.startswith("≠")
-                        else 1 << 30)
-            return mark
+            return mark.sort_key() if sort else mark.text()
         if c == COL["completion"]:
             return stats.preview
         return None

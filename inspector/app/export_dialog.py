@@ -24,8 +24,8 @@ from inspector.export.page import (
     Page,
     RenderError,
 )
-from inspector.export.registry import Export
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets
+from inspector.specs.registry import Export
 from inspector.views.base import View
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from inspector.app.loader import OpenJob, SummaryJob
 from inspector.app.menus import build_menus, fill_recent
 from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
-from inspector.app.state import InspectorState
 from inspector.app.welcome import WelcomePage
 from inspector.figure_data.browser import RunInfo, first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
+from inspector.state.signals import InspectorState
 from inspector.views import VIEWS, View
 from traces import TraceError
 
@@ -406,13 +406,14 @@ class MainWindow(QtWidgets.QMainWindow):
             show_error(self, "Cannot show run", str(exc))
 
     def _pair_view(self) -> View | None:
-        return next((v for v in self.views if v.name == "pair"), None)
+        """The view that compares a pair of runs (its declaration reads the `pair` option)."""
+        return next((v for v in self.views if v.spec.compares and "pair" in v.spec.options), None)
 
     def _first_divergent(self) -> str | None:
         """The first run (write order) whose probe completion leaves its reference's: from the
         browser's marks once read, else from the file."""
         model = self.browser.model
-        marked = [n for n in self.state.names if model.mark(n).startswith("≠")]
+        marked = [n for n in self.state.names if model.mark(n).differs]
         if marked:
             return marked[0]
         try:
@@ -428,7 +429,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.state.trace is None or pair is None:
             return
         run = self.state.run
-        if run is None or not self.browser.model.mark(run.name).startswith("≠"):
+        if run is None or not self.browser.model.mark(run.name).differs:
             name = self._first_divergent()
             if name is None:
                 self._idle("No run's completion leaves its reference's: there is no divergence to go to")

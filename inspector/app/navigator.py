@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from inspector.app.state import InspectorState
 from inspector.qt import Qt, QtWidgets
+from inspector.state.signals import InspectorState
 
 
 class NavigationBar(QtWidgets.QToolBar):

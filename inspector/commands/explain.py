@@ -1,6 +1,6 @@
 """`moe-inspector explain TRACE`: confirm divergence causes by counterfactual reruns, store them.
 
-A thin shell over `model.counterfactual`, imported only when the command runs (with `record`, the
+A thin shell over `lab.counterfactual`, imported only when the command runs (with `record`, the
 one place the inspector reaches the model). Bad traces and option values leave as a `UsageError`:
 exit status 2 with the message. Ctrl-C stops the reruns, stores what is done and exits with 130.
 """
@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--threads: must be at least 1, got {args.threads}")
     import torch
 
-    from model.counterfactual import ExplainError, explain
-    from model.counterfactual.report import describe
-    from model.experiments.progress import ProgressBar, no_progress
+    from lab.counterfactual import ExplainError, explain
+    from lab.counterfactual.report import describe
+    from lab.experiments.progress import ProgressBar, no_progress
     from traces import TraceError
 
     try:

@@ -11,7 +11,9 @@ import math
 import os
 
 from inspector.commands.errors import UsageError, message
-from inspector.export.registry import NAMES, SPECS
+from inspector.export.output import FORMATS
+from inspector.export.page import PRESETS
+from inspector.specs.registry import NAMES, SPECS
 
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
@@ -51,11 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default: 0:1)")
     what.add_argument("--shade", choices=SHADE_CHOICES, help="shading of the text view (default: drops)")
     out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=("png", "svg", "pdf", "csv"),
-                     help="output format (default: from OUT's extension)")
-    out.add_argument("--size", choices=("column", "page", "slide"), help="page preset: column (3.5 in wide), "
-                     "page (7 in), slide (16:9, 10 x 5.625 in), laid out at that size so its fonts print at "
-                     "their point sizes (default: the view's usual page, 10 to 13 in wide)")
+    out.add_argument("--format", choices=FORMATS, help="output format (default: from OUT's extension)")
+    presets = ", ".join(f"{p.name} ({p.about})" for p in PRESETS.values())
+    out.add_argument("--size", choices=list(PRESETS), help=f"page preset: {presets}, laid out at that size "
+                     "so its fonts print at their point sizes (default: the view's usual page, 10 to 13 in "
+                     "wide)")
     out.add_argument("--font-pt", type=float, metavar="PT", help="font size in points on the page, at "
                      "least 7 (default: 8 for column and page, 12 for slide, else 10)")
     out.add_argument("--width", type=int, metavar="PX", help="width in pixels (default: the view's usual "
@@ -79,7 +81,7 @@ def _ints(text: str, sep: str, flag: str, kind=int) -> tuple:
 
 def selection(args: argparse.Namespace):
     """The `Selection` the options ask for; UsageError for malformed or inapplicable options."""
-    from inspector.export.selection import SHADE_BY_NAME, Selection
+    from inspector.specs.selection import SHADE_BY_NAME, Selection
 
     spec = SPECS[NAMES[args.view]]
     given = {name for name in _OPTION_FLAGS if getattr(args, name) is not None}
@@ -188,7 +190,7 @@ def _check_output(trace: str, output: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
     from inspector.export import RenderError, SelectionError, read_export, save
-    from inspector.export.defaults import CHOOSING, informative
+    from inspector.specs.defaults import CHOOSING, informative
     from traces import TraceError, open_trace
 
     sel = selection(args)
@@ -204,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             _application()
         with open_trace(args.file) as trace:
             if not any(getattr(args, name) is not None for name in CHOOSING):
-                sel, picked = informative(trace, NAMES[args.view], SPECS[NAMES[args.view]].options, sel)
+                sel, picked = informative(trace, SPECS[NAMES[args.view]], sel)
                 if picked:
                     print(f"{picked} (name --run, --request, --layer... to choose)")
             export = read_export(trace, args.view, sel)

@@ -1,6 +1,6 @@
 """`moe-inspector record`: run the experiments with the model and write traces.
 
-A thin shell over `model.experiments.cli`, imported only here and only when needed (with
+A thin shell over `lab.experiments.cli`, imported only here and only when needed (with
 `explain`, the one place the inspector reaches the model). Bad option values come back as the
 experiments' `ExperimentError` and leave as a `UsageError`: exit status 2 with the message.
 """
@@ -13,13 +13,13 @@ from inspector.commands.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from model.experiments import cli
+    from lab.experiments import cli
 
     cli.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from model.experiments import ExperimentError, cli
+    from lab.experiments import ExperimentError, cli
 
     try:
         return cli.run(args)

@@ -1,7 +1,7 @@
-"""Figure export, the same for the GUI and the `export` command, with no widget in it: the views'
-declarations (`registry`), their data and tables (`figures`, `divergence`), their figure builders
-(`draw`), and every figure as PNG, SVG or PDF (`render`) or the data behind it as CSV (`csv`).
-It imports neither `inspector.app` nor `inspector.views`; the app's dialog lives in `inspector.app`.
+"""Figure export, the same for the GUI and the `export` command, with no widget in it: every view
+declared in `inspector.specs` as PNG, SVG or PDF (`render`, `svg`, `fit`, `finish`, `page`) or the
+data behind it as CSV (`csv`), through one path (`output.save`). It imports neither `inspector.app`
+nor `inspector.views`; the app's dialog lives in `inspector.app`.
 
     from inspector.export import Selection, read_export, save
     with open_trace(path) as trace:
@@ -12,8 +12,8 @@ PNG, SVG and PDF need a QApplication (on the offscreen platform without a displa
 
 from inspector.export.output import FORMATS, default_page, format_of, print_style, save
 from inspector.export.page import Page, RenderError
-from inspector.export.registry import SPECS, Export, ViewSpec, read_export, spec_of
-from inspector.export.selection import Selection, SelectionError
+from inspector.specs.registry import SPECS, Export, ViewSpec, read_export, spec_of
+from inspector.specs.selection import Selection, SelectionError
 
 __all__ = ["FORMATS", "SPECS", "Export", "Page", "RenderError", "Selection", "SelectionError",
            "default_page", "format_of", "print_style", "ViewSpec", "read_export", "save", "spec_of"]

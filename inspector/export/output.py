@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from inspector.export.csv import write_csv
 from inspector.export.page import DEFAULT_FONT_PT, IMAGE_FORMATS, MIN_FONT_PT, PRESETS, Page, RenderError
-from inspector.export.registry import Export, spec_of
+from inspector.specs.registry import Export, spec_of
 
 log = logging.getLogger(__name__)
 

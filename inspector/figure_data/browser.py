@@ -10,7 +10,7 @@ import numpy as np
 
 from inspector.figure_data.tokens import preview
 from traces import TraceError
-from traces.analysis import divergence
+from traces.analysis import divergence, reference
 
 
 def _capacity_text(routing: Mapping) -> str | None:
@@ -78,6 +78,7 @@ class RunInfo:
     routing: str             # one-line summary
     routing_json: str        # every knob, for the tooltip
     kernel_mode: str
+    compared_in: str = ""    # the condition its reference is chosen in (traces.analysis.reference)
 
     @property
     def focus_row(self) -> int:
@@ -123,7 +124,7 @@ def run_info(run) -> RunInfo:
         request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
         probe_row=int(run.probe_row), routing=routing_summary(routing),
         routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
-        kernel_mode=str(attrs.get("kernel_mode", "")),
+        kernel_mode=str(attrs.get("kernel_mode", "")), compared_in=reference.condition_of(attrs),
     )
 
 
@@ -153,14 +154,9 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
 
 
 def default_references(infos: Sequence[RunInfo]) -> dict[str, str]:
-    """Reference run of each run: the first run (write order) of its focus request and condition."""
-    first: dict[tuple[int, str], str] = {}
-    out = {}
-    for info in sorted(infos, key=lambda i: i.index):
-        key = (info.focus_request, info.condition)
-        first.setdefault(key, info.name)
-        out[info.name] = first[key]
-    return out
+    """Reference run of each run for its focus request (`traces.analysis.reference`)."""
+    ordered = sorted(infos, key=lambda i: i.index)
+    return reference.default_references((i.name, i.focus_request, i.compared_in) for i in ordered)
 
 
 def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:
@@ -175,14 +171,35 @@ def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:
     return refs
 
 
-def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) -> str:
-    """`ref`, `=` (same completion), `≠ @p` (first differs at sequence position p) or `` (unknown)."""
+@dataclass(frozen=True)
+class Mark:
+    """How a run's completion compares with its reference's: `kind` is `ref` (the reference itself),
+    `same`, `differs` (first at sequence position `position`) or `unknown` (not summarised yet)."""
+
+    kind: str
+    position: int = -1
+
+    @property
+    def differs(self) -> bool:
+        return self.kind == "differs"
+
+    def text(self) -> str:
+        """'ref', '=', '≠ @p' or '' (unknown): what the browser's column shows."""
+        return {"ref": "ref", "same": "=", "differs": f"≠ @{self.position}"}.get(self.kind, "")
+
+    def sort_key(self) -> int:
+        """The reference first, then equal runs, then by first differing position, unknown last."""
+        return {"ref": -2, "same": -1, "differs": self.position}.get(self.kind, 1 << 30)
+
+
+def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) -> Mark:
+    """How run `name`'s completion compares with its reference's (`Mark`)."""
     if name == reference:
-        return "ref"
+        return Mark("ref")
     if name not in stats or reference not in stats:
-        return ""
+        return Mark("unknown")
     t = first_difference(stats[name].completion, stats[reference].completion)
-    return "=" if t is None else f"≠ @{stats[name].prompt_len + t}"
+    return Mark("same") if t is None else Mark("differs", stats[name].prompt_len + t)
 
 
 def first_divergent_run(trace, limit: int = 64) -> str | None:

@@ -17,14 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis import ExplainRecord, Verdict
-from traces.analysis.cause_table import CAUSE_TABLE
+from traces.analysis.cause_table import meaning, settles
 from traces.analysis.displacement import capacity_text
-from traces.analysis.explain_table import NOT_CONFIRMED, proof_cells
+from traces.analysis.explain_table import proof_cells
 from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
-from traces.analysis.verdict_text import ordinal, token_text
-
-#: What each cause means, in the words of docs/experiments.md (the one table of causes).
-CAUSE_MEANINGS: dict[str, str] = {name: c.meaning for name, c in CAUSE_TABLE.items()}
+from traces.analysis.verdict_text import ordinal, quoted_token
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
 MAX_LISTED = 6
@@ -79,18 +76,18 @@ def _where(position: int, layer: int, prompt_len: int) -> str:
 
 def proven(record: ExplainRecord | None) -> bool:
     """Whether the record stores a proven event or minimal set of events."""
-    return record is not None and record.proven and record.confirmed_cause not in NOT_CONFIRMED
+    return record is not None and record.proven and settles(record.confirmed_cause)
 
 
 def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
     """The panel's first line, and whether the cause is confirmed by counterfactual."""
     cause = v.cause
-    confirmed = record is not None and record.confirmed_cause not in NOT_CONFIRMED
+    confirmed = record is not None and settles(record.confirmed_cause)
     if not v.diverged:
         if cause == "identical":
             return "No divergence: runs A and B agree bitwise on tokens, routing and logits.", confirmed
         return (f"No divergence in the completions compared, but the runs differ inside: the first "
-                f"difference is of kind {cause} ({CAUSE_MEANINGS.get(cause, '')})."), confirmed
+                f"difference is of kind {cause} ({meaning(cause)})."), confirmed
     first = _where(v.position, v.layer, v.prompt_len) if v.position >= 0 else "none"
     if proven(record):
         shown = record.confirmed_cause
@@ -115,8 +112,8 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
         elif record.confirmed_cause:
             text += f" — explain found no proof: {record.confirmed_cause}"
             shown = record.confirmed_cause
-    meaning = CAUSE_MEANINGS.get(shown, "")
-    return (f"{text}. {meaning[0].upper()}{meaning[1:]}." if meaning else f"{text}."), confirmed
+    said = meaning(shown)
+    return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}."), confirmed
 
 
 def proof_text(v: Verdict, record: ExplainRecord | None) -> str:
@@ -165,8 +162,8 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
     facts: list[tuple[str, str]] = [("runs", runs)]
     if v.diverged:
         facts.append(("first divergent token t*",
-                      f"position {v.t_star} (new token {v.new_index}): {token_text(v.ref_token, vocab)} "
-                      f"in A, {token_text(v.token, vocab)} in B"))
+                      f"position {v.t_star} (new token {v.new_index}): {quoted_token(v.ref_token, vocab)} "
+                      f"in A, {quoted_token(v.token, vocab)} in B"))
     else:
         facts.append(("first divergent token t*", f"none over the {v.compared} positions compared"))
     if v.position >= 0 and v.layer >= 0:
@@ -215,7 +212,7 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
     confirmed cause replace the first difference and its guess. `request_ids` [B] of the run whose
     queue dropped the candidate names each displacing row's request.
     """
-    shown = v.cause if record is None or record.confirmed_cause in NOT_CONFIRMED else record.confirmed_cause
+    shown = v.cause if record is None or not settles(record.confirmed_cause) else record.confirmed_cause
     head, confirmed = headline(v, record)
     d = v.displacement
     displacing: tuple[DisplacingCandidate, ...] = ()

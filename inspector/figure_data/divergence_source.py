@@ -17,10 +17,12 @@ import numpy as np
 
 from inspector.figure_data.browser import RunInfo, run_info
 from inspector.figure_data.memo import Memo
+from inspector.figure_data.pair import PairData, compare_rows, pair_figure_data
 from traces import TraceError
 from traces.analysis import ExplainRecord, RowTrace, from_columns, row_trace
 from traces.analysis.alignment import probe_request, requests_with_several_runs, runs_of_request
 from traces.analysis.explain_table import TABLE_KIND, TABLE_PREFIX, evidence_rank
+from traces.analysis.layers import model_layer
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +131,22 @@ class DivergenceSource:
                                lambda: np.asarray(self.trace.run(run).capacity[:, layer, :]))
 
     def model_layer(self, layer: int) -> int:
-        return self.moe_layers[layer] if 0 <= layer < len(self.moe_layers) else layer
+        return model_layer(self.moe_layers, layer)
+
+    # -- pairs ------------------------------------------------------------------------------------
+
+    def pair(self, a: RunChoice, b: RunChoice, layer: int) -> PairData:
+        """The side-by-side data of run `b` against the reference `a` at MoE layer `layer`. The pair's
+        verdict, differences and curves are computed once and kept, so switching layers redraws
+        without comparing the rows again. Raises ValueError as `pair_figure_data` does."""
+        row_a, row_b = self.row(a.run, a.row), self.row(b.run, b.row)
+        comparison = self._small.get(("pair", a.key, b.key), lambda: compare_rows(row_a, row_b))
+        return pair_figure_data(
+            row_a, row_b, layer, vocab=self.vocab, capacity_a=self.capacity(a.run, layer),
+            capacity_b=self.capacity(b.run, layer), moe_layers=self.moe_layers,
+            record=find_record(self.records(), b.run, b.row, a.run, a.row),
+            request_ids={a.run: self.request_ids(a.run), b.run: self.request_ids(b.run)},
+            comparison=comparison)
 
     # -- explanation tables -----------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ class LayersData:
         }
 
 
-def runs_figure_data(
+def layers_figure_data(
     *, run: str, row: int, request: int, n_experts: int, model_layers: Sequence[int],
     vocab: Sequence[str], tokens: np.ndarray, prompt_len: int, expert: np.ndarray, kept: np.ndarray,
 ) -> LayersData:
@@ -71,7 +71,7 @@ def read_layers(trace, run, row: int) -> LayersData:
     T = run.row_length(row)
     L = run.dims["L"]
     moe_layers = list(trace.moe_layers)
-    return runs_figure_data(
+    return layers_figure_data(
         run=run.name, row=row, request=int(run.request_ids[row]), n_experts=run.dims["E"],
         model_layers=moe_layers if len(moe_layers) == L else list(range(L)), vocab=trace.vocab,
         tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),

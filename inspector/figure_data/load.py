@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis.load import ExpertLoad, expert_load
-from traces.analysis.rows import LayerRouting
+from traces.analysis.rows import LayerArrays
 from traces.schema import ABSENT_GROUP, DROPLESS_CAPACITY
 
 
@@ -82,7 +82,7 @@ def load_figure_data(load: ExpertLoad, group: int) -> LoadData:
     )
 
 
-def default_group(layer: LayerRouting, step: int, row: int) -> int:
+def default_group(layer: LayerArrays, step: int, row: int) -> int:
     """The group of `row`'s first token routed at `step`, else the step's first group present."""
     if 0 <= row < layer.step.shape[0]:
         t = np.flatnonzero(layer.step[row] == step)
@@ -92,7 +92,7 @@ def default_group(layer: LayerRouting, step: int, row: int) -> int:
     return int(present[0]) if present.size else 0
 
 
-def load_data(layer: LayerRouting, step: int, group: int | None = None) -> LoadData:
+def load_data(layer: LayerArrays, step: int, group: int | None = None) -> LoadData:
     """Load figure of one MoE layer of a run (`traces.analysis.rows.layer_routing`) at `step`;
     `group` None means the probe's group (row 0's when there is no probe)."""
     if group is None:
@@ -100,6 +100,6 @@ def load_data(layer: LayerRouting, step: int, group: int | None = None) -> LoadD
     return load_figure_data(expert_load(layer, step), group)
 
 
-def step_positions(layer: LayerRouting, row: int, step: int) -> np.ndarray:
+def step_positions(layer: LayerArrays, row: int, step: int) -> np.ndarray:
     """Positions of `row` routed at `step` (the whole prompt at prefill, one token per decode step)."""
     return np.flatnonzero(layer.step[row] == step)

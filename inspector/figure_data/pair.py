@@ -18,18 +18,20 @@ from inspector.figure_data.routing import RoutingData, routing_figure_data
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
 from traces.analysis.causes import explain_pair_with_differences
-from traces.analysis.curves import RoutingDifferences, drops
+from traces.analysis.curves import PairCurves, RoutingDifferences
+from traces.analysis.layers import model_layer
+from traces.analysis.measures import drops
 
 #: What differs at a (layer, position), most telling last; codes index this tuple.
-DIFFERENCE_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")
-IDENTICAL, ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED = range(len(DIFFERENCE_KINDS))
+CELL_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")
+IDENTICAL, ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED = range(len(CELL_KINDS))
 
 #: Rows of the difference strip at the chosen layer.
 STRIP_ROWS = ("experts changed", "dropped in A only", "dropped in B only")
 
 
 def difference_kinds(diff: RoutingDifferences, length: int) -> np.ndarray:
-    """[L, length] code of `DIFFERENCE_KINDS` per (layer, position); past the compared positions
+    """[L, length] code of `CELL_KINDS` per (layer, position); past the compared positions
     (or where a row did not route the token) `NOT_COMPARED`."""
     L, T = diff.expert.shape
     kinds = np.full((L, length), NOT_COMPARED, dtype=np.int8)
@@ -105,7 +107,7 @@ class PairData:
     length: int                 # T
     compared: int               # positions 0..compared-1 are compared (the shared prefix)
     t_star: int                 # first differing position, -1 none
-    kinds: np.ndarray           # [L, T] code of DIFFERENCE_KINDS
+    kinds: np.ndarray           # [L, T] code of CELL_KINDS
     changed: np.ndarray         # [L, T] chosen experts differ
     dropped_a_only: np.ndarray  # [L, T] a candidate chosen by both dropped in A, kept in B
     dropped_b_only: np.ndarray  # [L, T]
@@ -188,7 +190,7 @@ class PairData:
         """Hover text of (position t, layer l) in the difference map."""
         if not (0 <= t < self.length and 0 <= l < self.n_layers):
             return None
-        lines = [f"position {t}, layer {l}: {DIFFERENCE_KINDS[int(self.kinds[l, t])]}"]
+        lines = [f"position {t}, layer {l}: {CELL_KINDS[int(self.kinds[l, t])]}"]
         for name, expert, kept in (("A", self.expert_a, self.kept_a), ("B", self.expert_b, self.kept_b)):
             if t < expert.shape[1]:
                 chosen = " ".join(f"{int(e)}{'' if k else '✗'}" for e, k in zip(expert[l, t], kept[l, t],
@@ -242,10 +244,27 @@ def _heatmap(row: RowTrace, layer: int, model_layer: int, vocab: Sequence[str],
         probabilities=not (row.router_logits.size and np.isnan(row.router_logits[layer]).all()))
 
 
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """What two rows' comparison gives whatever the layer shown: the verdict, the routing differences
+    and the curves (computed once per pair; `DivergenceSource.pair` keeps them)."""
+
+    verdict: Verdict
+    differences: RoutingDifferences
+    curves: PairCurves
+
+
+def compare_rows(a: RowTrace, b: RowTrace) -> Comparison:
+    """The verdict of row `b` against the reference row `a`, their differences and curves."""
+    verdict, diff = explain_pair_with_differences(a, b)
+    return Comparison(verdict, diff, pair_curves(a, b, differences=diff))
+
+
 def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[str],
                      capacity_a: np.ndarray, capacity_b: np.ndarray, moe_layers: Sequence[int] | None = None,
                      record: ExplainRecord | None = None,
-                     request_ids: dict[str, np.ndarray] | None = None) -> PairData:
+                     request_ids: dict[str, np.ndarray] | None = None,
+                     comparison: Comparison | None = None) -> PairData:
     """The side-by-side data of rows `a` (the reference) and `b` of one request at MoE layer `layer`.
 
     `capacity_a`, `capacity_b` are the runs' [S, G] capacities at that layer; `moe_layers` the model
@@ -253,31 +272,29 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
     the cause's own layer; `record` the
     explanation-table record of the pair (its confirmed cause replaces the guess); `request_ids`
     maps run names to their rows' requests, to name who took the slots. Raises ValueError when the
-    rows hold different requests or prompts, or the layer does not exist.
+    rows hold different requests or prompts, or the layer does not exist. `comparison` passes
+    `compare_rows(a, b)` when already computed (another layer of the same pair).
     """
     if not 0 <= layer < a.n_layers:
         raise ValueError(f"MoE layer {layer} outside 0..{a.n_layers - 1}")
-    verdict, diff = explain_pair_with_differences(a, b)
-    curves = pair_curves(a, b, differences=diff)
+    comparison = comparison or compare_rows(a, b)
+    verdict, diff, curves = comparison.verdict, comparison.differences, comparison.curves
     T = max(a.length, b.length)
     C = curves.length
     ea, ka = a.expert[:, :C], a.kept[:, :C]
     eb, kb = b.expert[:, :C], b.kept[:, :C]
     a_only, b_only = drop_differences(ea, ka, eb, kb)
     routed = diff.routed[None, :]
-    def model_layer_of(li: int) -> int:
-        return int(moe_layers[li]) if moe_layers is not None and 0 <= li < len(moe_layers) else li
-
-    model_layer = model_layer_of(layer)
+    shown_layer = model_layer(moe_layers, layer)
     ids = request_ids or {}
     displacing_run = verdict.displacement.run if verdict.displacement is not None else ""
     cause = cause_text(verdict, record, vocab=vocab, request_ids=ids.get(displacing_run),
-                       model_layer=model_layer_of(verdict.layer) if verdict.layer >= 0 else None)
+                       model_layer=model_layer(moe_layers, verdict.layer) if verdict.layer >= 0 else None)
     cause_layer = cause.event[1]
     return PairData(
-        request=a.request, layer=layer, model_layer=model_layer,
-        a=_heatmap(a, layer, model_layer, vocab, capacity_a),
-        b=_heatmap(b, layer, model_layer, vocab, capacity_b),
+        request=a.request, layer=layer, model_layer=shown_layer,
+        a=_heatmap(a, layer, shown_layer, vocab, capacity_a),
+        b=_heatmap(b, layer, shown_layer, vocab, capacity_b),
         prompt_len=a.prompt_len, length=T, compared=C, t_star=verdict.t_star,
         kinds=difference_kinds(diff, T),
         changed=_pad(diff.expert, T, False), dropped_a_only=_pad(a_only & routed, T, False),
@@ -290,6 +307,6 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         drops_b=_pad(drops(b.expert, b.kept).sum(axis=0).astype(np.float64), T),
         text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
         verdict=verdict, cause=cause,
-        cause_model_layer=model_layer_of(cause_layer) if cause_layer >= 0 else None,
+        cause_model_layer=model_layer(moe_layers, cause_layer) if cause_layer >= 0 else None,
         exact_logits=curves.exact_logits,
     )

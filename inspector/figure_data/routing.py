@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.tokens import token_labels
-from traces.schema import DROPLESS_CAPACITY
+from traces.analysis.displacement import capacity_text
+from traces.analysis.layers import model_layer
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -137,10 +138,8 @@ def routing_figure_data(
 def read_routing(trace, run, layer: int, row: int) -> RoutingData:
     """Read one (layer, row) slice of `run` from `trace` and build its heatmap data."""
     T = run.row_length(row)
-    moe_layers = list(trace.moe_layers)
     return routing_figure_data(
-        run=run.name, row=row, layer=layer,
-        model_layer=int(moe_layers[layer]) if layer < len(moe_layers) else layer,
+        run=run.name, row=row, layer=layer, model_layer=model_layer(trace.moe_layers, layer),
         request=int(run.request_ids[row]), vocab=trace.vocab,
         tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
         router_logits=run.router_logits[layer, row, :T], expert=run.expert[layer, row, :T],
@@ -148,15 +147,6 @@ def read_routing(trace, run, layer: int, row: int) -> RoutingData:
         group=run.group[layer, row, :T], step=run.step[row, :T], capacity=run.capacity[:, layer, :],
         probabilities="routing/router_logits" not in getattr(run, "not_recorded", ()),
     )
-
-
-def capacity_text(capacity: int) -> str:
-    """How a capacity value reads in the UI."""
-    if capacity == DROPLESS_CAPACITY:
-        return "dropless"
-    if capacity < 0:
-        return "unknown"
-    return str(capacity)
 
 
 def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
@@ -182,9 +172,9 @@ def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
             outcome = "DROPPED"
             relation = "≥" if cap >= 0 else "vs"
         lines.append(f"choice {k + 1} of {K} · {outcome}")
-        lines.append(f"slot {slot} {relation} capacity {capacity_text(cap)}")
+        lines.append(f"slot {slot} {relation} {capacity_text(cap)}")
     else:
-        lines.append(f"not chosen (capacity {capacity_text(cap)})")
+        lines.append(f"not chosen ({capacity_text(cap)})")
     lines.append(f"group {int(data.group[t])} · step {int(data.step[t])}"
                  + (" (prefill)" if int(data.step[t]) == 0 else ""))
     return "\n".join(lines)

@@ -16,8 +16,9 @@ import numpy as np
 from inspector.figure_data.divergence_source import RunChoice, find_record
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import BranchNode, ExplainRecord, RequestAnalysis, analyse_request
+from traces.analysis.cause_table import colour, meaning, settles
 from traces.analysis.divergence import leaves
-from traces.analysis.explain_table import NOT_CONFIRMED, summarize_causes
+from traces.analysis.explain_table import summarize_causes
 from traces.analysis.proof import NO_PROOF
 from traces.schema import MISSING
 
@@ -46,6 +47,7 @@ class CauseRow:
     share: float             # of the divergent runs
     confirmed: int           # of `count`, how many a counterfactual rerun confirmed
     proven: int = 0          # of `count`, how many have a proven event or minimal set of events
+    colour: str = ""         # '#rrggbb' of the cause (traces.analysis.cause_table)
 
 
 @dataclass(frozen=True)
@@ -115,15 +117,16 @@ class RunsData:
 
     def to_columns(self) -> dict[str, np.ndarray]:
         """One row per run: the table a CSV export writes."""
+        # A run that never diverges has no cause (its verdict's label is for the figure).
+        causes = [c if t >= 0 else "" for c, t in zip(self.run_causes, self.t_star, strict=True)]
         return {
             "run": np.array([c.run for c in self.choices], dtype=object),
             "row": np.array([c.row for c in self.choices]),
             "condition": np.array([c.condition for c in self.choices], dtype=object),
             "completion": self.labels,
             "t_star": self.t_star,
-            # A run that never diverges has no cause (its verdict's label is for the figure).
-            "cause": np.array([c if t >= 0 else ""
-                               for c, t in zip(self.run_causes, self.t_star, strict=True)], dtype=object),
+            "cause": np.array(causes, dtype=object),
+            "cause_meaning": np.array([meaning(c) for c in causes], dtype=object),
             "confirmed": np.array(self.run_confirmed),
             "cause_event": np.array(list(self.run_events) or [""] * self.n_runs, dtype=object),
         }
@@ -204,7 +207,7 @@ def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], cho
         record = find_record(records, c.run, c.row, ref.run, ref.row) if c.key != ref.key else None
         settled = record is not None and bool(record.confirmed_cause)
         causes.append(record.confirmed_cause if settled else v.cause)
-        confirmed.append(settled and v.diverged and record.confirmed_cause not in NOT_CONFIRMED)
+        confirmed.append(settled and v.diverged and settles(record.confirmed_cause))
         proven.append(bool(confirmed[-1] and record.proven))
         if not v.diverged:
             events.append("")
@@ -220,7 +223,7 @@ def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], cho
         return sum(1 for c, k, d in zip(causes, flags, diverged, strict=True) if d and k and c == cause)
 
     rows = tuple(CauseRow(cause=cause, count=n, share=share, confirmed=count(confirmed, cause),
-                          proven=count(proven, cause))
+                          proven=count(proven, cause), colour=colour(cause))
                  for cause, n, share in summary.rows())
     return rows, tuple(causes), tuple(confirmed), summary.describe(), tuple(events)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.tokens import display_token, token_text
-from traces.analysis.curves import drops, router_margin
+from traces.analysis.measures import drops, router_margin
 
 #: Shading modes of the text strip, as the UI names them.
 SHADE_MODES = ("drops (all layers)", "drops (this layer)", "router margin (smallest over layers)")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from inspector.figure_data.load import LoadData
-from inspector.figure_data.routing import capacity_text
 from inspector.figures.axes import CategoryAxis, CountAxis
 from inspector.figures.style import FigureStyle, place_legend, row_colors
 from inspector.qt import QtCore, QtGui, pg
+from traces.analysis.displacement import capacity_text
 
 
 def stacked_segments(counts: np.ndarray, base: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
@@ -94,7 +94,7 @@ class LoadFigure:
             plot.setYRange(0, top, padding=0)
         step = "prefill" if data.step == 0 else f"decode step {data.step}"
         self.totals.setTitle(
-            f"run {data.run} · {step} · layer {data.layer} · group {data.group}<br>capacity "
+            f"run {data.run} · {step} · layer {data.layer} · group {data.group}<br>"
             f"{capacity_text(cap)} · requested {int(data.requested.sum())}, kept {int(data.kept.sum())}, "
             f"dropped {int(data.dropped.sum())}",
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
@@ -140,7 +140,7 @@ class LoadFigure:
             return None
         d = self.data
         lines = [f"expert {e}: requested {int(d.requested[e])}, kept {int(d.kept[e])}, "
-                 f"dropped {int(d.dropped[e])}, capacity {capacity_text(d.capacity)}"]
+                 f"dropped {int(d.dropped[e])}, {capacity_text(d.capacity)}"]
         for b in np.nonzero((d.row_kept[:, e] + d.row_dropped[:, e]) > 0)[0]:
             who = "probe " if b == d.probe_row else ""
             lines.append(f"{who}row {b} (request {int(d.request_ids[b])}): kept {int(d.row_kept[b, e])}, "

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from inspector.figure_data.pair import (
-    DIFFERENCE_KINDS,
+    CELL_KINDS,
     EXPERTS,
     KEPT_SET,
     NOT_COMPARED,
@@ -33,7 +33,7 @@ from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, pg
 
-#: RGB of each difference kind in the layer x position map (index = code of DIFFERENCE_KINDS).
+#: RGB of each difference kind in the layer x position map (index = code of CELL_KINDS).
 KIND_COLORS = np.array([(246, 246, 246), (253, 212, 158), (252, 141, 89), (215, 48, 31), (106, 81, 163),
                         (200, 200, 200)], dtype=np.uint8)
 #: RGB of the strip: nothing, the row's event, not compared.
@@ -71,7 +71,7 @@ def legend_html(style: FigureStyle) -> str:
     """The key of the difference map, the strip and the curves, as one wrapped paragraph."""
     def square(rgb) -> str:
         return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
-    kinds = " ".join(f"{square(KIND_COLORS[c])} {DIFFERENCE_KINDS[c]}"
+    kinds = " ".join(f"{square(KIND_COLORS[c])} {CELL_KINDS[c]}"
                      for c in (ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED))
     return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ proven cause (no proof yet: the '
             f'first difference) · ○ first bitwise difference · □ first differing decision per layer. '

@@ -13,15 +13,15 @@ from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomView
 from inspector.figures.divergence_text import HtmlBlock
 from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.style import FigureStyle, categorical_colors
-from inspector.qt import QtCore, pg
+from inspector.qt import QtCore, QtGui, pg
 
 #: Completions named in the colour key; the rest are counted in one entry.
 LEGEND_COMPLETIONS = 10
 #: Splits labelled with their counts on top of the map, on at most SPLIT_ROWS rows.
 LABELLED_SPLITS = 8
 SPLIT_ROWS = 2
-CAUSE_COLOR = "#fdae6b"
-CONFIRMED_COLOR = "#e6550d"
+#: How much darker a cause's confirmed runs are drawn than its colour (QColor.darker, percent).
+CONFIRMED_SHADE = 150
 
 
 def confirmed_text(confirmed: int, count: int) -> str:
@@ -98,10 +98,8 @@ class RunsFigure:
         self.causes.showGrid(y=True, alpha=0.25)
         self.style.style_plot(self.causes)
         # One bar per cause: its confirmed runs (dark) at the bottom, the unconfirmed (light) on top.
-        self.cause_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=CAUSE_COLOR,
-                                          pen=pg.mkPen("#a0522d"))
-        self.confirmed_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=CONFIRMED_COLOR,
-                                              pen=pg.mkPen("#a0522d"))
+        self.cause_bars = pg.BarGraphItem(x=[], height=[], width=0.7, pen=pg.mkPen("#a0522d"))
+        self.confirmed_bars = pg.BarGraphItem(x=[], height=[], width=0.7, pen=pg.mkPen("#a0522d"))
         self.causes.addItem(self.cause_bars)
         self.causes.addItem(self.confirmed_bars)
         self.causes.vb.sigResized.connect(self._cause_headroom)
@@ -145,8 +143,11 @@ class RunsFigure:
         x = np.arange(len(names), dtype=np.float64)
         confirmed = np.array([c.confirmed for c in data.causes], dtype=float)
         count = np.array([c.count for c in data.causes], dtype=float)
-        self.confirmed_bars.setOpts(x=x, height=confirmed, width=0.7)
-        self.cause_bars.setOpts(x=x, y0=confirmed, height=count - confirmed, width=0.7)
+        # Each cause in its colour of the table of causes; its confirmed runs in a darker shade.
+        brushes = [pg.mkBrush(c.colour) for c in data.causes]
+        darker = [pg.mkBrush(QtGui.QColor(c.colour).darker(CONFIRMED_SHADE)) for c in data.causes]
+        self.confirmed_bars.setOpts(x=x, height=confirmed, width=0.7, brushes=darker)
+        self.cause_bars.setOpts(x=x, y0=confirmed, height=count - confirmed, width=0.7, brushes=brushes)
         self.cause_axis.set_labels([c.cause for c in data.causes])
         for item in self.cause_labels:
             self.causes.removeItem(item)

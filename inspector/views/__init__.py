@@ -1,11 +1,11 @@
-"""The views of the main window: one widget per declaration of `inspector.export.registry.SPECS`,
+"""The views of the main window: one widget per declaration of `inspector.specs.registry.SPECS`,
 in the registry's order. Each widget names its declaration (`View.name`); title, key and place come
 from there.
 """
 
 from __future__ import annotations
 
-from inspector.export.registry import SPECS
+from inspector.specs.registry import SPECS
 from inspector.views.base import View
 from inspector.views.layers import LayersView
 from inspector.views.load import LoadView

@@ -1,6 +1,6 @@
 """What every view has: its declaration, a lazy redraw when shown, what it exports, and saved settings.
 
-A view's name, title, key and place come from its declaration in `inspector.export.registry.SPECS`
+A view's name, title, key and place come from its declaration in `inspector.specs.registry.SPECS`
 (`name` picks it). A view subscribes to the shared `InspectorState`, asks it for figure data and
 hands the data to a figure builder; it does no maths and no file I/O itself. A hidden view only
 notes that it is out of date and redraws when it becomes visible, so a layer switch costs only what
@@ -13,14 +13,14 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
-from inspector.export.registry import SPECS, Export, ViewSpec
 from inspector.qt import QtCore, QtWidgets, Signal, pg
+from inspector.specs.registry import SPECS, Export, ViewSpec
 from inspector.views.hover import HoverLine
 from traces import TraceError
 
 if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
     from inspector.app.settings import Settings
-    from inspector.app.state import InspectorState
+    from inspector.state.signals import InspectorState
 
 log = logging.getLogger(__name__)
 

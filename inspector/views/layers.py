@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figures.layers import LayersFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 

@@ -3,12 +3,12 @@ share of each batch row, i.e. who filled the buffers."""
 
 from __future__ import annotations
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figure_data.load import load_data, step_positions
 from inspector.figures.load import LoadFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from traces.schema import ABSENT_GROUP

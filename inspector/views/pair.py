@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
-from inspector.figure_data.divergence_source import DivergenceSource, find_record
-from inspector.figure_data.pair import pair_figure_data
+from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause_html, completion_html
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine
 from inspector.views.notice import Notice
@@ -172,21 +171,12 @@ class PairView(View):
         if a.key == b.key:
             self._say("Runs A and B are the same run: pick two different runs to compare.")
             return
-        row_a, row_b = source.row(a.run, a.row), source.row(b.run, b.row)
-        record = find_record(source.records(), b.run, b.row, a.run, a.row)
-
-        def read(layer: int):
-            return pair_figure_data(
-                row_a, row_b, layer, vocab=source.vocab, capacity_a=source.capacity(a.run, layer),
-                capacity_b=source.capacity(b.run, layer), moe_layers=source.moe_layers,
-                record=record,
-                request_ids={a.run: source.request_ids(a.run), b.run: source.request_ids(b.run)})
-
+        n_layers = source.row(a.run, a.row).n_layers
         try:
-            data = read(min(self.state.layer, row_a.n_layers - 1))
+            data = source.pair(a, b, min(self.state.layer, n_layers - 1))
             pair_key = (a.key, b.key)
             if pair_key != self._pair_shown and self.go_to_cause(data):  # a new pair opens on its cause
-                data = read(min(self.state.layer, row_a.n_layers - 1))
+                data = source.pair(a, b, min(self.state.layer, n_layers - 1))
             self._pair_shown = pair_key
         except ValueError as exc:
             self._say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")

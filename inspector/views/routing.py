@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import COLORMAPS, FigureStyle
 from inspector.qt import QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from traces import TraceError

@@ -3,18 +3,18 @@ positions by completion cluster, and the table of causes (how many of each are p
 
 from __future__ import annotations
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
 from inspector.figure_data.runs import RunsData, runs_figure_data
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 from inspector.views.notice import Notice
-from traces.analysis import mode_reference
 from traces.analysis.proof import NO_PROOF
+from traces.analysis.reference import reference_index
 
 ALL_CONDITIONS = "all conditions"
 RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -241,7 +241,7 @@ class RunsView(View):
         from_table = table_reference(records, choices)
         if from_table in names:
             return names.index(from_table), "the reference of the explanation table"
-        return mode_reference(rows), "the first run with the most common completion"
+        return reference_index(names), "the first run of the request in this condition"
 
     def _fill_tree(self, data: RunsData) -> None:
         self.tree.clear()

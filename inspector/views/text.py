@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inspector.export.registry import Export
-from inspector.export.selection import Selection
 from inspector.figure_data.text import SHADE_MODES
 from inspector.figures.style import FigureStyle
 from inspector.figures.text import TextFigure
 from inspector.qt import Qt, QtCore, QtWidgets, pg
+from inspector.specs.registry import Export
+from inspector.specs.selection import Selection
 from inspector.views.base import View
 from inspector.views.hover import HoverLine
 

@@ -30,6 +30,7 @@ from model.hf.families import RouterFamily
 from model.hf.tap import RouterTap, StepContext
 from model.kernels import check_mode
 from model.routing import RoutingPolicy
+from model.transformer import ForwardOutput
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +51,6 @@ class HFConfigView:
 
     def to_dict(self) -> dict:
         return dict(self.hf)
-
-
-@dataclass(frozen=True)
-class ForwardOutput:
-    logits: torch.Tensor  # [B,T,V] float32
-    routing: list  # [L] LayerRouting
 
 
 class HFCache:

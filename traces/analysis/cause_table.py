@@ -4,7 +4,13 @@ Every summary, view, export and CSV reads this table (docs/experiments.md, cause
 a cause is declared once. `kind` groups causes by mechanism: `capacity` (rows compete for expert
 slots), `numeric` (floating-point differences of the kernels), `mixed` (a minimal set of events of
 both), `random` (a seeded choice), `none` (nothing differs) and `unproven` (nothing is proven).
-`explained` is False for the causes counted together as the unexplained share.
+`explained` is False for the causes counted together as the unexplained share; `observed` is True for
+the causes the first-difference walk (`traces.analysis.causes.explain_pair`) names, False for those
+only `explain`'s reruns settle on.
+
+Everything derived (the summary's order, the unexplained share, the unsettled causes, the numeric
+causes acting through the router) is read from `CAUSE_TABLE` when asked, so a cause added to the
+table reaches every summary, view and CSV.
 """
 
 from __future__ import annotations
@@ -21,41 +27,70 @@ class Cause:
     kind: str       # capacity, numeric, mixed, random, none, unproven
     colour: str     # '#rrggbb', the same in every view and figure
     explained: bool
+    observed: bool  # the first-difference walk can name it (else only the reruns settle on it)
 
 
 _CAUSES = (
     Cause("capacity", "a candidate was dropped for lack of expert slots (capacity coupling with the batch)",
-          "capacity", "#fdae6b", True),
+          "capacity", "#fdae6b", True, True),
     Cause("router_flip", "a numeric near-tie flipped the router's choice of experts", "numeric", "#9ecae1",
-          True),
-    Cause("seeded_random", "a seeded random choice of experts differs", "random", "#c7e9c0", True),
+          True, True),
+    Cause("seeded_random", "a seeded random choice of experts differs", "random", "#c7e9c0", True, True),
     Cause("renormalization", "the after-drop renormalization of the weights differs", "numeric", "#bcbddc",
-          True),
+          True, True),
     Cause("upstream_numeric", "a numeric difference upstream of the router (the router's input differs)",
-          "numeric", "#6baed6", True),
+          "numeric", "#6baed6", True, True),
     Cause("output_numeric", "routing is identical; a numeric difference in the expert or attention "
-                            "reductions", "numeric", "#3182bd", True),
+                            "reductions", "numeric", "#3182bd", True, True),
     Cause("numeric_routing", "routing changed without a capacity limit (numeric): the chosen experts "
                              "differ in a dropless engine whose router logits were not recorded", "numeric",
-          "#08519c", True),
+          "#08519c", True, True),
     Cause("token_near_tie", "next-token near-tie: routing identical up to the split, the token choice "
-                            "flipped (router logits not recorded)", "numeric", "#2171b5", True),
+                            "flipped (router logits not recorded)", "numeric", "#2171b5", True, True),
     Cause("mixed", "a minimal set of events that mixes capacity drops and numeric router changes carries "
-                   "the split", "mixed", "#e6550d", True),
+                   "the split", "mixed", "#e6550d", True, False),
     Cause("unexplained", "the tokens differ but no routing or logit difference precedes them", "unproven",
-          "#969696", False),
+          "#969696", False, True),
     Cause("unconfirmed", "the reruns point at a cause, but no event or minimal set of events is proven to "
-                         "carry the split", "unproven", "#bdbdbd", False),
+                         "carry the split", "unproven", "#bdbdbd", False, False),
     Cause("not_reproduced", "the reruns took another decision than the recording, so they confirm nothing",
-          "unproven", "#d9d9d9", False),
-    Cause("identical", "the two runs agree on tokens, routing and logits", "none", "#f0f0f0", True),
+          "unproven", "#d9d9d9", False, False),
+    Cause("identical", "the two runs agree on tokens, routing and logits", "none", "#f0f0f0", True, True),
 )
 
 #: Every cause by name, in the order summaries list them.
 CAUSE_TABLE: dict[str, Cause] = {c.name: c for c in _CAUSES}
 
-#: Names counted together as the unexplained share (the goal is 0).
-UNEXPLAINED: tuple[str, ...] = tuple(c.name for c in _CAUSES if not c.explained)
+#: The kind of the causes that are floating-point differences of the kernels.
+NUMERIC = "numeric"
+#: The numeric cause whose routing is identical (the difference is in the expert or attention output).
+OUTPUT_NUMERIC = "output_numeric"
+
+
+def first_difference_causes() -> tuple[str, ...]:
+    """The causes the first-difference walk names, in the order summaries list them."""
+    return tuple(name for name, c in CAUSE_TABLE.items() if c.observed)
+
+
+def unexplained() -> tuple[str, ...]:
+    """The causes counted together as the unexplained share (the goal is 0)."""
+    return tuple(name for name, c in CAUSE_TABLE.items() if not c.explained)
+
+
+def unsettled() -> tuple[str, ...]:
+    """Confirmed causes that confirm nothing: the reruns' verdicts that are no cause ('unconfirmed',
+    'not_reproduced'), as opposed to 'unexplained', which the first difference itself can be."""
+    return tuple(name for name, c in CAUSE_TABLE.items() if not c.explained and not c.observed)
+
+
+def settles(confirmed_cause: str) -> bool:
+    """Whether a stored confirmed cause settles its pair ('' is: not rerun yet)."""
+    return bool(confirmed_cause) and confirmed_cause not in unsettled()
+
+
+def router_numeric() -> tuple[str, ...]:
+    """The numeric causes that act through the router (all numeric ones but the output's)."""
+    return tuple(name for name, c in CAUSE_TABLE.items() if c.kind == NUMERIC and name != OUTPUT_NUMERIC)
 
 
 def meaning(name: str) -> str:

@@ -38,112 +38,14 @@ while the cause is a later capacity drop or router flip.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from traces.analysis import next_token
-from traces.analysis.curves import (
-    RoutingDifferences,
-    max_logit_difference,
-    router_margin,
-    routing_differences,
-    shared_prefix,
-)
-from traces.analysis.displacement import Displacement, displacement
+from traces.analysis.curves import RoutingDifferences, routing_differences, shared_prefix
+from traces.analysis.displacement import displacement
+from traces.analysis.measures import max_logit_difference, router_margin
 from traces.analysis.rows import RowTrace
-
-#: Every cause, in the order summaries list them.
-CAUSES: tuple[str, ...] = ("capacity", "router_flip", "seeded_random", "renormalization", "upstream_numeric",
-                           "output_numeric", "numeric_routing", "token_near_tie", "unexplained", "identical")
-
-#: What a difference at one place is, in the order checked at a (position, layer).
-DIFFERENCE_KINDS: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
-
-#: Layer index used for the next-token logits stage.
-LOGITS_LAYER = -1
-
-
-@dataclass(frozen=True)
-class Difference:
-    """A place where two runs differ: position, layer (-1 for the next-token logits), and what."""
-
-    position: int
-    layer: int
-    kind: str
-
-    def describe(self) -> str:
-        where = "the next-token logits" if self.layer == LOGITS_LAYER else f"layer {self.layer}"
-        what = {"router_logits": "router logits", "expert": "chosen experts", "kept": "kept set",
-                "gate": "weights", "logits": "logits"}[self.kind]
-        return f"position {self.position}, {where} ({what})"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Why run `run` row `row` diverges from the reference `ref_run` row `ref_row` (same request).
-
-    Positions are the sequence's own; `t_star` is the first position whose token differs (-1 when
-    the completions agree over the `compared` positions). Floats are NaN where they do not apply.
-    """
-
-    run: str
-    row: int
-    ref_run: str
-    ref_row: int
-    request: int
-    is_probe: bool                  # this row is the probe of its run
-    ref_is_probe: bool
-    prompt_len: int
-    compared: int                   # positions compared: the shared prefix
-    t_star: int                     # first differing position, -1 none
-    token: int                      # this run's token at t*, -1 none
-    ref_token: int                  # the reference's token at t*, -1 none
-    cause: str                      # one of CAUSES
-    position: int                   # of the cause event, -1 none
-    layer: int                      # of the cause event; -1 for the logits stage or none
-    root: Difference | None         # first bitwise difference of any kind
-    experts: tuple[int, ...] = ()   # at the event, this run, choice order
-    ref_experts: tuple[int, ...] = ()
-    kept: tuple[bool, ...] = ()
-    ref_kept: tuple[bool, ...] = ()
-    gates: tuple[float, ...] = ()
-    ref_gates: tuple[float, ...] = ()
-    slots: tuple[int, ...] = ()
-    ref_slots: tuple[int, ...] = ()
-    rank: int = -1                  # first choice rank that differs at the event
-    router_margin: float = float("nan")  # reference's router-logit gap at `rank` (capacity: z_(K)-z_(K+1))
-    router_delta: float = float("nan")   # max |router logit difference| at the event
-    displacement: Displacement | None = None  # the dropped candidate in the run that dropped it
-    counterpart: Displacement | None = None   # the same candidate in the other run
-    first_logit_difference: int = -1     # first position whose next-token logits differ
-    logit_margin: float = float("nan")   # reference's top-1 - top-2 logit at t* - 1
-    logit_delta: float = float("nan")    # max |logit difference| at t* - 1
-    kl: float = float("nan")             # KL(P_ref || P_run) at t* - 1
-
-    @property
-    def diverged(self) -> bool:
-        return self.t_star >= 0
-
-    @property
-    def new_index(self) -> int:
-        """t* as a 0-based index into the new tokens, -1 none."""
-        return self.t_star - self.prompt_len if self.diverged else -1
-
-    @property
-    def dropped_in(self) -> str:
-        """Run that dropped the candidate of a capacity cause ('' otherwise or when unknown)."""
-        return self.displacement.run if self.displacement is not None else ""
-
-    @property
-    def flip_within_perturbation(self) -> bool:
-        """The logits moved enough to flip the argmax: 2 * max |difference| >= the margin at t* - 1."""
-        return bool(2 * self.logit_delta >= self.logit_margin)
-
-    def describe(self, vocab: list[str] | None = None) -> str:
-        """A plain-language account of the divergence (token ids become strings through `vocab`)."""
-        from traces.analysis.verdict_text import describe_verdict
-        return describe_verdict(self, vocab)
+from traces.analysis.verdict import DIFFERENCE_KINDS, LOGITS_LAYER, Difference, Verdict
 
 
 def explain_pair(ref: RowTrace, other: RowTrace) -> Verdict:
@@ -174,7 +76,7 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
                   prompt_len=ref.prompt_len, compared=compared, t_star=t_star,
                   token=int(other.tokens[t_star]) if t_star >= 0 else -1,
                   ref_token=int(ref.tokens[t_star]) if t_star >= 0 else -1,
-                  root=root, first_logit_difference=first_logits, **_token_flip(ref, other, t_star))
+                  root=root, **_token_flip(ref, other, t_star))
     decision, routing = diff.decision.T, diff.routing.T  # [T, L] in (position, layer) order
     if not _router_recorded(ref) or not _router_recorded(other):
         return _engine_verdict(ref, other, diff, decision, first_logits, t_star, fields), diff

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traces.analysis.rows import LayerRouting
+from traces.analysis.rows import LayerArrays
 from traces.schema import DROPLESS_CAPACITY
 
 
@@ -77,7 +77,7 @@ class Displacement:
         return f"{who}{tail} took {slots} ahead of it"
 
 
-def displacement(layer: LayerRouting, row: int, position: int, rank: int) -> Displacement:
+def displacement(layer: LayerArrays, row: int, position: int, rank: int) -> Displacement:
     """The queue position of candidate (row, position, rank) in `layer` and every candidate ahead."""
     B, T, K = layer.expert.shape
     if not (0 <= row < B and 0 <= position < T and 0 <= rank < K):

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traces.analysis.causes import Verdict
+from traces.analysis.cause_table import unexplained
 from traces.analysis.proof import parse_cells
 from traces.analysis.summary import CauseSummary, summarize_causes
+from traces.analysis.verdict import Verdict
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
@@ -31,9 +32,6 @@ _ADDED_IN_2 = ("reproduction", "drift", "keep_same", "withdraw_same", "logits_sa
                "proof_step", "proof_layer", "proof_position")
 #: Columns a version-2 table lacks (`_version2_defaults`).
 _ADDED_IN_3 = ("proof_kind", "proof_cells", "proof_size", "proof_reruns", "necessary", "reach", "reach_of")
-
-#: Confirmed causes that confirm no cause: not rerun, no single-event proof, reruns not reproduced.
-NOT_CONFIRMED = ("", "unconfirmed", "not_reproduced")
 
 #: Encoding of the counterfactual columns (int8): the rerun's completion equals the reference's.
 COUNTERFACTUAL_CODES = {None: -1, False: 0, True: 1}
@@ -247,7 +245,7 @@ def evidence_rank(record: ExplainRecord) -> int:
     the complete search (version 3: every single event, then a minimal set, with necessity and reach).
     A proof weighs more than bitwise reruns without one. A rerun never replaces a record of a higher
     rank."""
-    if record.confirmed_cause in NOT_CONFIRMED or record.confirmed_cause == "unexplained":
+    if not record.confirmed_cause or record.confirmed_cause in unexplained():
         return 0
     level = 1 if record.reproduction == "decisions" else 2
     if not record.proven:

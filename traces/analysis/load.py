@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from traces.analysis.rows import LayerRouting, layer_routing
+from traces.analysis.rows import LayerArrays, layer_routing
 from traces.schema import ABSENT_GROUP, DROPLESS_CAPACITY
 
 
@@ -89,7 +89,7 @@ def _share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
     return np.divide(part, whole, out=np.zeros(part.shape, np.float64), where=whole > 0)
 
 
-def expert_load(layer: LayerRouting, step: int) -> ExpertLoad:
+def expert_load(layer: LayerArrays, step: int) -> ExpertLoad:
     """Loads of `layer` (one MoE layer of a whole run) at forward step `step`."""
     S, G = layer.capacity.shape
     if not 0 <= step < S:

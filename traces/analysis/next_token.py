@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from traces.analysis.curves import bitwise_differ, kl_divergence, logit_margin, max_logit_difference
+from traces.analysis.measures import bitwise_differ, kl_divergence, logit_margin, max_logit_difference
 from traces.toplogits import TopLogits
 
 #: Mass outside the shared ids below this is rounding (the float32 log-sum-exp is good to about

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traces.analysis.causes import Verdict, explain_pair_with_differences
+from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.curves import PairCurves, RoutingDifferences, pair_curves
 from traces.analysis.divergence import (
     BranchNode,
@@ -21,6 +21,7 @@ from traces.analysis.divergence import (
 )
 from traces.analysis.rows import RowTrace
 from traces.analysis.summary import CauseSummary, summarize
+from traces.analysis.verdict import Verdict
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,12 +61,6 @@ class RequestAnalysis:
         """Per-position curves of run i against the reference (shared prefix by default)."""
         known = self.differences[i] if length is None else None
         return pair_curves(self.rows[self.reference], self.rows[i], length, differences=known)
-
-
-def mode_reference(rows: Sequence[RowTrace], n_new: int | None = None) -> int:
-    """Index of the first run whose completion is the most common one."""
-    completions = count_completions(new_tokens([r.tokens for r in rows], [r.prompt_len for r in rows], n_new))
-    return int(np.argmax(completions.labels == 0))
 
 
 def analyse_request(rows: Sequence[RowTrace], reference: int = 0,

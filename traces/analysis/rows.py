@@ -10,7 +10,7 @@ and T; `traces.analysis.next_token` measures both.
 
 A `RowTrace` is one row of one run cropped to the row's length, in the sequence's own positions:
 position p of a request is the same token in every run, which is what aligns runs by
-(request, position). A `LayerRouting` is one MoE layer of a whole run: what "who displaced me" and
+(request, position). A `LayerArrays` is one MoE layer of a whole run: what "who displaced me" and
 the expert-load view need.
 """
 
@@ -23,21 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from traces.analysis.curves import log_softmax, router_margin
+from traces.analysis.measures import log_softmax, router_margin
 from traces.analysis.next_token import margin
-from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES
+from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES, RUN_DATASETS
 from traces.toplogits import TopLogits
 
 #: Attribute name of each per-run array on a run-like object, in schema order.
 ARRAY_NAMES: tuple[str, ...] = tuple(RUN_ARRAY_NAMES.values())
 
-_DIMS: dict[str, tuple[str, ...]] = {
-    "tokens": ("B", "T"), "prompt_len": ("B",), "step": ("B", "T"),
-    "expert": ("L", "B", "T", "K"), "gate": ("L", "B", "T", "K"), "kept": ("L", "B", "T", "K"),
-    "slot": ("L", "B", "T", "K"), "group": ("L", "B", "T"), "router_logits": ("L", "B", "T", "E"),
-    "requested": ("S", "L", "G", "E"), "load_kept": ("S", "L", "G", "E"), "capacity": ("S", "L", "G"),
-    "logits": ("B", "T", "V"),
-}
+#: Dimension letters of each per-run array, by attribute name (the schema's).
+_DIMS: dict[str, tuple[str, ...]] = {RUN_ARRAY_NAMES[d.path]: d.dims for d in RUN_DATASETS
+                                     if d.path in RUN_ARRAY_NAMES}
 
 
 def _dims(name: str, value) -> tuple[str, ...]:
@@ -142,7 +138,7 @@ def _row_length(tokens: np.ndarray) -> int:
 
 
 @dataclass(frozen=True, eq=False)
-class LayerRouting:
+class LayerArrays:
     """One MoE layer of a whole run: every row's routing, and the step's loads and capacities."""
 
     run: str
@@ -159,12 +155,12 @@ class LayerRouting:
     load_kept: np.ndarray     # [S, G, E]
 
 
-def layer_routing(run: Any, layer: int) -> LayerRouting:
-    """Layer `layer` of a run-like object (reader `Run` or `RunArrays`) as a `LayerRouting`."""
+def layer_routing(run: Any, layer: int) -> LayerArrays:
+    """Layer `layer` of a run-like object (reader `Run` or `RunArrays`) as a `LayerArrays`."""
     L = int(run.expert.shape[0])
     if not 0 <= layer < L:
         raise ValueError(f"run {run.name!r} has MoE layers 0..{L - 1}, not {layer}")
-    return LayerRouting(
+    return LayerArrays(
         run=run.name, layer=layer, request_ids=np.asarray(run.request_ids), probe_row=int(run.probe_row),
         step=np.asarray(run.step[...]), group=np.asarray(run.group[layer]),
         expert=np.asarray(run.expert[layer]), slot=np.asarray(run.slot[layer]),
@@ -192,7 +188,7 @@ class RowTrace:
     router_logits: np.ndarray   # [L, T, E]
     logits: np.ndarray | TopLogits | None = None  # [T, V], or the top-k form [T, J]
     #: Gives a whole layer of this row's run, for "who displaced me"; None when not available.
-    layer_source: Callable[[int], LayerRouting] | None = field(default=None, repr=False)
+    layer_source: Callable[[int], LayerArrays] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         T = self.tokens.shape[0]
@@ -244,7 +240,7 @@ class RowTrace:
         margin = router_margin(self.router_logits, self.expert.shape[2])
         return np.where(self.step >= 0, margin, np.nan)
 
-    def layer(self, l: int) -> LayerRouting:
+    def layer(self, l: int) -> LayerArrays:
         """Layer `l` of this row's whole run (all rows); ValueError when the run is not at hand."""
         if self.layer_source is None:
             raise ValueError(f"{self.label}: the whole run is not available (no layer source)")

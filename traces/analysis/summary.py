@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from traces.analysis.cause_table import UNEXPLAINED
-from traces.analysis.causes import CAUSES, Verdict
+from traces.analysis.cause_table import first_difference_causes, unexplained, unsettled
+from traces.analysis.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -14,12 +14,13 @@ class CauseSummary:
     """Counts and shares of causes over the divergent runs of an experiment.
 
     `n_runs` counts every verdict given, `n_divergent` those whose tokens differ from their
-    reference; shares are of `n_divergent`. Causes not in `CAUSES` are counted under their own name.
+    reference; shares are of `n_divergent`. Causes the first-difference walk does not name
+    (`cause_table.first_difference_causes`) follow, counted under their own name.
     """
 
     n_runs: int
     n_divergent: int
-    counts: dict[str, int]   # every cause of CAUSES (0 when absent), then any other names seen
+    counts: dict[str, int]   # every first-difference cause (0 when absent), then any other names seen
 
     @property
     def shares(self) -> dict[str, float]:
@@ -28,12 +29,12 @@ class CauseSummary:
 
     @property
     def unexplained_share(self) -> float:
-        """Share of divergent runs nothing explains (`traces.analysis.cause_table.UNEXPLAINED`):
+        """Share of divergent runs nothing explains (`traces.analysis.cause_table.unexplained`):
         `unexplained`; `unconfirmed` (no event and no minimal set of events is proven to carry the
         split); and `not_reproduced` (reruns that took another decision than the recording confirm
         nothing). The goal is 0."""
         shares = self.shares
-        return sum(shares.get(cause, 0.0) for cause in UNEXPLAINED)
+        return sum(shares.get(cause, 0.0) for cause in unexplained())
 
     def rows(self) -> list[tuple[str, int, float]]:
         """(cause, count, share) for every cause with a non-zero count, most common first."""
@@ -48,7 +49,7 @@ class CauseSummary:
             return head + "."
         body = ", ".join(f"{c} {n} ({s:.0%})" for c, n, s in self.rows())
         tail = f"unexplained {self.unexplained_share:.0%}"
-        if self.counts.get("not_reproduced") or self.counts.get("unconfirmed"):
+        if any(self.counts.get(cause) for cause in unsettled()):
             tail += " (unconfirmed and not reproduced count as unexplained)"
         return f"{head}: {body}; {tail}."
 
@@ -58,7 +59,7 @@ def summarize_causes(causes: Iterable[str], diverged: Iterable[bool]) -> CauseSu
     causes, diverged = list(causes), [bool(d) for d in diverged]
     if len(causes) != len(diverged):
         raise ValueError(f"{len(causes)} causes but {len(diverged)} divergence flags")
-    counts = dict.fromkeys(CAUSES, 0)
+    counts = dict.fromkeys(first_difference_causes(), 0)
     for cause, d in zip(causes, diverged, strict=True):
         if d:
             counts[cause] = counts.get(cause, 0) + 1

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from traces.analysis.displacement import capacity_text
 
 if TYPE_CHECKING:
-    from traces.analysis.causes import Verdict
+    from traces.analysis.verdict import Verdict
 
 
 def ordinal(n: int) -> str:
@@ -16,7 +16,7 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def token_text(token: int, vocab: list[str] | None) -> str:
+def quoted_token(token: int, vocab: list[str] | None) -> str:
     """A token as its vocabulary string in quotes, or as 'token 17' without a vocabulary."""
     if vocab is not None and 0 <= token < len(vocab):
         return repr(vocab[token])
@@ -116,8 +116,8 @@ def _capacity(v: Verdict, at: str) -> str:
 
 def _split(v: Verdict, vocab: list[str] | None) -> str:
     text = (f"The tokens split at position {v.t_star} (new token {v.new_index}): "
-            f"{token_text(v.ref_token, vocab)} in run {v.ref_run}, "
-            f"{token_text(v.token, vocab)} in run {v.run}")
+            f"{quoted_token(v.ref_token, vocab)} in run {v.ref_run}, "
+            f"{quoted_token(v.token, vocab)} in run {v.run}")
     if v.logit_margin == v.logit_margin:  # not NaN: logits are at hand
         text += (f"; the reference's top-2 logit margin at position {v.t_star - 1} was "
                  f"{_num(v.logit_margin)} against a logit difference of up to {_num(v.logit_delta)}")

@@ -1,0 +1,338 @@
+"""Explain every divergence of a trace by counterfactual reruns, and store the verdicts in the trace.
+
+For each request with two or more runs under one condition (`pairs`), every run is compared with
+the reference by `traces.analysis.explain_pair` (the guess). Each run whose completion differs is
+then rerun with the model (`reruns`): both batches as recorded (checked bit for bit), dropless,
+with batch-invariant kernels, and the divergent row forced to replay the reference's recorded
+routing. When that replay restores the reference's tokens, `search.prove` finds the proven cause:
+the event, or 1-minimal set of events, whose intervention alone removes the split, with its
+necessity and reach. `decide` turns the guess, the reruns and the proof's kind into a confirmed
+cause, and `store` writes the records to the table `explain_counterfactual` of the trace.
+
+A rerun on another machine or thread count rarely gives the recorded floats back bit for bit; it is
+enough that it takes the same decisions (`traces.analysis.reproduction`). Each record says at which
+level its runs were reproduced and how far the floats drifted, and the sentence names both machines
+when they differ. `redo` never replaces a verdict with weaker evidence: a cause confirmed on bitwise
+reruns stays when a rerun elsewhere only reproduces the decisions, or nothing; a proven event weighs
+more than bitwise reruns without one (`evidence_rank`).
+
+Divergent pairs are taken in turns across the groups (the first of every request and condition,
+then the second of each, ...), so `--limit` samples every condition. Pairs an earlier call already
+confirmed with the same checkpoint are kept rather than rerun (unless `redo`, or the table predates
+the search for a proven cause), so a call stopped by Ctrl-C or `--limit` resumes where it stopped;
+Ctrl-C stores the pairs done so far. Progress counts the comparisons, then the reruns, as one bar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lab.counterfactual.decide import Evidence, decide, rerun_text
+from lab.counterfactual.pairs import Group, plan_groups
+from lab.counterfactual.reruns import RerunError, Reruns
+from lab.counterfactual.search import Proof, prove
+from lab.counterfactual.source import (
+    ExplainError,
+    load_hf_model,
+    load_model,
+    resolve_checkpoint,
+)
+from lab.counterfactual.store import TABLE, earlier_records, record_key, store
+from model.device import resolve_device
+from model.fingerprint import machine_fingerprint
+from traces import fingerprint, open_trace
+from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
+from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
+from traces.analysis.proof import format_cells, necessity_text, proof_sentence, reach_text
+from traces.analysis.reference import condition_of
+from traces.analysis.reproduction import NOT_REPRODUCED, weakest
+from traces.analysis.summary import CauseSummary
+
+log = logging.getLogger(__name__)
+
+#: A divergent pair: the analysis' verdict and its table record (counterfactuals not yet filled in).
+Pair = tuple[Verdict, ExplainRecord]
+
+#: (pairs done, pairs to do, label of the last one): how progress is reported.
+ProgressFn = Callable[[int, int, str], None]
+
+
+def no_progress(done: int, total: int, label: str) -> None:
+    """A progress callback that reports nothing."""
+
+
+@dataclass
+class ExplainResult:
+    """What one `explain` call did; `records` are every record of the table after the call."""
+
+    path: str
+    checkpoint: str
+    device: str
+    table: str
+    records: list[ExplainRecord]
+    conditions: dict[str, str]          # run -> condition
+    compared: int = 0                   # pairs compared in this call
+    divergent: int = 0                  # of which diverge
+    rerun: int = 0                      # divergent pairs explained by reruns in this call
+    reused: int = 0                     # divergent pairs an earlier call had explained
+    skipped: int = 0                    # divergent pairs left for a later call (--limit or Ctrl-C)
+    generations: int = 0                # batches generated
+    trials: int = 0                     # of which counterfactual trials of the proof search
+    seconds: float = 0.0
+    interrupted: bool = False
+    not_reproduced: list[str] = field(default_factory=list)
+    kept_stronger: int = 0              # --redo pairs whose earlier, stronger verdict was kept
+    levels: dict[str, str] = field(default_factory=dict)    # run -> reproduction level of its rerun
+    drift: dict[str, float] = field(default_factory=dict)   # dataset -> largest float drift of the reruns
+    recorded_machine: dict = field(default_factory=dict)    # fingerprint stored in the trace
+    rerun_machine: dict = field(default_factory=dict)       # fingerprint of this call's reruns
+
+    def summary(self) -> CauseSummary:
+        """Counts and shares of the confirmed causes over every record of the table."""
+        return summarize_records(self.records)
+
+    def by_condition(self) -> dict[str, CauseSummary]:
+        groups: dict[str, list[ExplainRecord]] = {}
+        for r in self.records:
+            groups.setdefault(self.conditions.get(r.run, ""), []).append(r)
+        return {c: summarize_records(rs) for c, rs in groups.items()}
+
+
+def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "cpu",
+            requests: list[int] | None = None, limit: int | None = None, redo: bool = False,
+            progress: ProgressFn = no_progress) -> ExplainResult:
+    """Load the trace's model (or `checkpoint`) on `device` and run `explain_trace`.
+
+    Raises `traces.TraceError` for an unusable trace and `ExplainError` for a bad option.
+    """
+    if limit is not None and limit < 1:
+        raise ExplainError(f"--limit: must be at least 1, got {limit}")
+    with open_trace(path) as trace:
+        meta = trace.meta
+    torch_device = resolve_device(device, ExplainError)
+    if meta.get("model_source") == "huggingface":
+        model, stem = load_hf_model(meta, checkpoint, torch_device, path)
+    else:
+        stem = resolve_checkpoint(meta, path, checkpoint)
+        model = load_model(meta, stem, torch_device)
+    return explain_trace(path, model, checkpoint=str(stem), device=str(torch_device), requests=requests,
+                         limit=limit, redo=redo, progress=progress)
+
+
+def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str = "cpu",
+                  requests: list[int] | None = None, limit: int | None = None, redo: bool = False,
+                  progress: ProgressFn = no_progress) -> ExplainResult:
+    """Confirm the cause of the divergences of `requests` (default all) in trace `path` with `model`.
+
+    `limit` caps the divergent pairs rerun in this call; `redo` reruns pairs an earlier call with
+    the same `checkpoint` already explained. Raises `traces.TraceError` for an unusable trace and
+    `ExplainError` for a request the trace does not hold.
+    """
+    started = time.perf_counter()
+    path = str(path)
+    with open_trace(path) as trace:
+        if requests is not None:
+            bad = [r for r in requests if not 0 <= r < len(trace.requests)]
+            if bad:
+                raise ExplainError(f"--request: the trace holds requests 0..{len(trace.requests) - 1}, "
+                                   f"not {bad[0]}")
+        order = {name: i for i, name in enumerate(trace.run_names)}
+        conditions = {name: condition_of(trace.run(name).attrs) for name in order}
+        result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
+                               recorded_machine=dict(trace.meta.get("machine") or {}),
+                               rerun_machine=machine_fingerprint(device))
+        earlier = earlier_records(trace, checkpoint)
+        reruns = Reruns(trace, model)
+        machines = _machines_text(result.recorded_machine, result.rerun_machine)
+        fresh: dict = {}
+        try:
+            todo = _compare(trace, plan_groups(trace, requests), result, fresh, progress)
+            todo = _reuse(todo, earlier, result, fresh, limit, redo)
+            compared = result.compared
+            for i, (verdict, record) in enumerate(todo):
+                key = record_key(record)
+                new = _confirm(record, verdict, reruns, machines)
+                old = earlier.get(key)
+                if old is not None and evidence_rank(old) > evidence_rank(new):
+                    log.info("kept the earlier verdict of run %s row %d (%s, %s) over this rerun's (%s, %s)",
+                             record.run, record.row, old.confirmed_cause, old.reproduction,
+                             new.confirmed_cause, new.reproduction)
+                    new = old
+                    result.kept_stronger += 1
+                fresh[key] = new
+                result.rerun += 1
+                progress(compared + i + 1, compared + len(todo),
+                         f"request {verdict.request}, run {verdict.run} row {verdict.row}")
+        except KeyboardInterrupt:
+            result.interrupted = True
+            result.skipped = result.divergent - result.rerun - result.reused
+            log.info("interrupted after %d divergent pairs", result.rerun)
+        result.generations = reruns.generations
+        result.trials = reruns.trials
+        result.not_reproduced = reruns.not_reproduced()
+        result.levels = reruns.levels()
+        result.drift = _largest_drift(reruns.reproductions())
+    records = {**earlier, **fresh}
+    result.records = sorted(records.values(), key=lambda r: (order.get(r.run, len(order)), r.row))
+    result.seconds = time.perf_counter() - started
+    if fresh:
+        store(path, result.records, checkpoint=checkpoint, device=device,
+              not_reproduced=result.not_reproduced, rerun_machine=result.rerun_machine)
+    return result
+
+
+def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
+             progress: ProgressFn) -> list[Pair]:
+    """Compare every pair; store the agreeing ones in `out` and return the divergent ones, in turns
+    across the groups. Progress counts the comparisons; the reruns then continue the same count."""
+    vocab = trace.vocab
+    total = sum(len(g.others) for g in groups)
+    queues = []
+    for group in groups:
+        rows = {m: row_trace(trace.run(m[0]), m[1]) for m in group.members}
+        ref = rows[group.reference]
+        queue = []
+        for member in group.others:
+            verdict = explain_pair(ref, rows[member])
+            record = ExplainRecord.from_verdict(verdict, vocab)
+            result.compared += 1
+            progress(result.compared, total,
+                     f"compared request {group.request}, run {member[0]} row {member[1]}")
+            if verdict.diverged:
+                queue.append((verdict, record))
+            else:
+                confirmed = "identical" if verdict.cause == "identical" else ""
+                out[record_key(record)] = dataclasses.replace(record, confirmed_cause=confirmed)
+        queues.append(queue)
+        result.divergent += len(queue)
+    longest = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(longest) for q in queues if i < len(q)]
+
+
+def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
+           redo: bool) -> list[Pair]:
+    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again, and so is
+    one a table older than the proof search holds: it never searched for a proven cause), cap the rest
+    at `limit`; return those to rerun."""
+    rerun = []
+    for verdict, record in todo:
+        old = earlier.get(record_key(record))
+        searched = old is not None and old.proof_reruns >= 0
+        if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
+            out[record_key(record)] = old
+            result.reused += 1
+        elif limit is not None and len(rerun) >= limit:
+            result.skipped += 1
+        else:
+            rerun.append((verdict, record))
+    return rerun
+
+
+def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -> ExplainRecord:
+    """Rerun one divergent pair and fill in its counterfactual columns, reproduction level, proven
+    cause (event or minimal set, necessity, reach) and confirmed cause."""
+    try:
+        evidence, proof = _evidence(v, reruns)
+    except RerunError as exc:
+        sentence = f"{record.sentence} Reruns impossible: {exc}. Confirmed: {NOT_REPRODUCED}."
+        return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, reproduction="", sentence=sentence)
+    decision = decide(evidence)
+    reproductions = (reruns.reproduction(v.ref_run), reruns.reproduction(v.run))
+    extra = "".join(f" Run {r.run} rerun took another decision: {r.difference}." for r in reproductions
+                    if not r.reproduced)
+    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{_proof_text(v, proof, evidence)}{extra}"
+                f"{machines} Confirmed: {decision.cause} ({decision.reason}).")
+    updated = with_counterfactuals(record, dropless_same=evidence.dropless_same,
+                                   invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
+                                   confirmed_cause=decision.cause)
+    lead = proof.lead
+    kind = proof.kind or ("output_numeric" if decision.cause == "output_numeric" else "")
+    return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift,
+                               keep_same=proof.keep, withdraw_same=proof.withdraw, logits_same=proof.logits,
+                               sufficient=evidence.sufficient, scope=proof.scope,
+                               proof_step=lead.step if lead else -1, proof_layer=lead.layer if lead else -1,
+                               proof_position=lead.position if lead else -1, proof_kind=kind,
+                               proof_cells=format_cells((e.layer, e.position) for e in proof.events),
+                               proof_size=len(proof.events), proof_reruns=proof.reruns,
+                               necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new)
+
+
+def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:
+    """' Proven cause: ... Necessary ... Reach ...' or what the search found not to suffice."""
+    if proof.events:
+        parts = [proof_sentence(e.sufficient, len(proof.events), proof.kind, v.t_star, v.new_index),
+                 necessity_text(proof.necessary), reach_text(proof.reach, proof.n_new),
+                 f"The search took {proof.reruns} reruns."]
+        return " " + " ".join(p for p in parts if p)
+    if e.replay_same:
+        return (f" No single event before the split and no set of the differing events found by delta "
+                f"debugging restores the reference's tokens ({proof.reruns} reruns).")
+    return ""
+
+
+def _machines_text(recorded: dict, rerun: dict) -> str:
+    """' Recorded on X, rerun on Y (threads 1 -> 2).' when the machines differ, else ''."""
+    if not recorded:
+        return f" Rerun on {fingerprint.short_name(rerun)}; the trace does not record its machine."
+    changed = fingerprint.differences(recorded, rerun)
+    if not changed:
+        return ""
+    return (f" Recorded on {fingerprint.short_name(recorded)}, rerun on {fingerprint.short_name(rerun)} "
+            f"({'; '.join(changed)}).")
+
+
+def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
+    ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
+    ref_s, s = reruns.settings(ref_run), reruns.settings(run)
+    coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
+    reproductions = (reruns.reproduction(ref_run), reruns.reproduction(run))
+    level = weakest(r.level for r in reproductions)
+    drift = _drift_text(reproductions)
+    if level == NOT_REPRODUCED:
+        return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Proof()
+    n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
+
+    def agree(variant: str) -> bool | None:
+        a, b = reruns.tokens(ref_run, variant), reruns.tokens(run, variant)
+        if a is None or b is None:
+            return None
+        return _completion(a[ref_row], v.prompt_len, n_new) == _completion(b[row], v.prompt_len, n_new)
+
+    dropless, invariant = agree("dropless"), agree("batch_invariant")
+    replay_same = None
+    if reruns.model.config.is_moe:
+        reference = np.asarray(reruns.trace.run(ref_run).tokens[ref_row, : v.t_star + 1]).astype(int).tolist()
+        replayed = reruns.trial(run, row, reference, replay={row: reruns.reference_routing(ref_run, ref_row)})
+        replay_same = list(replayed[: v.t_star + 1]) == reference
+    as_recorded = [reruns.as_recorded(ref_run, variant) and reruns.as_recorded(run, variant)
+                   for variant in ("dropless", "batch_invariant")]
+    proof = prove(v, reruns) if replay_same else Proof()
+    evidence = Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded,
+                        level=level, drift=drift, proof_kind=proof.kind, sufficient=proof.words(v))
+    return evidence, proof
+
+
+def _largest_drift(reproductions) -> dict[str, float]:
+    """The largest float drift of each dataset over some reruns."""
+    drift: dict[str, float] = {}
+    for r in reproductions:
+        for path, value in r.drift.items():
+            drift[path] = max(drift.get(path, 0.0), value)
+    return drift
+
+
+def _drift_text(reproductions) -> str:
+    """The largest float drift of each dataset over both runs' reruns, as text ('' when none)."""
+    drift = _largest_drift(reproductions)
+    return ", ".join(f"{path} {value:.2g}" for path, value in drift.items() if value > 0)
+
+
+def _completion(tokens: list[int], prompt_len: int, n_new: int) -> list[int]:
+    return list(tokens[prompt_len: prompt_len + n_new])

@@ -1,0 +1,119 @@
+"""Which model reruns a trace: the checkpoint it names (or the one given), checked against the trace.
+
+A trace stores the model configuration (`model_config`), not the weights. The checkpoint is, in
+order: the one given (`--checkpoint`); a `checkpoint` root attribute or `model_config.extra.checkpoint`
+when the recorder stored one; the shipped `assets/moe-default` (or `assets/dense-control` for a dense
+trace). A relative path is looked up beside the trace, then in the working folder, then in the
+repository. The loaded model's configuration must equal the trace's (the free-form `extra` aside);
+whether the weights are the recorded ones is what the bitwise reproduction check then shows.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import checkpoint_paths, load_checkpoint
+
+log = logging.getLogger(__name__)
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+
+
+class ExplainError(ValueError):
+    """A bad option or an unusable input of `explain`; the command line prints it and exits with 2."""
+
+
+def named_checkpoint(meta: dict) -> str | None:
+    """The checkpoint a trace names, if its recorder stored one."""
+    named = meta.get("checkpoint")
+    if not named:
+        extra = (meta.get("model_config") or {}).get("extra") or {}
+        named = extra.get("checkpoint") if isinstance(extra, dict) else None
+    return str(named) if named else None
+
+
+def resolve_checkpoint(meta: dict, trace_path: str | Path, given: str | None) -> Path:
+    """The checkpoint stem to load for a trace (see the module docstring); ExplainError if absent."""
+    if given:
+        stem = Path(given)
+        if not _exists(stem):
+            raise ExplainError(f"--checkpoint: {_weights(stem)} not found")
+        return stem
+    named = named_checkpoint(meta)
+    dense = meta.get("moe_layers", [0]) == []
+    default = ASSETS / ("dense-control" if dense else "moe-default")
+    candidates = []
+    if named:
+        p = Path(named)
+        candidates += [p] if p.is_absolute() else [Path(trace_path).parent / p, p, ASSETS.parent / p]
+    candidates.append(default)
+    for stem in candidates:
+        if _exists(stem):
+            return stem
+    what = f"the trace names {named!r}; " if named else ""
+    raise ExplainError(f"--checkpoint: {what}no checkpoint found at {', '.join(str(c) for c in candidates)}; "
+                       f"give one with --checkpoint")
+
+
+def load_model(meta: dict, stem: Path, device: torch.device) -> torch.nn.Module:
+    """Load the checkpoint and check its configuration against the trace's `model_config`."""
+    try:
+        model, _ = load_checkpoint(stem, device=device)
+    except ValueError as exc:
+        raise ExplainError(f"--checkpoint: {exc}") from None
+    recorded = dict(meta.get("model_config") or {})
+    loaded = model.config.to_dict()
+    differ = sorted(k for k in set(recorded) | set(loaded)
+                    if k != "extra" and recorded.get(k) != loaded.get(k))
+    if differ:
+        shown = ", ".join(f"{k} {loaded.get(k)!r} (trace {recorded.get(k)!r})" for k in differ[:4])
+        raise ExplainError(f"--checkpoint: {stem} is not the trace's model: {shown}")
+    log.info("rerunning with %s on %s", stem, device)
+    return model
+
+
+#: Hugging Face config keys that say where or how a model was loaded, not what it is.
+_HF_PROVENANCE = ("_name_or_path", "transformers_version", "dtype", "torch_dtype")
+
+
+def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_path: str | Path = "."):
+    """(model, name) of a Hugging Face trace (`model_source` "huggingface"): the folder or hub id given
+    or the one the trace names in `checkpoint`, in the trace's dtype, checked against `model_config`.
+    A relative folder the trace names is looked for from here, beside the trace and in the repository."""
+    from model.hf.load import HFLoadError, load_hf
+
+    named = given or meta.get("checkpoint")
+    if not named:
+        raise ExplainError("--checkpoint: the trace names no Hugging Face model; give its folder")
+    name = named
+    if not given and not Path(named).is_absolute():
+        places = (Path(named), Path(trace_path).parent / named, ASSETS.parent / named)
+        found = [p for p in places if p.is_dir()]
+        name = str(found[0]) if found else named
+    try:
+        model = load_hf(str(name), dtype=str(meta.get("dtype", "float32")), device=device)
+    except HFLoadError as exc:
+        raise ExplainError(f"--checkpoint: {exc}") from None
+    except ImportError as exc:
+        raise ExplainError(f"--checkpoint: transformers is not installed ({exc})") from None
+    recorded = dict(meta.get("model_config") or {})
+    loaded = model.config.to_dict()
+    differ = sorted(k for k in set(recorded) | set(loaded)
+                    if k not in _HF_PROVENANCE and recorded.get(k) != loaded.get(k))
+    if differ:
+        shown = ", ".join(f"{k} {loaded.get(k)!r} (trace {recorded.get(k)!r})" for k in differ[:4])
+        raise ExplainError(f"--checkpoint: {name} is not the trace's model: {shown}")
+    log.info("rerunning with %s on %s", name, device)
+    return model, str(named)
+
+
+def _weights(stem: Path) -> Path:
+    return checkpoint_paths(stem)[0]
+
+
+def _exists(stem: Path) -> bool:
+    weights, card = checkpoint_paths(stem)
+    return weights.is_file() and card.is_file()

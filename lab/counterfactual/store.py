@@ -1,0 +1,103 @@
+"""The explanation table in the trace: reading an earlier call's records, writing this call's.
+
+The reruns go to `/tables/explain_counterfactual` (columns of `traces.analysis.explain_table`). A
+call keeps the records of an earlier call made with the same checkpoint, so `--request`, `--limit`
+and an interrupted call complete one table step by step. The write itself holds Ctrl-C back until
+the table is complete: the file is never left with the old table deleted and the new one half done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Sequence
+
+from traces import TraceWriter
+from traces.analysis import ExplainRecord
+from traces.analysis.explain_table import from_columns, table_attrs, table_name, to_columns
+
+log = logging.getLogger(__name__)
+
+#: Name of the table the reruns are stored in.
+TABLE = table_name("counterfactual")
+
+#: What each counterfactual column says (stored with the table).
+COUNTERFACTUAL_MEANING = {
+    "dropless_same": "the request's completions in the two batches agree when both are rerun dropless",
+    "invariant_same": "they agree when both batches are rerun with batch-invariant kernels",
+    "replay_same": "the divergent row, rerun in its batch with the reference's recorded routing forced, "
+                   "gives the reference's tokens through the first divergence t*",
+    "keep_same": "keeping the first difference's dropped candidate (or giving its group the other run's "
+                 "capacity) alone removes the split (-1 when the search did not reach it)",
+    "withdraw_same": "withdrawing the displacing rows' candidates from that expert's queue at the first "
+                     "difference alone removes the split",
+    "logits_same": "giving the row the reference's router logits at the first difference alone removes "
+                   "the split",
+    "sufficient": "the proven cause: the intervention(s) that alone give the other row's tokens through "
+                  "the first split, in words (scope candidate, token or cell: one event; set: a "
+                  "1-minimal set found by delta debugging)",
+    "proof_kind": "capacity, upstream_numeric, output_numeric or mixed",
+    "proof_cells": "layer:position of every event of the proof",
+    "necessary": "the split stays when the row replays the reference's routing everywhere except at the "
+                 "proof's events",
+    "reach": "new tokens that agree with the other row's completion, from the first on, after the "
+             "proven intervention (of reach_of)",
+}
+
+#: How the reference of each row is chosen (`lab.counterfactual.pairs`).
+REFERENCE_RULE = "first run of each request and condition, in write order"
+
+Key = tuple[str, int, str, int]
+
+
+def record_key(r: ExplainRecord) -> Key:
+    """(run, row, reference run, reference row): one record per compared pair."""
+    return (r.run, r.row, r.ref_run, r.ref_row)
+
+
+def earlier_records(trace, checkpoint: str) -> dict[Key, ExplainRecord]:
+    """The records an earlier call stored with the same checkpoint, for runs the trace still holds."""
+    if TABLE not in trace.table_names:
+        return {}
+    columns, attrs = trace.read_table(TABLE)
+    if attrs.get("checkpoint") != checkpoint:
+        log.info("%s: replacing the explanations made with checkpoint %s", trace.path,
+                 attrs.get("checkpoint"))
+        return {}
+    try:
+        records = from_columns(columns)
+    except ValueError as exc:
+        log.info("%s: replacing an unreadable explanation table (%s)", trace.path, exc)
+        return {}
+    known = set(trace.run_names)
+    return {record_key(r): r for r in records if r.run in known and r.ref_run in known}
+
+
+def store(path: str, records: Sequence[ExplainRecord], **attrs) -> None:
+    """Write the table (replacing the old one) with `table_attrs` plus `attrs`."""
+    import torch
+
+    full = table_attrs(torch_version=str(torch.__version__), reference=REFERENCE_RULE,
+                       counterfactuals=COUNTERFACTUAL_MEANING, decision="lab.counterfactual.decide",
+                       **attrs)
+    with interrupts_deferred(), TraceWriter.append(path) as writer:
+        writer.write_table(TABLE, to_columns(records), full)
+    log.info("stored %d explanations in %s /tables/%s", len(records), path, TABLE)
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold Ctrl-C back until the block ends (main thread only), then raise it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

@@ -1,0 +1,66 @@
+"""The search for the proven cause: a complete single-event scan, delta debugging, necessity, reach."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from lab.counterfactual.reruns import Reruns
+from lab.counterfactual.search import ddmin, prove
+from lab.counterfactual.source import load_model, resolve_checkpoint
+from traces import open_trace
+from traces.analysis import explain_pair, row_trace
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
+#: The shipped example's first divergent pair: the probe in c01 against the reference c00.
+REFERENCE, DIVERGENT = ("c00-gshard-cf1.0-batch-native", 2), ("c01-gshard-cf1.0-batch-native", 0)
+
+
+def test_ddmin_finds_a_one_minimal_set_when_events_act_only_together():
+    needed = {3, 11, 17}
+    calls = []
+
+    def test(subset):
+        calls.append(tuple(subset))
+        return needed <= set(subset)
+
+    found = ddmin(list(range(20)), test, budget=200)
+    assert set(found) == needed
+    # 1-minimal: leaving out any one of them fails
+    assert all(not test([x for x in found if x != y]) for y in found)
+    assert ddmin(list(range(20)), lambda s: False, budget=200) is None   # the whole set does not suffice
+    assert ddmin(list(range(20)), test, budget=3) is None                # the budget is spent
+
+
+def test_ddmin_keeps_a_single_sufficient_item_and_the_order():
+    assert ddmin(["a", "b", "c", "d"], lambda s: "c" in s, budget=50) == ["c"]
+    assert ddmin(["a", "b", "c", "d"], lambda s: {"b", "d"} <= set(s), budget=50) == ["b", "d"]
+
+
+@pytest.fixture
+def example_reruns(tmp_path):
+    copy = tmp_path / "example.h5"
+    shutil.copy(EXAMPLE, copy)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # the trace was recorded with one thread
+    with open_trace(copy) as trace:
+        model = load_model(trace.meta, resolve_checkpoint(trace.meta, copy, None), torch.device("cpu"))
+        yield trace, Reruns(trace, model)
+    torch.set_num_threads(threads)
+
+
+def test_the_first_difference_is_not_the_proven_cause_on_the_shipped_example(example_reruns):
+    trace, reruns = example_reruns
+    a, b = row_trace(trace.run(REFERENCE[0]), REFERENCE[1]), row_trace(trace.run(DIVERGENT[0]), DIVERGENT[1])
+    v = explain_pair(a, b)
+    assert (v.cause, v.position, v.layer) == ("capacity", 0, 2)     # observed: a prompt token, layer 2
+    proof = prove(v, reruns)
+    lead = proof.lead
+    # proven: new token 0 (position 28), layer 0, expert 3, by a capacity intervention alone
+    assert len(proof.events) == 1 and proof.kind == "capacity" and proof.scope == "candidate"
+    assert (lead.position - v.prompt_len, lead.layer, lead.intervention.expert) == (0, 0, 3)
+    assert proof.necessary is True
+    # it restores the first split, and the completion splits again soon after
+    assert v.new_index < proof.reach < proof.n_new == 64
+    assert 0 < proof.reruns == reruns.trials

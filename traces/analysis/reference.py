@@ -1,0 +1,42 @@
+"""The reference run: which run the other runs of a request are compared with. One rule for the
+run browser, the runs and pair views, `moe-inspector export` and `moe-inspector explain`.
+
+For a request, the runs of one condition are compared with the first of them in write order. Runs
+whose `condition` attribute is empty are told apart by their routing knobs and kernel mode instead, so
+a pair never mixes two settings. A reference the user chose, or the one an explanation table used,
+replaces the first run where it is among the runs compared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+
+def condition_of(attrs: Mapping) -> str:
+    """A run's condition from its attributes: `condition`, else its routing knobs and kernel mode."""
+    condition = str(attrs.get("condition", "") or "")
+    if condition:
+        return condition
+    routing = attrs.get("routing")
+    knobs = json.dumps(routing, sort_keys=True) if isinstance(routing, dict) else str(routing or "")
+    return f"routing {knobs}, {attrs.get('kernel_mode', '')}".strip(", ")
+
+
+def default_references(runs: Iterable[tuple[str, int, str]]) -> dict[str, str]:
+    """The reference of each run: `runs` are (name, request, condition) in write order, and each one's
+    reference is the first run of its request and condition."""
+    first: dict[tuple[int, str], str] = {}
+    out: dict[str, str] = {}
+    for name, request, condition in runs:
+        out[name] = first.setdefault((request, condition), name)
+    return out
+
+
+def reference_index(names: Sequence[str], *preferred: str | None) -> int:
+    """Index of the reference among `names` (the runs compared, in write order): the first of
+    `preferred` (a chosen run, the explanation table's) that is among them, else the first run."""
+    for name in preferred:
+        if name is not None and name in names:
+            return list(names).index(name)
+    return 0
