@@ -17,7 +17,6 @@ import contextlib
 import functools
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import HEADER, PROMPTS, paired, steady_allocator  # noqa: E402
+from pairs import HEADER, PROMPTS, add_clock_option, clock_of, paired, steady_allocator  # noqa: E402
 from shipped import load_model  # noqa: E402
 
 from model import moe as moe_module  # noqa: E402
@@ -62,11 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--new-tokens", type=int, default=64)
-    p.add_argument("--cpu-time", action="store_true", help="time this thread's CPU time (needs --threads 1)")
+    add_clock_option(p)
     args = p.parse_args(argv)
-    if args.cpu_time and args.threads != 1:
-        p.error("--cpu-time counts one thread's CPU time: use it with --threads 1")
-    timed = functools.partial(paired, clock=time.thread_time if args.cpu_time else time.perf_counter)
+    timed = functools.partial(paired, clock=clock_of(p, args))
     torch.set_num_threads(args.threads)
     allocator = steady_allocator()
     model, origin = load_model()

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pairs import HEADER, PROMPTS, paired, steady_allocator  # noqa: E402
+from pairs import HEADER, PROMPTS, add_clock_option, clock_of, paired, steady_allocator  # noqa: E402
 from shipped import load_dense, load_model  # noqa: E402
 
 from model import kernels  # noqa: E402
@@ -83,13 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--no-profile", action="store_true")
-    p.add_argument("--cpu-time", action="store_true", help="time this thread's CPU time (needs --threads 1)")
+    add_clock_option(p)
     args = p.parse_args(argv)
     if args.repeats < 1 or args.threads < 1 or args.new_tokens < 1:
         p.error("--repeats, --threads and --new-tokens must be positive")
-    if args.cpu_time and args.threads != 1:
-        p.error("--cpu-time counts one thread's CPU time: use it with --threads 1")
-    timed = functools.partial(paired, clock=time.thread_time if args.cpu_time else time.perf_counter)
+    timed = functools.partial(paired, clock=clock_of(p, args))
     torch.set_num_threads(args.threads)
     allocator = steady_allocator()
     model, origin = load_model()

@@ -180,3 +180,17 @@ def block(fn, n: int, then=None):
         if then is not None:
             then()
     return run
+
+
+def add_clock_option(parser) -> None:
+    """`--cpu-time`: time this thread's CPU time instead of wall time (with `--threads 1` only)."""
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time this thread's CPU time (needs --threads 1)")
+
+
+def clock_of(parser, args):
+    """The clock `args` ask for: `time.thread_time` with `--cpu-time` (an error unless one thread),
+    else `time.perf_counter`."""
+    if args.cpu_time and args.threads != 1:
+        parser.error("--cpu-time counts one thread's CPU time: use it with --threads 1")
+    return time.thread_time if args.cpu_time else time.perf_counter
