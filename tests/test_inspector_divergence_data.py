@@ -196,7 +196,7 @@ def test_capacity_pair_marks_t_star_the_drop_and_the_confirmed_cause(known):
     assert "confirmed by counterfactual" in data.cause.headline
     assert data.cause.displacing_rows == (0, 2, 0) and data.cause.displacing_run == "crowded"
     assert [c.request for c in data.cause.displacing] == [1, 3, 1]
-    assert any("dropless" in line and "gives run alone's completion" in line
+    assert any("dropless" in line and "gives A's completion" in line
                for line in data.cause.counterfactuals)
     # The strip at layer 1: B dropped a candidate A kept, at position 1 only; past t* nothing is compared.
     strip = data.strip()

@@ -88,7 +88,7 @@ def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, w
     assert "Cause: capacity — confirmed by counterfactual" in cause
     assert "rows 0, 2, 0 took slots 0-2 ahead of it" in cause
     assert v.data.cause.displacing_rows == verdict.displacement.ahead_rows == (0, 2, 0)
-    assert "dropless gives run alone's completion" in cause
+    assert "dropless gives A's completion" in cause
     # The figure: t* line in every panel, the cause event starred on the layer x position map (the
     # table confirms capacity by whole-batch reruns but stores no proven event: the first difference).
     assert all(line.isVisible() and line.value() == 2 for line in v.figure.t_star_lines)

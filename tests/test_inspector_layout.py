@@ -9,10 +9,12 @@ from inspector.app.errors import open_error_text
 from inspector.app.example import example_path
 from inspector.figures.axes import CountAxis
 from inspector.figures.marks import MarkAxis
-from inspector.qt import QtCore, QtWidgets, pg
+from inspector.qt import QtCore, QtGui, QtWidgets, pg
 from inspector.views.base import MIN_PLOT_PX
 
 SIZES = ((1280, 720), (1472, 920), (1920, 1080))
+#: Room a list item, header, tab or button leaves around its text.
+TEXT_MARGIN_PX = 3
 
 
 @pytest.fixture
@@ -49,18 +51,91 @@ def cut_texts(view) -> list[str]:
                     out.append(text)
             out += [f"{a} overlaps {b}" for i, (a, ra) in enumerate(item.placed)
                     for b, rb in item.placed[i + 1:] if ra.intersects(rb)]
+        if isinstance(item, pg.AxisItem) and item.label.isVisible() and item.label.toPlainText():
+            along = item.height() if item.orientation in ("left", "right") else item.width()
+            if item.label.boundingRect().width() > along + 1:  # the axis name longer than its axis
+                out.append(item.label.toPlainText())
     return out
 
 
-def cut_widget_labels(window) -> list[str]:
-    """Single-line labels of the window whose text is wider than the label."""
+def _item_cuts(view) -> list[str]:
+    """Item texts of a list, tree or table drawn shorter than they are, and header titles likewise."""
+    out = []
+    header = view.header() if isinstance(view, QtWidgets.QTreeView) else view.horizontalHeader() \
+        if isinstance(view, QtWidgets.QTableView) else None
+    if header is not None and header.isVisible():
+        model = header.model()
+        for c in range(header.count()):
+            if header.isSectionHidden(c):
+                continue
+            title = str(model.headerData(c, QtCore.Qt.Orientation.Horizontal) or "")
+            if header.fontMetrics().horizontalAdvance(title) + 2 * TEXT_MARGIN_PX > header.sectionSize(c):
+                out.append(f"header {title!r}")
+    seen = set()
+    port = view.viewport().rect()
+    step = max(view.fontMetrics().height() // 2, 4)
+    for y in range(2, port.height(), step):
+        for x in range(2, port.width(), 8):
+            index = view.indexAt(QtCore.QPoint(x, y))
+            key = (index.row(), index.column(), index.internalId(), index.parent().row())
+            if not index.isValid() or key in seen:
+                continue
+            seen.add(key)
+            text = str(index.data() or "")
+            if not text:
+                continue
+            metrics = QtGui.QFontMetrics(index.data(QtCore.Qt.ItemDataRole.FontRole) or view.font())
+            rect = view.visualRect(index)  # cut sideways by the viewport's edge, not at its bottom
+            rect.setLeft(max(rect.left(), port.left()))
+            rect.setRight(min(rect.right(), port.right()))
+            if rect.height() >= 2 * metrics.height():  # a wrapped item: its lines fit its height
+                lines = metrics.boundingRect(QtCore.QRect(0, 0, rect.width() - 2 * TEXT_MARGIN_PX, 10_000),
+                                             int(QtCore.Qt.TextFlag.TextWordWrap), text)
+                if lines.height() > rect.height() or lines.width() > rect.width() - 2 * TEXT_MARGIN_PX:
+                    out.append(text)
+            elif metrics.horizontalAdvance(text) + 2 * TEXT_MARGIN_PX > rect.width():
+                out.append(text)
+    return out
+
+
+def cut_widgets(window) -> list[str]:
+    """What the window shows shorter than it is, apart from its figures: single-line labels, buttons,
+    combo boxes, tabs, the items and headers of its lists, trees and tables, a toolbar that hides
+    widgets behind its extension button, and every horizontal scroll bar in use."""
     out = []
     for label in window.findChildren(QtWidgets.QLabel):
         text = label.text()
         plain = text and label.textFormat() != QtCore.Qt.TextFormat.RichText and "<" not in text
         if (label.isVisible() and not label.wordWrap() and plain
-                and label.fontMetrics().horizontalAdvance(label.text()) > label.contentsRect().width() + 1):
-            out.append(label.text())
+                and label.fontMetrics().horizontalAdvance(text) > label.contentsRect().width() + 1):
+            out.append(f"label {text!r}")
+    for button in window.findChildren(QtWidgets.QAbstractButton):
+        text = button.text().replace("&", "")
+        if button.isVisible() and text and not isinstance(button, QtWidgets.QCheckBox | QtWidgets.QRadioButton):
+            if button.fontMetrics().horizontalAdvance(text) + 2 * TEXT_MARGIN_PX > button.width():
+                out.append(f"button {text!r}")
+    for combo in window.findChildren(QtWidgets.QComboBox):
+        if combo.isVisible() and combo.currentText():
+            option = QtWidgets.QStyleOptionComboBox()
+            combo.initStyleOption(option)
+            field = combo.style().subControlRect(QtWidgets.QStyle.ComplexControl.CC_ComboBox, option,
+                                                 QtWidgets.QStyle.SubControl.SC_ComboBoxEditField, combo)
+            if combo.fontMetrics().horizontalAdvance(combo.currentText()) > field.width():
+                out.append(f"combo box {combo.currentText()!r}")
+    for bar in window.findChildren(QtWidgets.QTabBar):
+        for i in range(bar.count() if bar.isVisible() else 0):
+            if bar.fontMetrics().horizontalAdvance(bar.tabText(i)) + 2 * TEXT_MARGIN_PX > bar.tabRect(i).width():
+                out.append(f"tab {bar.tabText(i)!r}")
+    for toolbar in window.findChildren(QtWidgets.QToolBar):
+        extension = toolbar.findChild(QtWidgets.QToolButton, "qt_toolbar_ext_button")
+        if toolbar.isVisible() and extension is not None and extension.isVisible():
+            out.append(f"toolbar {toolbar.windowTitle()!r} hides widgets")
+    for area in window.findChildren(QtWidgets.QAbstractScrollArea):
+        if area.isVisible() and not isinstance(area, QtWidgets.QGraphicsView):
+            if area.horizontalScrollBar().maximum() > 0:
+                out.append(f"{type(area).__name__} {area.objectName()!r} scrolls sideways")
+            if isinstance(area, QtWidgets.QAbstractItemView):
+                out += [f"{type(area).__name__}: {t!r}" for t in _item_cuts(area)]
     return out
 
 
@@ -84,7 +159,7 @@ def test_every_view_holds_at_every_size(qtbot, example_window):
                 least = max(table.minimumHeight(), table.minimumSizeHint().height(), 3 * 18 + 20)  # 3 rows
                 assert table.height() >= least, (where, table, table.height())
             assert cut_texts(view) == [], where
-            assert cut_widget_labels(w) == [], where
+            assert cut_widgets(w) == [], where
             # What does not fit scrolls: the graphics are never smaller than their layout needs.
             need = view.graphics.ci.layout.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize)
             size = view.graphics.size()

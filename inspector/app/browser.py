@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inspector.app.browser_fit import TreeFit
 from inspector.figure_data.browser import Mark, RunInfo, RunStats, divergence_mark, references
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 
@@ -35,7 +36,7 @@ COLUMNS = (
 )
 COL = {c.title: i for i, c in enumerate(COLUMNS)}
 _N_COLUMNS = len(COLUMNS)
-WIDTHS = {"run": 190, "vs ref": 58, "probe drops": 84, "drops": 104, "completion": 240, "label": 150,
+WIDTHS = {"run": 190, "vs ref": 50, "probe drops": 84, "drops": 104, "completion": 240, "label": 150,
           "#": 36, "B": 32, "requests": 110, "probe": 44, "routing": 260, "kernels": 90}
 #: Widest the run column grows to fit its names; longer ones are elided in the middle.
 RUN_WIDTH_MAX = 300
@@ -489,8 +490,8 @@ class RunBrowser(QtWidgets.QWidget):
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setAlternatingRowColors(True)
-        self.table.setUniformRowHeights(True)
-        self.table.setIndentation(14)
+        self.table.setIndentation(12)
+        self.fit = TreeFit(self.table, GROUP_ROLE)   # headings wrap; columns show while they fit
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # run names differ at both ends
         self.table.header().setStretchLastSection(False)
         self.table.setWordWrap(False)
@@ -518,12 +519,13 @@ class RunBrowser(QtWidgets.QWidget):
         """Show the runs `names` (attributes and stats known so far in `infos`, `stats`) and, greyed,
         those that cannot be shown (name -> why)."""
         self.model.set_runs(names, infos, unusable, stats)
-        for title, width in WIDTHS.items():
-            self.table.setColumnWidth(COL[title], width)
         # The run column fits the longest name (indented under its group), up to RUN_WIDTH_MAX.
-        longest = max((self.table.fontMetrics().horizontalAdvance(n) for n in names), default=0)
-        fit = longest + self.table.indentation() + 16
-        self.table.setColumnWidth(COL["run"], min(max(WIDTHS["run"], fit), RUN_WIDTH_MAX))
+        bold = QtGui.QFont(self.table.font())
+        bold.setBold(True)  # each reference run is in bold
+        longest = max((QtGui.QFontMetrics(bold).horizontalAdvance(n) for n in names), default=0)
+        fit = longest + 2 * self.table.indentation() + 12  # a run sits two levels in: its group's and its own
+        widths = {**WIDTHS, "run": min(max(WIDTHS["run"], fit), RUN_WIDTH_MAX)}
+        self.fit.set_widths([widths[c.title] for c in COLUMNS])
         self._structure_changed()
 
     def _folded(self, index, folded: bool) -> None:

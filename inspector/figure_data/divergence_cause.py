@@ -11,8 +11,9 @@ same words as the export and the tables).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,10 +59,28 @@ class CauseText:
     displacing_run: str        # run whose queue the displacing candidates are in ('' none)
     displacing: tuple[DisplacingCandidate, ...]
     displacing_summary: str    # 'rows 0, 2, 0 took slots 0-2 ahead of it' ('' none)
+    run_a: str = ""            # the runs the sentences call A and B (named once, in the 'runs' fact)
+    run_b: str = ""
+
+    def letter(self, run: str) -> str:
+        """'A' or 'B' for one of the two runs, else 'run <name>'."""
+        return {self.run_a: "A", self.run_b: "B"}.get(run, f"run {run}") if run else ""
 
     @property
     def displacing_rows(self) -> tuple[int, ...]:
         return tuple(c.row for c in self.displacing)
+
+
+def as_letters(text: str, run_a: str, run_b: str) -> str:
+    """`text` with "run <A's name>" and "run <B's name>" written "A" and "B": the sentences name the two
+    runs by letter, the 'runs' fact names them once in full. Unchanged when the names are equal."""
+    if not run_a or not run_b or run_a == run_b:
+        return text
+    for name, letter in ((run_a, "A"), (run_b, "B")):
+        # A name ends where no name character follows (a full stop ends it when no name character
+        # follows the stop: "cf1.0" is one name, "run c01." ends a sentence).
+        text = re.sub(rf"\b[Rr]un {re.escape(name)}(?![\w-]|\.\w)", letter, text)
+    return text
 
 
 def _num(x: float) -> str:
@@ -238,9 +257,21 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
     if is_proven:
         kind = record.proof_kind.replace("_", " ") or shown
         facts.insert(2, ("proven cause", f"{kind}: {record.sufficient}"))
-    return CauseText(
+    text = CauseText(
         cause=shown, guessed=v.cause, confirmed=confirmed, headline=head, sentence=sentence, proven=is_proven,
         event=event, cells=cells, facts=tuple(facts), counterfactuals=counterfactual_lines(record),
         displacing_run=d.run if d is not None else "", displacing=displacing,
-        displacing_summary=d.describe_ahead() if d is not None else "",
+        displacing_summary=d.describe_ahead() if d is not None else "", run_a=v.ref_run, run_b=v.run,
     )
+    return lettered(text)
+
+
+def lettered(text: CauseText) -> CauseText:
+    """`text` with runs A and B called "A" and "B" in every sentence but the 'runs' fact."""
+    def say(s: str) -> str:
+        return as_letters(s, text.run_a, text.run_b)
+
+    return replace(text, headline=say(text.headline), sentence=say(text.sentence),
+                   facts=tuple((k, v if k == "runs" else say(v)) for k, v in text.facts),
+                   counterfactuals=tuple(say(c) for c in text.counterfactuals),
+                   displacing_summary=say(text.displacing_summary))

@@ -101,8 +101,9 @@ def cause_html(cause: CauseText, style: FigureStyle, brief: str = "") -> str:
                    f"<td>{html.escape(v)}</td></tr>" for k, v in cause.facts)
     parts.append(f"<table cellspacing='0' cellpadding='1'>{rows}</table>")
     if cause.displacing:
-        parts.append(f'<p style="margin: 4px 0 2px 0;"><b>Who took the slots</b> (run '
-                     f'{html.escape(cause.displacing_run)}): {html.escape(cause.displacing_summary)}.</p>')
+        parts.append(f'<p style="margin: 4px 0 2px 0;"><b>Who took the slots</b> (in '
+                     f'{html.escape(cause.letter(cause.displacing_run))}): '
+                     f'{html.escape(cause.displacing_summary)}.</p>')
         head = "".join(f"<th align='left'>{h}</th>" for h in ("slot", "row", "request", "position", "choice",
                                                                "outcome"))
         cells = [f"<tr>{head}</tr>"]

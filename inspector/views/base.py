@@ -30,6 +30,16 @@ MIN_PLOT_PX = 120
 MIN_TABLE_PX = 90
 
 
+def keep_axis_names_whole(plot: pg.PlotItem) -> None:
+    """Never let `plot`'s data area get shorter than the name of its left or right axis (a rotated
+    name longer than its axis is cut at both ends)."""
+    names = [plot.getAxis(side).label for side in ("left", "right")
+             if plot.getAxis(side).isVisible() and plot.getAxis(side).label.isVisible()]
+    need = max((math.ceil(label.boundingRect().width()) + 2 for label in names if label.toPlainText()), default=0)
+    if need > plot.vb.minimumHeight():
+        plot.vb.setMinimumHeight(need)
+
+
 class _FillLayout(QtWidgets.QVBoxLayout):
     """A column whose scroll area fills the viewport down to the content's minimum height: with
     height-for-width (wrapped labels) a `QScrollArea` would size it to its preferred height instead."""
@@ -147,6 +157,8 @@ class View(QtWidgets.QWidget):
         if floor is None:
             return
         graphics, width, height = floor
+        for plot in [i for i in graphics.scene().items() if isinstance(i, pg.PlotItem)]:
+            keep_axis_names_whole(plot)
         for _ in range(4):  # nested layouts post their size changes one level per round
             QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
         # pyqtgraph's nested layouts do not always tell the outer one that they need more room now

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from inspector.figure_data.divergence_source import DivergenceSource
-from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, cause_html, completion_html
+from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, completion_html
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
+from inspector.views.cause_box import CauseBox
 from inspector.views.hover import HoverLine
 from inspector.views.notice import Notice
 from inspector.views.pair_picker import PairPicker
@@ -25,8 +26,13 @@ from inspector.views.token_text import TokenText
 
 HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL and margins. Click a token "
         "or a position to select it in every view; the mouse wheel zooms all panels together.")
-#: Height of the completions and cause above the plots, when the window has room for it.
-TEXTS_PX = 130
+#: Height of the completions above the plots, when the window has room for it, and the least.
+TEXTS_PX = 110
+TEXTS_MIN_PX = 64
+#: Height of the cause box before it is measured, and the most of the view's height its headline and
+#: sentence take (in a small window the plots keep the rest).
+CAUSE_PX = 120
+CAUSE_SHARE = 0.45
 
 
 class PairView(View):
@@ -44,29 +50,33 @@ class PairView(View):
         reset.clicked.connect(self.reset_zoom)
         bar = QtWidgets.QHBoxLayout()
         bar.addWidget(self.picker, 1)
-        bar.addWidget(reset)
-        bar.addWidget(self.export_button())
+        bar.addWidget(reset, 0, Qt.AlignmentFlag.AlignTop)
+        bar.addWidget(self.export_button(), 0, Qt.AlignmentFlag.AlignTop)
         self.notice = Notice()
         self.text_a, self.text_b = TokenText(), TokenText()
-        self.cause_box = QtWidgets.QTextBrowser()
-        self.cause_box.setMinimumHeight(40)
+        self.cause_box = CauseBox()
         self.texts = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
-        for widget in (self.text_a, self.text_b, self.cause_box):
+        for widget in (self.text_a, self.text_b):
             self.texts.addWidget(widget)
-        self.texts.setSizes([300, 300, 420])
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(self.style.background)
         self.figure = PairFigure(self.graphics.ci, self.style)
+        # The cause across the whole width on top, the completions below it, then the plots.
         self.splitter = QtWidgets.QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("divergence")
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.addWidget(self.cause_box)
         self.splitter.addWidget(self.texts)
         self.splitter.addWidget(self.graphics)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([TEXTS_PX, 520])
-        # A small window squeezes the completions to their minimum; growing gives them back the
-        # height they had (or were dragged to) before the plots take the rest.
+        self.splitter.setStretchFactor(2, 1)
+        self.splitter.setSizes([CAUSE_PX, TEXTS_PX, 520])
+        # The cause box shows its headline and sentence whole (up to CAUSE_SHARE of the view's
+        # height); the completions get TEXTS_PX, or what they were dragged to, when the plots leave
+        # room; a small window squeezes them, growing gives them back.
         self._texts_px = TEXTS_PX
-        self.splitter.splitterMoved.connect(lambda *_: setattr(self, "_texts_px", self.splitter.sizes()[0]))
+        self._cause_px = 0
+        self._arranging = False
+        self.splitter.splitterMoved.connect(self._dragged)
         self.splitter.installEventFilter(self)
         self.hover = HoverLine(HINT)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
@@ -74,7 +84,7 @@ class PairView(View):
         for plot in self.figure.heatmaps:
             plot.vb.setMinimumHeight(MIN_PLOT_PX)
         self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 240)
-        self.texts.setMinimumHeight(50)
+        self.texts.setMinimumHeight(TEXTS_MIN_PX)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.figure.strip.getAxis("bottom").showLabel(False)  # the right column's axis names the positions
         self.figure.strip.vb.setMinimumHeight(42)  # its three rows and their names readable
@@ -103,15 +113,32 @@ class PairView(View):
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
         if watched is self.splitter and event.type() == QtCore.QEvent.Type.Resize:
-            QtCore.QTimer.singleShot(0, self._give_texts_back)
+            QtCore.QTimer.singleShot(0, self._arrange)
         return super().eventFilter(watched, event)
 
-    def _give_texts_back(self) -> None:
-        texts, plots = self.splitter.sizes()
-        room = texts + plots - self.graphics.minimumHeight()
-        want = min(self._texts_px, room)
-        if want > texts:
-            self.splitter.setSizes([want, texts + plots - want])
+    def _dragged(self, *args) -> None:
+        if not self._arranging:
+            self._cause_px, self._texts_px = self.splitter.sizes()[:2]
+
+    def _arrange(self) -> None:
+        """Heights of the cause box (its headline and sentence whole, within CAUSE_SHARE of the view),
+        the completions (what they had, as far as the plots leave room) and the plots (the rest)."""
+        cause, texts, plots = self.splitter.sizes()
+        total = cause + texts + plots
+        if total <= 0:
+            return
+        share = int(CAUSE_SHARE * self.scroller.viewport().height())
+        least = max(min(self.cause_box.needed_height(), share), self.cause_box.minimumSizeHint().height(), 40)
+        if least != self.cause_box.minimumHeight():
+            self.cause_box.setMinimumHeight(least)
+        cause = max(least, min(self._cause_px, total - self.graphics.minimumHeight() - self.texts.minimumHeight()))
+        room = total - cause - self.graphics.minimumHeight()
+        texts = max(min(self._texts_px, room), self.texts.minimumHeight())
+        sizes = [cause, texts, max(total - cause - texts, 0)]
+        if sizes != self.splitter.sizes():
+            self._arranging = True
+            self.splitter.setSizes(sizes)
+            self._arranging = False
 
     def export_state(self) -> Export | None:
         d = self.data
@@ -186,8 +213,9 @@ class PairView(View):
         key = (data.request, data.length)
         self.figure.set_data(data, keep_view=key == self._shown, selected=self.state.position)
         self._shown = key
+        self.cause_box.set_cause(data.cause, self.style)
+        self._arrange()
         self._set_texts(scroll_to_t_star=True)
-        self.cause_box.setHtml(cause_html(data.cause, self.style))
 
     def clear(self) -> None:
         self._shown = None

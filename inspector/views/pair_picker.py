@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice
 from inspector.figures.divergence_text import A_COLOR, B_COLOR
-from inspector.qt import QtWidgets, Signal
+from inspector.qt import Qt, QtWidgets, Signal
+from inspector.views.fit_combo import FitComboBox
 
 
 class PairPicker(QtWidgets.QWidget):
@@ -14,31 +15,35 @@ class PairPicker(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.request = QtWidgets.QComboBox()
+        self.request = FitComboBox()
         self.request.setToolTip("Request (prompt) held by several runs")
         self.request.setMinimumContentsLength(14)
-        self.request.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.a = QtWidgets.QComboBox()
+        self.a = FitComboBox()
         self.a.setToolTip("Run A: the reference the cause is stated against")
-        self.b = QtWidgets.QComboBox()
+        self.b = FitComboBox()
         self.b.setToolTip("Run B: the run whose divergence from A is explained")
         for box in (self.a, self.b):
             box.setMinimumContentsLength(18)
-            box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.swap = QtWidgets.QPushButton("⇄ Swap")
         self.swap.setToolTip("Exchange runs A and B")
-        layout = QtWidgets.QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(QtWidgets.QLabel("Request:"))
-        layout.addWidget(self.request)
+        # The request on one line, the pair on the next: two run names side by side and the request
+        # on one line do not fit a 1280-pixel window.
+        top, pair = QtWidgets.QHBoxLayout(), QtWidgets.QHBoxLayout()
+        top.addWidget(QtWidgets.QLabel("Request:"))
+        top.addWidget(self.request, 1)
         a_label, b_label = QtWidgets.QLabel("A:"), QtWidgets.QLabel("B:")
         a_label.setStyleSheet(f"color: {A_COLOR}; font-weight: bold;")
         b_label.setStyleSheet(f"color: {B_COLOR}; font-weight: bold;")
-        layout.addWidget(a_label)
-        layout.addWidget(self.a, 1)
-        layout.addWidget(self.swap)
-        layout.addWidget(b_label)
-        layout.addWidget(self.b, 1)
+        pair.addWidget(a_label)
+        pair.addWidget(self.a, 1)
+        pair.addWidget(self.swap)
+        pair.addWidget(b_label)
+        pair.addWidget(self.b, 1)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(top)
+        layout.addLayout(pair)
         self.source: DivergenceSource | None = None
         self.choices: list[RunChoice] = []
         self.a_pinned = False  # run A was picked here: keep it when run B follows the browser
@@ -63,8 +68,9 @@ class PairPicker(QtWidgets.QWidget):
         for box in (self.a, self.b):
             box.blockSignals(True)
             box.clear()
-            for c in self.choices:
-                box.addItem(c.text(), c.key)
+            for i, c in enumerate(self.choices):  # the condition in the tooltip: the name and row fit
+                box.addItem(f"{c.run} · row {c.row}{' (probe)' if c.is_probe else ''}", c.key)
+                box.setItemData(i, c.text(), Qt.ItemDataRole.ToolTipRole)
             box.blockSignals(False)
 
     def _request_picked(self, index: int) -> None:

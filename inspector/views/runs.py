@@ -11,6 +11,7 @@ from inspector.qt import Qt, QtWidgets, pg
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
+from inspector.views.fit_combo import FitComboBox
 from inspector.views.hover import HoverLine, connect_hover
 from inspector.views.notice import Notice
 from traces.analysis.proof import NO_PROOF
@@ -28,19 +29,18 @@ class RunsView(View):
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
         self.source: DivergenceSource | None = None
-        self.request = QtWidgets.QComboBox()
+        self.request = FitComboBox()
         self.request.setToolTip("Request (prompt) held by several runs")
         self.request.setMinimumContentsLength(18)
-        self.condition = QtWidgets.QComboBox()
+        self.condition = FitComboBox()
         self.condition.setToolTip("Compare the runs of one condition (U(N) mixes no conditions unless asked)")
         self.condition.setMinimumContentsLength(16)
-        self.reference = QtWidgets.QComboBox()
+        self.reference = FitComboBox()
         self.reference.setToolTip("Run the first divergences and causes are stated against")
-        self.reference.setMinimumContentsLength(22)
+        self.reference.setMinimumContentsLength(12)
         bar = QtWidgets.QHBoxLayout()
         boxes = (("Request:", self.request), ("Runs:", self.condition), ("Reference:", self.reference))
         for label, box in boxes:  # long prompts and run names show whole in the open list
-            box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             bar.addWidget(QtWidgets.QLabel(label))
             bar.addWidget(box)
         bar.addStretch(1)
@@ -50,7 +50,10 @@ class RunsView(View):
         self.graphics.setBackground(FigureStyle().background)
         self.figure = RunsFigure(self.graphics.ci)
         self.tree = QtWidgets.QTreeWidget()
-        self.tree.setHeaderLabels(["branch", "runs", "new tokens", "shared text"])
+        # The branch, its runs and new tokens; the text the runs share is in each row's tooltip, so the
+        # tree fits its column without scrolling sideways.
+        self.tree.setHeaderLabels(["split at → completion", "runs", "new tokens"])
+        self.tree.setIndentation(12)
         self.tree.setToolTip("Prefix tree of the completions: runs agree inside a node and split at its end; "
                              "double-click a node to select its first run in every view")
         self.tree.setUniformRowHeights(True)
@@ -248,16 +251,19 @@ class RunsView(View):
         items: list[QtWidgets.QTreeWidgetItem] = []
         for node in data.tree:
             if node.parent < 0:
-                branch = f"all {node.count} runs"
+                branch, said = f"all {node.count} runs", f"all {node.count} runs"
             else:
-                branch = f"{node.token!r} at new token {node.start - 1}"
+                branch, said = f"{node.token!r} at {node.start - 1}", f"{node.token!r} at new token {node.start - 1}"
             if node.completion >= 0:
-                branch += f" → completion #{node.completion}"
+                branch += f" → #{node.completion}"
+                said += f", then completion #{node.completion}"
             end = min(node.split, data.n_new)
             span = f"{node.start}-{end - 1}" if end > node.start else "-"
-            item = QtWidgets.QTreeWidgetItem([branch, str(node.count), span, node.text])
+            item = QtWidgets.QTreeWidgetItem([branch, str(node.count), span])
             item.setData(0, RUNS_ROLE, node.runs)
-            item.setToolTip(0, "runs: " + ", ".join(node.runs))
+            tip = f"{said}; shared text: {node.text!r}; runs: {', '.join(node.runs)}"
+            for column in range(3):
+                item.setToolTip(column, tip)
             item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             if node.parent < 0:
                 self.tree.addTopLevelItem(item)

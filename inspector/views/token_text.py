@@ -29,19 +29,41 @@ class TokenText(QtWidgets.QTextBrowser):
 
     def set_tokens(self, html: str, offsets: np.ndarray, positions: np.ndarray,
                    scroll_to: int | None = None) -> None:
-        """Show `html`; scroll to the token of sequence position `scroll_to`, else keep the scroll."""
+        """Show `html`; with `scroll_to`, open at the start, or (when the token at sequence position
+        `scroll_to` is out of view from there) at the start of the line before its line; else keep
+        the scroll."""
         bar = self.verticalScrollBar()
         kept = bar.value()
         self.setHtml(html)
         self.offsets, self.positions = np.asarray(offsets), np.asarray(positions)
-        at = np.flatnonzero(self.positions == scroll_to) if scroll_to is not None else np.zeros(0)
-        if at.size:
-            cursor = QtGui.QTextCursor(self.document())
-            cursor.setPosition(int(self.offsets[at[0]]))
-            self.setTextCursor(cursor)
-            self.ensureCursorVisible()
+        if scroll_to is not None and np.any(self.positions == scroll_to):
+            self.show_token(scroll_to)
         else:
             bar.setValue(kept)
+
+    def show_token(self, position: int) -> None:
+        """Scroll by whole lines: to the top when the token at `position` is in view from there, else
+        so that the line before the token's comes first."""
+        bar = self.verticalScrollBar()
+        bar.setValue(0)
+        rect = self.token_rect(position)
+        if rect.bottom() < self.viewport().height():
+            return
+        tops = self.line_tops()
+        line = max(int(np.searchsorted(tops, rect.top() + 0.5, side="right")) - 1, 0)
+        bar.setValue(int(tops[max(line - 1, 0)]))
+
+    def line_tops(self) -> np.ndarray:
+        """Document y of the top of every laid-out line, in order."""
+        layout = self.document().documentLayout()
+        tops = []
+        block = self.document().begin()
+        while block.isValid():
+            top = layout.blockBoundingRect(block).top()
+            lines = block.layout()
+            tops += [top + lines.lineAt(i).y() for i in range(lines.lineCount())]
+            block = block.next()
+        return np.asarray(tops, dtype=np.float64)
 
     # -- where tokens are -------------------------------------------------------------------------
 

@@ -1,0 +1,46 @@
+"""The cause box of the side-by-side view: the whole explanation, at least its headline and sentence
+in view without scrolling; the numbers, reruns and who took the slots scroll below them."""
+
+from __future__ import annotations
+
+import math
+
+from inspector.figure_data.divergence_cause import CauseText
+from inspector.figures.divergence_text import cause_html
+from inspector.figures.style import FigureStyle
+from inspector.qt import QtGui, QtWidgets
+
+
+class CauseBox(QtWidgets.QTextBrowser):
+    """Read-only rich text of a `CauseText`; `needed_height()` is the height that shows its headline
+    and sentence whole at the box's width."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setMinimumHeight(40)
+        self._brief = QtGui.QTextDocument(self)   # the headline and sentence alone, to measure
+
+    def set_cause(self, cause: CauseText, style: FigureStyle) -> None:
+        self.setHtml(cause_html(cause, style))
+        self._brief.setDefaultFont(self.document().defaultFont())
+        self._brief.setDocumentMargin(self.document().documentMargin())
+        self._brief.setHtml(cause_html(cause, style, brief="sentence"))
+        self.verticalScrollBar().setValue(0)
+
+    def clear_cause(self) -> None:
+        self.clear()
+        self._brief.clear()
+
+    def needed_height(self, width: int | None = None) -> int:
+        """Outer height that shows the headline and sentence without scrolling at outer width
+        `width` (now: the box's), leaving room for the scroll bar the rest of the text needs."""
+        width = self.width() if width is None else width
+        frame = 2 * self.frameWidth()
+        bar = self.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent)
+        self._brief.setTextWidth(max(width - frame - bar, 80))
+        return math.ceil(self._brief.size().height()) + frame + 2
+
+    def brief_text(self) -> str:
+        """The headline and sentence as plain text (what `needed_height` measures)."""
+        return self._brief.toPlainText()
