@@ -34,10 +34,15 @@ NAVIGATION_PAUSE_S = 0.4
 RELOAD_WAIT_MS = 10000
 #: Milliseconds between two batches of run summaries added to the browser.
 BATCH_MS = 100
-#: Width of the run browser and details column at first launch; in a narrower window it gives
-#: back what it has beyond LEFT_SHARE of the width (never below LEFT_PX), so the views keep theirs.
-LEFT_PX = 350
-LEFT_SHARE = 0.25
+#: Width of the run browser and details column at first launch (its run names and marks whole); in a
+#: narrower window it gives back what it has beyond LEFT_SHARE of the width (never below LEFT_MIN_PX),
+#: so the views keep theirs, and takes it again (up to its width as last dragged) when the window grows.
+LEFT_PX = 360
+LEFT_MIN_PX = 200
+LEFT_SHARE = 0.29
+#: Below this window height the text strip folds away (its handle, at the bottom, drags it back), so
+#: every view keeps its main plot in view; it comes back when the window grows.
+SHORT_PX = 600
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -100,9 +105,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.main.addWidget(self.right)
         self.main.setStretchFactor(0, 0)   # the views take a change of the window's width
         self.main.setStretchFactor(1, 1)
-        self.browser.setMinimumWidth(300)
+        self.browser.setMinimumWidth(LEFT_MIN_PX)
         self.main.setSizes([LEFT_PX, 1500 - LEFT_PX])
         self.right.setSizes([760, 155])
+        self._left_px = LEFT_PX          # the left column's width as set or dragged last
+        self._strip_px: int | None = None   # the text strip's height while a short window folds it
+        self.main.splitterMoved.connect(lambda *_: setattr(self, "_left_px", self.main.sizes()[0]))
+        self.right.splitterMoved.connect(lambda *_: setattr(self, "_strip_px", None))
 
         self.welcome = WelcomePage()
         self.stack = QtWidgets.QStackedWidget()
@@ -221,6 +230,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowTitle(os.path.basename(trace.path))
         self.setWindowFilePath(trace.path)
         self.stack.setCurrentWidget(self.main)
+        self._fit_panes()
         self._update_actions()
         self.follower.follow(trace.path, trace.version)
         if first is not None:
@@ -467,10 +477,23 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
+        self._fit_panes()
+
+    def _fit_panes(self) -> None:
+        """The left column within LEFT_SHARE of the window's width; the text strip folded in a short window."""
+        if not self.main.isVisible():  # a hidden splitter's sizes are not its sizes on screen yet
+            return
         sizes = self.main.sizes()
-        cap = max(LEFT_PX, int(self.width() * LEFT_SHARE))
-        if len(sizes) == 2 and sizes[0] > cap:
-            self.main.setSizes([cap, sizes[0] + sizes[1] - cap])
+        left = min(self._left_px, max(LEFT_MIN_PX, int(self.width() * LEFT_SHARE)))
+        if len(sizes) == 2 and sum(sizes) > left and sizes[0] != left:
+            self.main.setSizes([left, sum(sizes) - left])
+        sizes = self.right.sizes()
+        if len(sizes) == 2 and self.height() < SHORT_PX and sizes[1] > 0:
+            self.right.setSizes([sum(sizes), 0])
+            self._strip_px = sizes[1]
+        elif len(sizes) == 2 and self.height() >= SHORT_PX and self._strip_px is not None:
+            self.right.setSizes([sum(sizes) - self._strip_px, self._strip_px])
+            self._strip_px = None
 
     # -- drag and drop --------------------------------------------------------------------------
 
@@ -501,6 +524,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.resize(min(1500, int(free.width() * 0.92)), min(950, int(free.height() * 0.92)))
             left = min(max(int(self.width() * 0.24), LEFT_PX), 440)
             self.main.setSizes([left, self.width() - left])
+            self._left_px = left
         state = s.bytes("window/state")
         if state is not None:
             self.restoreState(state)
@@ -508,6 +532,7 @@ class MainWindow(QtWidgets.QMainWindow):
             value = s.bytes(f"window/splitter_{splitter.objectName()}")
             if value is not None:
                 splitter.restoreState(value)
+        self._left_px = s.value("window/left_px", self._left_px, int)  # a hidden splitter does not hold it
         self.state.document.layer = max(s.value("view/layer", 0, int), 0)
         self.tabs.setCurrentIndex(min(max(s.value("view/tab", 0, int), 0), self.tabs.count() - 1))
         for view in self.views:
@@ -517,8 +542,14 @@ class MainWindow(QtWidgets.QMainWindow):
         s = self.settings
         s.set("window/geometry", self.saveGeometry())
         s.set("window/state", self.saveState())
+        folded = self.right.sizes()
+        if self._strip_px is not None:  # saved unfolded: a short window folded the text strip for now
+            self.right.setSizes([sum(folded) - self._strip_px, self._strip_px])
         for splitter in (self.main, self.left, self.right):
             s.set(f"window/splitter_{splitter.objectName()}", splitter.saveState())
+        if self._strip_px is not None:
+            self.right.setSizes(folded)
+        s.set("window/left_px", self._left_px)
         s.set("view/layer", self.state.layer)
         s.set("view/tab", self.tabs.currentIndex())
         for view in self.views:

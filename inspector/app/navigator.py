@@ -50,12 +50,16 @@ class NavigationBar(QtWidgets.QToolBar):
         self.row.clear()
         if run is not None:
             info = self.state.info(run.name)
-            self.run_label.setText(f"{run.name}" + (f" · {info.label}" if info and info.label else ""))
+            # The name in the bar (a long batch label would push the layer off a 1280-pixel window);
+            # the label in its tooltip, in the run browser's tooltip and in the details panel.
+            self.run_label.setText(run.name)
+            self.run_label.setToolTip(f"{run.name} · {info.label}" if info and info.label else run.name)
             for b, r in enumerate(run.request_ids):
                 star = "★ probe · " if b == run.probe_row else ""
                 self.row.addItem(f"{star}row {b} · request {int(r)}", b)
         else:
             self.run_label.setText("no run")
+            self.run_label.setToolTip("")
         self.row.blockSignals(False)
         self.layer.blockSignals(True)
         self.layer.setRange(0, max(self.state.n_layers - 1, 0))

@@ -12,7 +12,7 @@ import numpy as np
 
 from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, completion_html
-from inspector.figures.pair import PairFigure
+from inspector.figures.pair import PairFigure, legend_html
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
 from inspector.specs.registry import Export
@@ -29,10 +29,14 @@ HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL a
 #: Height of the completions above the plots, when the window has room for it, and the least.
 TEXTS_PX = 110
 TEXTS_MIN_PX = 64
+TEXTS_SHORT_PX = 46
 #: Height of the cause box before it is measured, and the most of the view's height its headline and
 #: sentence take (in a small window the plots keep the rest).
 CAUSE_PX = 120
 CAUSE_SHARE = 0.45
+#: In a view shorter than this the cause and the completions keep two lines each (they scroll), so
+#: that the heatmaps stay in view.
+SHORT_VIEW_PX = 400
 
 
 class PairView(View):
@@ -48,10 +52,8 @@ class PairView(View):
         reset = QtWidgets.QPushButton("Reset zoom")
         reset.setToolTip("Show every position (mouse wheel zooms, drag pans; all panels follow)")
         reset.clicked.connect(self.reset_zoom)
-        bar = QtWidgets.QHBoxLayout()
-        bar.addWidget(self.picker, 1)
-        bar.addWidget(reset, 0, Qt.AlignmentFlag.AlignTop)
-        bar.addWidget(self.export_button(), 0, Qt.AlignmentFlag.AlignTop)
+        self.picker.top.addWidget(reset)
+        self.picker.top.addWidget(self.export_button())
         self.notice = Notice()
         self.text_a, self.text_b = TokenText(), TokenText()
         self.cause_box = CauseBox()
@@ -89,7 +91,7 @@ class PairView(View):
         self.figure.strip.getAxis("bottom").showLabel(False)  # the right column's axis names the positions
         self.figure.strip.vb.setMinimumHeight(42)  # its three rows and their names readable
         layout = self.scrolled_layout()
-        layout.addLayout(bar)
+        layout.addWidget(self.picker)
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
         layout.addWidget(self.splitter, 1)
@@ -127,18 +129,30 @@ class PairView(View):
         total = cause + texts + plots
         if total <= 0:
             return
-        share = int(CAUSE_SHARE * self.scroller.viewport().height())
-        least = max(min(self.cause_box.needed_height(), share), self.cause_box.minimumSizeHint().height(), 40)
+        height = self.scroller.viewport().height()
+        short = height < SHORT_VIEW_PX
+        self.texts.setMinimumHeight(TEXTS_SHORT_PX if short else TEXTS_MIN_PX)
+        self._show_key(not short)
+        share = 0 if short else int(CAUSE_SHARE * height)
+        least = max(min(self.cause_box.needed_height(), share), 44)
         if least != self.cause_box.minimumHeight():
             self.cause_box.setMinimumHeight(least)
         cause = max(least, min(self._cause_px, total - self.graphics.minimumHeight() - self.texts.minimumHeight()))
         room = total - cause - self.graphics.minimumHeight()
-        texts = max(min(self._texts_px, room), self.texts.minimumHeight())
+        texts = self.texts.minimumHeight() if short else max(min(self._texts_px, room), self.texts.minimumHeight())
         sizes = [cause, texts, max(total - cause - texts, 0)]
         if sizes != self.splitter.sizes():
             self._arranging = True
             self.splitter.setSizes(sizes)
             self._arranging = False
+
+    def _show_key(self, shown: bool) -> None:
+        """The colour key above the plots, left out of a short view (the hover line names every cell)."""
+        key = self.figure.legend
+        if key is not None and key.isVisible() != shown:
+            key.set_html(legend_html(self.style) if shown else "")
+            key.setVisible(shown)
+            self._fit_timer.start()
 
     def export_state(self) -> Export | None:
         d = self.data
@@ -212,6 +226,9 @@ class PairView(View):
         self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
         key = (data.request, data.length)
         self.figure.set_data(data, keep_view=key == self._shown, selected=self.state.position)
+        for fig in (self.figure.heat_a, self.figure.heat_b):  # the picker names the runs, at the top
+            title = fig.plot.titleLabel
+            title.setText(title.text.replace(f" · {fig.data.run} row", " row"))
         self._shown = key
         self.cause_box.set_cause(data.cause, self.style)
         self._arrange()

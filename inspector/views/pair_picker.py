@@ -31,6 +31,7 @@ class PairPicker(QtWidgets.QWidget):
         top, pair = QtWidgets.QHBoxLayout(), QtWidgets.QHBoxLayout()
         top.addWidget(QtWidgets.QLabel("Request:"))
         top.addWidget(self.request, 1)
+        self.top = top  # the view adds its buttons to the request's line
         a_label, b_label = QtWidgets.QLabel("A:"), QtWidgets.QLabel("B:")
         a_label.setStyleSheet(f"color: {A_COLOR}; font-weight: bold;")
         b_label.setStyleSheet(f"color: {B_COLOR}; font-weight: bold;")

@@ -3,9 +3,11 @@ positions by completion cluster, and the table of causes (how many of each are p
 
 from __future__ import annotations
 
+import html
+
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
 from inspector.figure_data.runs import RunsData, runs_figure_data
-from inspector.figures.runs import RunsFigure
+from inspector.figures.runs import RunsFigure, headline_html
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
 from inspector.specs.registry import Export
@@ -19,6 +21,13 @@ from traces.analysis.reference import reference_index
 
 ALL_CONDITIONS = "all conditions"
 RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
+#: Narrower than this, the prefix tree and the causes go below the figure instead of beside it.
+STACK_BELOW_PX = 900
+#: In a view shorter than this the figure's headline keeps its first line (U(N) and the mode share),
+#: so that the map stays in view; the split, the key and the note come back when it grows.
+SHORT_VIEW_PX = 400
+#: Least width of the tree and causes beside the figure (more when the tree's columns need it).
+SIDE_PX = 300
 
 
 class RunsView(View):
@@ -38,13 +47,19 @@ class RunsView(View):
         self.reference = FitComboBox()
         self.reference.setToolTip("Run the first divergences and causes are stated against")
         self.reference.setMinimumContentsLength(12)
-        bar = QtWidgets.QHBoxLayout()
-        boxes = (("Request:", self.request), ("Runs:", self.condition), ("Reference:", self.reference))
-        for label, box in boxes:  # long prompts and run names show whole in the open list
-            bar.addWidget(QtWidgets.QLabel(label))
-            bar.addWidget(box)
-        bar.addStretch(1)
-        bar.addWidget(self.export_button())
+        # The request and the export on one line, the runs and the reference on the next: a condition's
+        # name and a run's do not fit beside a request in a 1280-pixel window.
+        top, choice = QtWidgets.QHBoxLayout(), QtWidgets.QHBoxLayout()
+        top.addWidget(QtWidgets.QLabel("Request:"))
+        top.addWidget(self.request, 1)
+        top.addWidget(self.export_button())
+        for label, box in (("Runs:", self.condition), ("Reference:", self.reference)):
+            choice.addWidget(QtWidgets.QLabel(label))
+            choice.addWidget(box, 1)
+        bar = QtWidgets.QVBoxLayout()
+        bar.setSpacing(0)
+        bar.addLayout(top)
+        bar.addLayout(choice)
         self.notice = Notice()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(FigureStyle().background)
@@ -86,7 +101,9 @@ class RunsView(View):
         self.causes.setMinimumHeight(MIN_TABLE_PX)
         self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX * 2 // 3)
         self.keep_graphics_at_least(self.graphics, 420, 2 * MIN_PLOT_PX + 230)
-        side.setMinimumWidth(300)
+        self.side = side
+        self._side_px = SIDE_PX   # the side's least width beside the figure: its tree's columns whole
+        side.setMinimumWidth(SIDE_PX)
         layout = self.scrolled_layout()
         layout.addLayout(bar)
         layout.addWidget(self.message)
@@ -94,6 +111,7 @@ class RunsView(View):
         layout.addWidget(self.splitter, 1)
         self.pin_below(self.hover)
         self._key: tuple | None = None
+        self._short_headline: bool | None = None   # the headline shown is the short one (None: none yet)
         self.request.activated.connect(self._request_picked)
         self.condition.activated.connect(self._condition_picked)
         self.reference.activated.connect(self.invalidate)
@@ -103,6 +121,30 @@ class RunsView(View):
         state.row_changed.connect(self._follow_run)
         state.reference_changed.connect(self._follow_reference)
         state.position_changed.connect(lambda: self.figure.set_selected(self.state.position))
+
+    def _fit_headline(self) -> None:
+        """The whole headline, or in a short view its first line alone."""
+        data = self.figure.data
+        short = self.scroller.viewport().height() < SHORT_VIEW_PX
+        if data is None or short == self._short_headline:
+            return
+        self._short_headline = short
+        style = self.figure.style
+        self.figure.headline.set_html(
+            f'<div style="color: {style.foreground}; font-size: {style.font_size + 3}pt;"><b>'
+            f"{html.escape(data.headline)}</b></div>" if short else headline_html(data, style))
+        self._fit_timer.start()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit_headline()
+        below = self.width() < STACK_BELOW_PX
+        orientation = Qt.Orientation.Vertical if below else Qt.Orientation.Horizontal
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            self.side.setMinimumWidth(0 if below else self._side_px)
+            self.side.setMinimumHeight(2 * MIN_TABLE_PX + 40 if below else 0)
+            self._fit_timer.start()
 
     @property
     def data(self) -> RunsData | None:
@@ -226,6 +268,8 @@ class RunsView(View):
             self._say(f"These runs cannot be compared: {exc}")
             return
         self.figure.set_data(data, keep_view=key[:2] == (self._key or (None, None))[:2])
+        self._short_headline = None
+        self._fit_headline()
         self.figure.set_selected(self.state.position)
         self._key = key
         self._fill_tree(data)
@@ -273,6 +317,11 @@ class RunsView(View):
         self.tree.expandAll()
         for column in range(3):
             self.tree.resizeColumnToContents(column)
+        tree = self.tree
+        need = sum(tree.columnWidth(c) for c in range(3)) + 2 * tree.frameWidth() + tree.verticalScrollBar().sizeHint().width()
+        self._side_px = max(SIDE_PX, need)  # the tree never scrolls sideways beside the figure
+        if self.splitter.orientation() == Qt.Orientation.Horizontal:
+            self.side.setMinimumWidth(self._side_px)
 
     def _fill_causes(self, data: RunsData, how: str) -> None:
         self.causes.setRowCount(len(data.causes))
