@@ -315,11 +315,13 @@ def test_the_panel_leads_with_the_proven_cause_and_names_the_first_difference_ap
     assert text.proven and text.event == (0, 0) and text.cells == ((0, 0),)
     assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0 (the first "
                                     "difference, at position 1 (prompt), layer 1, is not it)")
-    assert text.sentence.startswith(f"Proven cause: {words} alone restores the other run's tokens through "
+    lettered = words.replace("of run crowded", "of B")  # the sentences call the runs A and B
+    assert text.sentence.startswith(f"Proven cause: {lettered} alone restores the other run's tokens through "
                                     f"the first split (position 2, new token 0).")
     assert "Necessary as well" in text.sentence and "agrees for its first 1 of 4 new tokens" in text.sentence
     assert "First difference (observed): Position 1, layer 1:" in text.sentence
-    assert dict(text.facts)["proven cause"] == f"capacity: {words}"
+    assert dict(text.facts)["proven cause"] == f"capacity: {lettered}"
+    assert dict(text.facts)["runs"].startswith("A = run alone row 0, B = run crowded row 1")  # named once
     assert "the search for the proven cause took 7 reruns" in counterfactual_lines(proved)
     assert "at the first difference (position 1, layer 1), keeping the dropped candidate alone does not " \
            "remove the split" in counterfactual_lines(proved)
@@ -392,3 +394,13 @@ def test_the_source_compares_a_pair_once_whatever_the_layer(tmp_path, monkeypatc
         assert len(calls) == 1
         by_hand = pair(source, "alone", "crowded", 1)
         assert by_hand.verdict == second.verdict and by_hand.cause == second.cause
+
+
+def test_runs_are_called_a_and_b_by_whole_name_only():
+    from inspector.figure_data.divergence_cause import as_letters
+
+    text = ("dropped in run r1 (slot 3); in run r10 kept; Run r1.0 row 2 and run r1.5's tokens; run r1. Then "
+            "run r1-b")
+    assert as_letters(text, "r1", "r1.0") == ("dropped in A (slot 3); in run r10 kept; B row 2 and run r1.5's "
+                                              "tokens; A. Then run r1-b")
+    assert as_letters(text, "r1", "r1") == text  # one run: no letters

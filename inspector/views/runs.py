@@ -105,6 +105,7 @@ class RunsView(View):
         self._side_px = SIDE_PX   # the side's least width beside the figure: its tree's columns whole
         side.setMinimumWidth(SIDE_PX)
         layout = self.scrolled_layout()
+        layout.setSpacing(3)  # the two lines of choices and the figure fit a 920-pixel window
         layout.addLayout(bar)
         layout.addWidget(self.message)
         layout.addWidget(self.notice)
