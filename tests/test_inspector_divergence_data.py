@@ -401,6 +401,6 @@ def test_runs_are_called_a_and_b_by_whole_name_only():
 
     text = ("dropped in run r1 (slot 3); in run r10 kept; Run r1.0 row 2 and run r1.5's tokens; run r1. Then "
             "run r1-b")
-    assert as_letters(text, "r1", "r1.0") == ("dropped in A (slot 3); in run r10 kept; B row 2 and run r1.5's "
-                                              "tokens; A. Then run r1-b")
+    assert as_letters(text, "r1", "r1.0") == (
+        "dropped in A (slot 3); in run r10 kept; B row 2 and run r1.5's tokens; A. Then run r1-b")
     assert as_letters(text, "r1", "r1") == text  # one run: no letters

@@ -480,7 +480,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._fit_panes()
 
     def _fit_panes(self) -> None:
-        """The left column within LEFT_SHARE of the window's width; the text strip folded in a short window."""
+        """The left column within LEFT_SHARE of the window's width; the text strip folded in a short
+        window."""
         if not self.main.isVisible():  # a hidden splitter's sizes are not its sizes on screen yet
             return
         sizes = self.main.sizes()

@@ -35,7 +35,8 @@ def keep_axis_names_whole(plot: pg.PlotItem) -> None:
     name longer than its axis is cut at both ends)."""
     names = [plot.getAxis(side).label for side in ("left", "right")
              if plot.getAxis(side).isVisible() and plot.getAxis(side).label.isVisible()]
-    need = max((math.ceil(label.boundingRect().width()) + 2 for label in names if label.toPlainText()), default=0)
+    need = max((math.ceil(label.boundingRect().width()) + 2 for label in names if label.toPlainText()),
+               default=0)
     if need > plot.vb.minimumHeight():
         plot.vb.setMinimumHeight(need)
 

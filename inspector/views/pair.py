@@ -125,8 +125,7 @@ class PairView(View):
     def _arrange(self) -> None:
         """Heights of the cause box (its headline and sentence whole, within CAUSE_SHARE of the view),
         the completions (what they had, as far as the plots leave room) and the plots (the rest)."""
-        cause, texts, plots = self.splitter.sizes()
-        total = cause + texts + plots
+        total = sum(self.splitter.sizes())
         if total <= 0:
             return
         height = self.scroller.viewport().height()
@@ -137,9 +136,9 @@ class PairView(View):
         least = max(min(self.cause_box.needed_height(), share), 44)
         if least != self.cause_box.minimumHeight():
             self.cause_box.setMinimumHeight(least)
-        cause = max(least, min(self._cause_px, total - self.graphics.minimumHeight() - self.texts.minimumHeight()))
-        room = total - cause - self.graphics.minimumHeight()
-        texts = self.texts.minimumHeight() if short else max(min(self._texts_px, room), self.texts.minimumHeight())
+        plots_least, texts_least = self.graphics.minimumHeight(), self.texts.minimumHeight()
+        cause = max(least, min(self._cause_px, total - plots_least - texts_least))
+        texts = texts_least if short else max(min(self._texts_px, total - cause - plots_least), texts_least)
         sizes = [cause, texts, max(total - cause - texts, 0)]
         if sizes != self.splitter.sizes():
             self._arranging = True

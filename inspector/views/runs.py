@@ -298,7 +298,8 @@ class RunsView(View):
             if node.parent < 0:
                 branch, said = f"all {node.count} runs", f"all {node.count} runs"
             else:
-                branch, said = f"{node.token!r} at {node.start - 1}", f"{node.token!r} at new token {node.start - 1}"
+                branch = f"{node.token!r} at {node.start - 1}"
+                said = f"{node.token!r} at new token {node.start - 1}"
             if node.completion >= 0:
                 branch += f" → #{node.completion}"
                 said += f", then completion #{node.completion}"
@@ -319,7 +320,8 @@ class RunsView(View):
         for column in range(3):
             self.tree.resizeColumnToContents(column)
         tree = self.tree
-        need = sum(tree.columnWidth(c) for c in range(3)) + 2 * tree.frameWidth() + tree.verticalScrollBar().sizeHint().width()
+        need = (sum(tree.columnWidth(c) for c in range(3)) + 2 * tree.frameWidth()
+                + tree.verticalScrollBar().sizeHint().width())
         self._side_px = max(SIDE_PX, need)  # the tree never scrolls sideways beside the figure
         if self.splitter.orientation() == Qt.Orientation.Horizontal:
             self.side.setMinimumWidth(self._side_px)
