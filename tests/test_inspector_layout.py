@@ -188,6 +188,22 @@ def test_every_view_holds_at_every_size(qtbot, example_window):
                 assert scroll == 0, where
 
 
+def test_the_second_example_has_nothing_cut_either(qtbot, make_window):
+    from inspector.app.example import examples_dir
+
+    w = make_window(examples_dir() / "tiny-mixtral-bf16.h5")  # other names, tokens and conditions
+    qtbot.waitUntil(lambda: not w.progress.isVisible(), timeout=20000)
+    for width, height in (SIZES[0], SIZES[2]):
+        w.resize(width, height)
+        qtbot.waitUntil(lambda size=(width, height): (w.width(), w.height()) == size, timeout=3000)
+        for view in [v for v in w.views if v.area == "tab"]:
+            show(qtbot, w, view)
+            where = f"{view.name} at {width}x{height}"
+            assert cut_texts(view) == [], where
+            assert not (cuts := cut_widgets(w)), (where, cuts)
+            assert view.scroller.horizontalScrollBar().maximum() == 0, where
+
+
 def test_the_cause_reads_whole_at_1280_by_720_and_names_the_runs_once(qtbot, example_window):
     w = example_window
     pair = next(v for v in w.views if v.name == "pair")

@@ -33,7 +33,8 @@ class HeadingDelegate(QtWidgets.QStyledItemDelegate):
         if not self._heading(index):
             return hint
         font = index.data(Qt.ItemDataRole.FontRole) or self.view.font()
-        width = max(self.view.viewport().width() - self.view.indentation() - 2 * TEXT_MARGIN_PX, 40)
+        span = min(self.view.viewport().width(), self.view.header().length())  # the shown columns
+        width = max(span - self.view.indentation() - 2 * TEXT_MARGIN_PX, 40)
         text = str(index.data() or "")
         box = QtGui.QFontMetrics(font).boundingRect(QtCore.QRect(0, 0, width, 10_000),
                                                      int(Qt.TextFlag.TextWordWrap), text)
@@ -72,8 +73,6 @@ class TreeFit(QtCore.QObject):
             return
         run = max(min(self.widths[0], room - self.widths[1]), RUN_MIN_PX)
         used, fits = run + self.widths[1], True
-        view.setColumnWidth(0, run)
-        view.setColumnWidth(1, self.widths[1])
         for c, width in enumerate(self.widths[2:], start=2):
             fits = fits and used + width <= room
             if view.isColumnHidden(c) == fits:
@@ -81,6 +80,8 @@ class TreeFit(QtCore.QObject):
             if fits:
                 view.setColumnWidth(c, width)
                 used += width
+        view.setColumnWidth(0, run + max(room - used, 0))  # the run column takes what is left
+        view.setColumnWidth(1, self.widths[1])
         model = view.model()
         for g in range(model.rowCount()):   # the headings wrap at the new width
             self.delegate.sizeHintChanged.emit(model.index(g, 0))
