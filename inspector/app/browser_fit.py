@@ -19,6 +19,7 @@ class HeadingDelegate(QtWidgets.QStyledItemDelegate):
     def __init__(self, view: QtWidgets.QTreeView, role: int) -> None:
         super().__init__(view)
         self.view, self.role = view, role
+        self._row: int | None = None
 
     def _heading(self, index: QtCore.QModelIndex) -> bool:
         return index.column() == 0 and index.data(self.role) is not None
@@ -29,9 +30,12 @@ class HeadingDelegate(QtWidgets.QStyledItemDelegate):
             option.features |= QtWidgets.QStyleOptionViewItem.ViewItemFeature.WrapText
 
     def sizeHint(self, option, index) -> QtCore.QSize:  # noqa: N802 (Qt's name)
-        hint = super().sizeHint(option, index)
+        # A run's row is one line: its height is measured once (the view asks for every row it lays out).
         if not self._heading(index):
-            return hint
+            if self._row is None:
+                self._row = super().sizeHint(option, index).height()
+            return QtCore.QSize(0, self._row)
+        hint = super().sizeHint(option, index)
         font = index.data(Qt.ItemDataRole.FontRole) or self.view.font()
         span = min(self.view.viewport().width(), self.view.header().length())  # the shown columns
         width = max(span - self.view.indentation() - 2 * TEXT_MARGIN_PX, 40)
