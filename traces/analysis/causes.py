@@ -78,7 +78,7 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
                   ref_token=int(ref.tokens[t_star]) if t_star >= 0 else -1,
                   root=root, **_token_flip(ref, other, t_star))
     decision, routing = diff.decision.T, diff.routing.T  # [T, L] in (position, layer) order
-    if not _router_recorded(ref) or not _router_recorded(other):
+    if not ref.router_recorded or not other.router_recorded:
         return _engine_verdict(ref, other, diff, decision, first_logits, t_star, fields), diff
     if decision.any():
         p, l = np.unravel_index(int(np.argmax(decision)), decision.shape)
@@ -90,12 +90,6 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
         return Verdict(cause="output_numeric", position=first_logits, layer=LOGITS_LAYER, **fields), diff
     cause = "unexplained" if t_star >= 0 else "identical"
     return Verdict(cause=cause, position=-1, layer=-1, **fields), diff
-
-
-def _router_recorded(row: RowTrace) -> bool:
-    """False for a run whose router logits were not recorded (the reader gives NaN for them)."""
-    z = np.asarray(row.router_logits[:, :1])
-    return not (z.size and np.isnan(z).all())
 
 
 def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, first_logits: int,
