@@ -115,7 +115,8 @@ def routing_figure_data(row: RowTrace, layer: int, *, vocab: Sequence[str], capa
     cap = np.full(T, -1, dtype=np.int64)
     cap[ok] = capacity[step[ok], group[ok]]
     return RoutingData(
-        run=row.run, row=row.row, layer=layer, model_layer=model_layer(moe_layers, layer), request=row.request,
+        run=row.run, row=row.row, layer=layer, model_layer=model_layer(moe_layers, layer),
+        request=row.request,
         labels=token_labels(vocab, row.tokens), tokens=np.asarray(row.tokens), prompt_len=row.prompt_len,
         probs=np.ascontiguousarray(probs), expert=np.asarray(expert, dtype=np.int64),
         gate=np.asarray(row.gate[layer], dtype=np.float32), kept=np.asarray(row.kept[layer], dtype=bool),
