@@ -4,18 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from traces.analysis.cause_table import (
-    CAPACITY,
-    IDENTICAL,
-    NUMERIC_ROUTING,
-    OUTPUT_NUMERIC,
-    RENORMALIZATION,
-    ROUTER_FLIP,
-    SEEDED_RANDOM,
-    TOKEN_NEAR_TIE,
-    UNEXPLAINED,
-    UPSTREAM_NUMERIC,
-)
+from traces.analysis import cause_table as table
 from traces.analysis.displacement import capacity_text
 
 if TYPE_CHECKING:
@@ -52,7 +41,7 @@ def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
     parts = [_event(v)]
     if v.diverged:
         parts.append(_split(v, vocab))
-    elif v.cause != IDENTICAL:
+    elif v.cause != table.IDENTICAL:
         n = v.compared - v.prompt_len
         parts.append(f"The completions still agree over the {n} new token{'s' if n != 1 else ''} compared.")
     if v.root is not None and (v.root.position, v.root.layer) != (v.position, v.layer):
@@ -63,42 +52,42 @@ def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
 def _event(v: Verdict) -> str:
     at = f"Position {v.position}, layer {v.layer}:"
     pair = f"run {v.ref_run} row {v.ref_row}"
-    if v.cause == CAPACITY:
+    if v.cause == table.CAPACITY:
         return _capacity(v, at)
-    if v.cause == ROUTER_FLIP:
+    if v.cause == table.ROUTER_FLIP:
         return (f"{at} router flip at a near-tie: {_whose(v, v.is_probe)} experts changed from "
                 f"{_experts(v.ref_experts)} in run {v.ref_run} to {_experts(v.experts)} in run {v.run} "
                 f"(router margin {_num(v.router_margin)} between its {ordinal(v.rank + 1)} and "
                 f"{ordinal(v.rank + 2)} choice, router logits differ by up to {_num(v.router_delta)}).")
-    if v.cause == SEEDED_RANDOM:
+    if v.cause == table.SEEDED_RANDOM:
         return (f"{at} same router logits, different experts ({_experts(v.ref_experts)} in run {v.ref_run}, "
                 f"{_experts(v.experts)} in run {v.run}): a seeded random choice.")
-    if v.cause == RENORMALIZATION:
+    if v.cause == table.RENORMALIZATION:
         kept = [e for e, k in zip(v.ref_experts, v.ref_kept, strict=True) if k]
         gates_ref = ", ".join(_num(g) for g in v.ref_gates)
         gates = ", ".join(_num(g) for g in v.gates)
         return (f"{at} same router logits and kept experts {_experts(tuple(kept))}, different weights "
                 f"({gates_ref} in run {v.ref_run}, {gates} in run {v.run}): the after-drop "
                 f"renormalization differs.")
-    if v.cause == UPSTREAM_NUMERIC:
+    if v.cause == table.UPSTREAM_NUMERIC:
         return (f"{at} the router logits differ by up to {_num(v.router_delta)} although all earlier routing "
                 f"was identical: a numeric difference upstream of the router (router margin there "
                 f"{_num(v.router_margin)}); no choice of experts or kept set differs "
                 f"{'before the tokens split' if v.diverged else 'in the positions compared'}.")
-    if v.cause == NUMERIC_ROUTING:
+    if v.cause == table.NUMERIC_ROUTING:
         return (f"{at} routing changed without a capacity limit (numeric): {_whose(v, v.is_probe)} experts "
                 f"changed from {_experts(v.ref_experts)} in run {v.ref_run} to {_experts(v.experts)} in run "
                 f"{v.run}, with identical routing before it; the engine computes every chosen expert "
                 f"(dropless), so only a numeric difference in the router's input can change them (router "
                 f"logits were not recorded).")
-    if v.cause == TOKEN_NEAR_TIE:
+    if v.cause == table.TOKEN_NEAR_TIE:
         return (f"Next-token near-tie: routing is identical up to the divergence, and the token chosen "
                 f"after position {v.position} differs (router logits were not recorded; the recorded "
                 f"log-probability margin says how near the tie was).")
-    if v.cause == OUTPUT_NUMERIC:
+    if v.cause == table.OUTPUT_NUMERIC:
         return (f"Routing is identical up to the divergence; the next-token logits first differ at position "
                 f"{v.position}: a numeric difference in the expert or attention reductions.")
-    if v.cause == UNEXPLAINED:
+    if v.cause == table.UNEXPLAINED:
         return (f"The tokens differ at position {v.t_star} but no routing or logit difference "
                 f"precedes it (against {pair}).")
     return (f"Run {v.run} row {v.row} and {pair} agree bitwise on tokens, routing and logits over "
