@@ -162,8 +162,8 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
     facts: list[tuple[str, str]] = [("runs", runs)]
     if v.diverged:
         facts.append(("first divergent token t*",
-                      f"position {v.t_star} (new token {v.new_index}): {quoted_token(v.ref_token, vocab)} "
-                      f"in A, {quoted_token(v.token, vocab)} in B"))
+                      f"position {v.t_star} (new token {v.new_index}): {quoted_token(vocab, v.ref_token)} "
+                      f"in A, {quoted_token(vocab, v.token)} in B"))
     else:
         facts.append(("first divergent token t*", f"none over the {v.compared} positions compared"))
     if v.position >= 0 and v.layer >= 0:

@@ -17,7 +17,7 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def quoted_token(token: int, vocab: list[str] | None) -> str:
+def quoted_token(vocab: list[str] | None, token: int) -> str:
     """A token as its vocabulary string in quotes, or as 'token 17' without a vocabulary."""
     if vocab is not None and 0 <= token < len(vocab):
         return repr(vocab[token])
@@ -117,8 +117,8 @@ def _capacity(v: Verdict, at: str) -> str:
 
 def _split(v: Verdict, vocab: list[str] | None) -> str:
     text = (f"The tokens split at position {v.t_star} (new token {v.new_index}): "
-            f"{quoted_token(v.ref_token, vocab)} in run {v.ref_run}, "
-            f"{quoted_token(v.token, vocab)} in run {v.run}")
+            f"{quoted_token(vocab, v.ref_token)} in run {v.ref_run}, "
+            f"{quoted_token(vocab, v.token)} in run {v.run}")
     if v.logit_margin == v.logit_margin:  # not NaN: logits are at hand
         text += (f"; the reference's top-2 logit margin at position {v.t_star - 1} was "
                  f"{_num(v.logit_margin)} against a logit difference of up to {_num(v.logit_delta)}")
