@@ -10,7 +10,8 @@ from inspector.cli import _parser
 from inspector.export import SPECS, Selection, ViewSpec, read_export
 from inspector.specs.registry import spec_of, view_names
 from inspector.specs.selection import pick_row, pick_run
-from inspector.views import VIEWS, WIDGETS
+from inspector.views import VIEWS, WIDGETS, widget_class
+from inspector.views.base import View
 from traces import open_trace
 from traces.analysis.measures import drops
 from traces.analysis.rows import row_trace
@@ -69,11 +70,24 @@ def draw_drops(layout, style, data: DropsData, sel: Selection, fit: int = 0):
     return plot
 
 
+class DropsView(View):
+    """The new view's widget: reads the state, draws nothing of interest here."""
+
+    name = "drops"
+
+    def redraw(self) -> None:
+        self.data = self.export_state().data
+
+    def export_state(self):
+        state = self.state
+        return read_export(state.trace, "drops", Selection(run=state.run.name, row=state.row))
+
+
 @pytest.fixture
 def drops_view(monkeypatch):
     """The registry with a "drops" view declared in it (and only there)."""
     spec = ViewSpec("drops", "Drops", "Ctrl+7", read_drops, f"{__name__}:draw_drops", drops_columns,
-                    drops_stem, ("run", "request", "row"))
+                    drops_stem, ("run", "request", "row"), widget=f"{__name__}:DropsView")
     monkeypatch.setitem(SPECS, "drops", spec)
     return spec
 
@@ -101,21 +115,11 @@ def test_a_view_added_by_one_entry_reaches_the_app_and_its_export(drops_view, tr
     from inspector.app.main_window import MainWindow
     from inspector.app.settings import Settings
     from inspector.qt import QtCore
-    from inspector.views.base import View
 
-    class DropsView(View):   # the widget: reads the state, draws nothing of interest here
-        name = "drops"
-
-        def redraw(self) -> None:
-            self.data = self.export_state().data
-
-        def export_state(self):
-            state = self.state
-            return read_export(state.trace, "drops", Selection(run=state.run.name, row=state.row))
-
+    assert widget_class(drops_view) is DropsView
     assert (DropsView.title, DropsView.shortcut) == ("Drops", "Ctrl+7")
     settings = Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings, views=[*VIEWS, DropsView])
+    w = MainWindow(settings)   # the default views: the registry's, read now
     qtbot.addWidget(w)
     w.show()
     with qtbot.waitSignal(w.open_finished, timeout=10000):

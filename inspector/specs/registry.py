@@ -3,8 +3,9 @@ the table behind it, its file stem and the options it reads.
 
 The app's tabs and menus, the export dialog, `moe-inspector export --view` and the tests all read
 `SPECS`, when asked (nothing is derived from it at import): a new view is one entry here, plus its
-own figure data, figure builder and widget (listed in `inspector.views`). No Qt in this module:
-figure builders are named, not imported, so a CSV export never loads Qt.
+own figure data, figure builder and widget (by default the `View` of `inspector/views/<name>.py`).
+No Qt in this module: figure builders and widgets are named, not imported, so a CSV export never
+loads Qt.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class ViewSpec:
     fit_height: bool = False                       # page height follows the content (text)
     aliases: tuple[str, ...] = ()                  # older names the command line still accepts
     compares: bool = False                         # compares runs: a bare export picks a pair, not a run
+    widget: str = ""                               # the app's widget: "module:Class", or "" for the
+                                                   # View named `name` in inspector.views.<name>
 
     def draw(self, layout, style, data, sel: Selection, fit: int = 0):
         """Draw `data` into a `pg.GraphicsLayout` with `style` in layout `fit` (0 = fullest, up to
