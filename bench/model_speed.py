@@ -8,10 +8,14 @@ Ratios (target in brackets):
 - MoE block / dense SwiGLU FFN of equal active parameters      (<= 1.3 at 2048 tokens, <= 2.0 at 8)
 - generation of the shipped MoE model / of the dense control model of equal active parameters (<= 1.3)
 - batch_invariant / native generation                          (<= 1.10)
+  and beside it the same on one decode step of 8 rows: the whole forward step, and in one layer the
+  attention over 128 cached keys, the qkv linear and the MoE block (where the difference goes)
 Reported beside the MoE block: route() alone, the experts and their combination alone, the part of
 the block whose float results the traces depend on (router logits, softmax, expert GEMMs and
 activation), and on one decode step route() and the expert GEMMs alone: the floor of the step, since
-at a few rows a GEMM's time follows the weights it reads (the experts touched) more than its rows.
+at a few rows a GEMM's time follows the weights it reads (the experts touched) more than its rows;
+beside them the same grouped GEMMs with one row per touched expert (their weights read once: what a kernel
+streaming each expert once for all its rows would pay) and the weight bytes each side reads.
 Each pair is timed interleaved (A, B, A, B, ...), so load changes on a shared machine hit both sides;
 each ratio is read as in bench/pairs.py (ratio of medians, median and spread of the per-pair ratios,
 load before and after; "noisy — rerun" when they cannot tell). The profiles show where the MoE
@@ -74,6 +78,58 @@ def fixed_bits(moe, x: torch.Tensor, decision):
         torch.softmax(kernels.linear(x, moe.router).float(), dim=-1)
         moe._experts_grouped(xs, counts[:E])
     return run
+
+
+def weights_once(moe, experts: list[int], row: torch.Tensor):
+    """The block's two grouped GEMMs with one row for each touched expert: what reading those experts'
+    weights once costs through this machine's BLAS, in the same calls, whatever rows they serve. A
+    kernel that streamed each expert's weights once for all its rows would pay about this; MKL pays
+    part of it again for every further row of an expert."""
+    counts = [int(e in experts) for e in range(moe.n_experts)]
+    rows = row.expand(len(experts), row.shape[-1]).contiguous()  # [n,C]
+    return lambda: moe._experts_grouped(rows, counts)
+
+
+def decode_bytes(moe, dense, experts: list[int], K: int, tokens: int) -> str:
+    """A line saying how many weight bytes one decode step of `tokens` tokens reads in the MoE block
+    (its router and the experts it touched) and in the dense FFN, and how many experts such a step
+    touches on average when each token's K experts are spread evenly."""
+    one = moe.w_in[0].nbytes + moe.w_out[0].nbytes
+    moe_bytes = moe.router.nbytes + len(experts) * one
+    dense_bytes = dense.w_in.nbytes + dense.w_out.nbytes
+    E = moe.n_experts
+    expected = E * (1 - (1 - K / E) ** tokens)  # P(an expert serves none of the tokens) = (1 - K/E)^tokens
+    return (f"weights one decode step reads: MoE block {moe_bytes / 1024:.0f} KiB (router + {len(experts)} "
+            f"experts of {one / 1024:.0f} KiB), dense FFN {dense_bytes / 1024:.0f} KiB: "
+            f"{moe_bytes / dense_bytes:.2f}x; with top-{K} of {E} experts, {tokens} tokens touch "
+            f"{expected:.1f} experts on average ({expected * one / dense_bytes:.2f}x)")
+
+
+def decode_parts(model, policy, B: int, keys: int = 128):
+    """(name, mode -> call) for one decode step of B rows with `keys` keys in the cache: the whole
+    forward step and its parts in one layer, to set batch_invariant against native where it costs."""
+    torch.manual_seed(2)
+    cfg = model.config
+    H, D = cfg.n_heads, cfg.head_dim
+    block = model.blocks[0]
+    x = block.norm2(torch.randn(B, 1, cfg.d_model))  # [B,1,C]
+    valid = torch.ones(B, 1, dtype=torch.bool)
+    positions = torch.randint(keys // 2, keys, (B, 1))
+    tokens = torch.randint(0, 256, (B, 1))
+    q, k, v = torch.randn(B, H, 1, D), torch.randn(B, H, keys, D), torch.randn(B, H, keys, D)
+    cache = model.new_cache(B)
+
+    def forward(mode):
+        return lambda: model(tokens, policy, valid=valid, positions=positions, kernel_mode=mode, cache=cache)
+    return [
+        ("decode step forward, bi / native", forward),
+        (f"  attention over {keys} keys, one layer", lambda mode: lambda: kernels.attention(
+            q, k, v, positions, mode, cfg.kernel_tile)),
+        ("  qkv linear, one layer", lambda mode: lambda: kernels.linear(x, block.attn.qkv, mode,
+                                                                         cfg.kernel_tile)),
+        ("  MoE block, one layer", lambda mode: lambda: block.ffn(x, valid, policy, mode=mode,
+                                                                 tile=cfg.kernel_tile)),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,13 +212,22 @@ def main(argv: list[str] | None = None) -> int:
         gemms = timed(lambda: dense(step), lambda: moe._experts_grouped(rows_by_expert, counts),
                       args.repeats * 3)
         rows.append((f"  expert GEMMs alone / dense FFN ({sum(c > 0 for c in counts)} experts)", gemms, None))
+        touched = [e for e, c in enumerate(counts) if c]
+        rows.append(("  same experts, 1 row each / dense", timed(
+            lambda: dense(step), weights_once(moe, touched, step.reshape(-1, cfg.d_model)[:1]),
+            args.repeats * 3), None))
+        bytes_line = decode_bytes(moe, dense, touched, cfg.top_k, step.shape[0])
 
     rows.append(("batch_invariant / native generation", timed(gen("native"), gen("batch_invariant"),
                                                                args.repeats), 1.10))
+    with torch.no_grad():
+        rows += [(f"  {name}", timed(fn("native"), fn("batch_invariant"), args.repeats * 3), None)
+                 for name, fn in decode_parts(model, policy, len(prompts))]
 
     print(HEADER)
     for name, pair, target in rows:
         print(pair.line(name, target))
+    print(f"\n{bytes_line}")
 
     if not args.no_profile:
         native, wall_n = profile_table(gen("native"))

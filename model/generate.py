@@ -30,6 +30,7 @@ import torch
 
 from model.kernels import check_mode
 from model.replay import ReplayRouting, check_replay, forced_for_step
+from model.step import StepInputs
 from model.tokenizer import EOS, PAD
 
 log = logging.getLogger(__name__)
@@ -128,8 +129,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     def step(s: int, tok: torch.Tensor, pos: torch.Tensor, ok: torch.Tensor, pad: torch.Tensor | None):
         forced = forced_for_step(replay, pos, ok, L, K) if replay else None
         edit = intervention.for_step(s, pos, ok) if intervention is not None else None
-        out = model(tok, policy, valid=ok, positions=pos, pad=pad, kernel_mode=kernel_mode, cache=cache,
-                    forced=forced, step=s, edit=edit)
+        inputs = StepInputs(valid=ok, positions=pos, pad=pad, cache=cache, forced=forced, index=s, edit=edit)
+        out = model(tok, policy, kernel_mode=kernel_mode, step=inputs)
         if recorder is not None:
             recorder.record_step(s, pos, ok, out.routing, out.logits, tokens=tok)
         return out.logits

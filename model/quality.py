@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from model.kernels import check_mode
+from model.step import StepInputs
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,8 @@ def teacher_forced(model, windows: np.ndarray, policy, kernel_mode: str = "nativ
     cache = model.new_cache(B)
     positions = torch.arange(prefill, device=device).expand(B, prefill)
     valid = torch.ones(B, prefill, dtype=torch.bool, device=device)
-    out = model(x[:, :prefill], policy, valid=valid, positions=positions, kernel_mode=kernel_mode,
-                cache=cache, step=0)
+    out = model(x[:, :prefill], policy, kernel_mode=kernel_mode,
+                step=StepInputs(valid=valid, positions=positions, cache=cache, index=0))
     nll, count = _nll(out.logits.reshape(-1, out.logits.shape[-1]), x[:, 1:prefill + 1].reshape(-1))
     chosen, dropped = _drops(out.routing)
     result = QualityResult(prefill_nll=nll, prefill_bytes=count, prefill_chosen=chosen,
@@ -104,8 +105,8 @@ def teacher_forced(model, windows: np.ndarray, policy, kernel_mode: str = "nativ
     ok = torch.ones(B, 1, dtype=torch.bool, device=device)
     for s, p in enumerate(range(prefill, T - 1), start=1):
         pos = torch.full((B, 1), p, device=device)
-        out = model(x[:, p:p + 1], policy, valid=ok, positions=pos, kernel_mode=kernel_mode, cache=cache,
-                    step=s)
+        out = model(x[:, p:p + 1], policy, kernel_mode=kernel_mode,
+                    step=StepInputs(valid=ok, positions=pos, cache=cache, index=s))
         nll, count = _nll(out.logits[:, 0], x[:, p + 1])
         chosen, dropped = _drops(out.routing)
         result = result + QualityResult(decode_nll=nll, decode_bytes=count, decode_chosen=chosen,

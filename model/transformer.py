@@ -11,7 +11,8 @@ from model import kernels
 from model.config import ModelConfig
 from model.kv_cache import KVCache
 from model.layers import Attention, RMSNorm, SwiGLU
-from model.moe import ForcedRouting, LayerRouting, MoE
+from model.moe import LayerRouting, MoE
+from model.step import StepInputs
 from model.tokenizer import PAD
 
 
@@ -79,23 +80,20 @@ class MoETransformer(nn.Module):
         c = self.config
         return KVCache(c.n_layers, B, c.n_heads, c.context, c.head_dim, self.device, self.dtype)
 
-    def forward(self, tokens: torch.Tensor, policy=None, *, valid: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None, pad: torch.Tensor | None = None,
-                kernel_mode: str = "native", cache: KVCache | None = None,
-                forced: list[ForcedRouting | None] | None = None, step: int = 0,
-                edit=None) -> ForwardOutput:
-        """Logits and routing for tokens[B,T].
+    def forward(self, tokens: torch.Tensor, policy=None, *, kernel_mode: str = "native",
+                step: StepInputs | None = None) -> ForwardOutput:
+        """Logits and routing for tokens[B,T] under routing `policy` and `kernel_mode`.
 
-        valid[B,T]: tokens to route (default: tokens != PAD); positions[B,T]: each token's position in
-        its own sequence (default 0..T-1); pad[B,T]: pad positions the policy may count toward
-        capacity; cache: KV cache to read and extend (None = full recomputation of causal attention);
-        forced: per MoE layer, routing to impose (replay); step: forward step index, mixed into the
-        seed of random routing priorities; edit: the interventions resolved to this step
-        (`model.intervention.LayerEdit` or `StepEdits`), each applied in its MoE layer only.
+        `step` (`model.step.StepInputs`) says which tokens to route, their positions, the pads, the
+        KV cache, the step index and what to impose on routing (replay, interventions); by default
+        every non-PAD token at positions 0..T-1, recomputed without a cache.
         """
         B, T = tokens.shape
         c = self.config
         kernels.check_mode(kernel_mode)
+        if step is None:
+            step = StepInputs()
+        cache, valid, positions = step.cache, step.valid, step.positions
         if valid is None:
             valid = tokens != PAD
         if positions is None:
@@ -112,9 +110,9 @@ class MoETransformer(nn.Module):
             h = block.norm2(x)
             if block.is_moe:
                 li = len(routing)
-                y, r = block.ffn(h, valid, policy, mode=kernel_mode, tile=tile, pad=pad,
-                                 forced=None if forced is None else forced[li], seed_offset=step * 4096 + li,
-                                 edit=edit.for_layer(li) if edit is not None else None)
+                y, r = block.ffn(h, valid, policy, mode=kernel_mode, tile=tile, pad=step.pad,
+                                 forced=step.forced_at(li), seed_offset=step.seed_offset(li),
+                                 edit=step.edit_at(li))
                 routing.append(r)
             else:
                 y = block.ffn(h, kernel_mode, tile)

@@ -353,9 +353,11 @@ def test_the_cause_names_its_own_model_layer_not_the_one_on_screen(known):
     assert facts["first difference"] == "position 1, layer 1 (model layer 5)"
 
 
-def test_a_cause_added_to_the_table_reaches_the_summary_the_views_and_the_csv(known, monkeypatch):
+def test_a_cause_added_to_the_table_reaches_the_summary_the_views_and_the_csv(known, monkeypatch, tmp_path):
+    import csv
     import dataclasses
 
+    from inspector.export import Export, Selection, save
     from inspector.figure_data.divergence_cause import cause_text
     from traces.analysis.cause_table import CAUSE_TABLE, Cause, unexplained
 
@@ -371,6 +373,12 @@ def test_a_cause_added_to_the_table_reaches_the_summary_the_views_and_the_csv(kn
     columns = data.to_columns()
     i = list(columns["cause"]).index("cosmic_ray")
     assert columns["cause_meaning"][i] == meaning and columns["confirmed"][i]
+    csv_path = tmp_path / "runs.csv"   # the file `export --view runs` writes
+    save(Export("runs", data, Selection()), csv_path)
+    header, *lines = csv.reader(csv_path.read_text(encoding="utf-8").splitlines())
+    written = [dict(zip(header, line, strict=True)) for line in lines]
+    assert [(r["cause"], r["cause_meaning"]) for r in written if r["cause"] == "cosmic_ray"] == [
+        ("cosmic_ray", meaning)]
     by_run = {c.run: c for c in choices}
     a, b = by_run[records[0].ref_run], by_run[records[0].run]
     v = explain_pair(known.row(a.run, a.row), known.row(b.run, b.row))

@@ -62,3 +62,27 @@ def test_a_new_trace_drops_everything_but_the_layer(trace):
     assert d.routing_data() is not data
     d.set_trace(None)
     assert d.divergence() is None and d.names == []
+
+
+def test_a_row_is_read_once_for_its_routing_layers_and_text(trace, monkeypatch):
+    from inspector.state import document
+
+    reads = []
+    real = document.row_trace
+
+    def counted(run, b, **kw):
+        reads.append((run.name, b))
+        return real(run, b, **kw)
+
+    monkeypatch.setattr(document, "row_trace", counted)
+    d = Document()
+    d.set_trace(trace)
+    d.set_run(trace.run_names[0], row=1)
+    for layer in range(3):   # a layer switch reads nothing again
+        d.set_layer(layer)
+        routing = d.routing_data()
+        assert (routing.layer, routing.row) == (layer, 1)
+    assert d.layers_data().row == d.text_data().row == 1
+    assert reads == [(trace.run_names[0], 1)]
+    d.set_row(2)
+    assert d.routing_data().row == 2 and reads[-1] == (trace.run_names[0], 2)

@@ -23,7 +23,7 @@ from inspector.figure_data.routing import describe_cell, read_routing, softmax
 from inspector.figure_data.text import SHADE_MODES, margin_shade, read_text
 from inspector.figure_data.tokens import display_token, preview
 from traces import open_trace
-from traces.analysis.rows import layer_routing
+from traces.analysis.rows import layer_routing, row_trace
 from traces.synthetic import write_synthetic_trace
 
 
@@ -45,7 +45,7 @@ def test_routing_data_matches_the_trace(trace):
     run = trace.run(trace.run_names[1])
     row, layer = int(run.probe_row), 2
     T = run.row_length(row)
-    data = read_routing(trace, run, layer, row)
+    data = read_routing(trace, run, row_trace(run, row), layer)
     logits = run.router_logits[layer, row, :T].astype(np.float64)
     p = np.exp(logits - logits.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
@@ -66,7 +66,7 @@ def test_routing_data_matches_the_trace(trace):
 def test_hover_text_names_every_fact_of_a_dropped_candidate(trace):
     run = trace.run(trace.run_names[0])
     row = int(run.probe_row)
-    data = read_routing(trace, run, 0, row)
+    data = read_routing(trace, run, row_trace(run, row), 0)
     t, e = (int(a[0]) for a in data.candidates(kept=False))
     k = int(np.flatnonzero(data.expert[t] == e)[0])
     text = describe_cell(data, t, e)
@@ -83,7 +83,7 @@ def test_overview_top1_and_drops(trace):
     run = trace.run(trace.run_names[2])
     row = 0
     T = run.row_length(row)
-    data = read_layers(trace, run, row)
+    data = read_layers(trace, row_trace(run, row))
     np.testing.assert_array_equal(data.top1, run.expert[:, row, :T, 0])
     np.testing.assert_array_equal(data.n_dropped, (~run.kept[:, row, :T]).sum(-1))
     t, l, n = data.drop_points()
@@ -106,7 +106,7 @@ def test_load_data_adds_up_to_the_stored_loads(trace):
 
 def test_text_shades(trace):
     run = trace.run(trace.run_names[0])
-    data = read_text(trace, run, int(run.probe_row))
+    data = read_text(trace, row_trace(run, int(run.probe_row)))
     shade, caption = data.shade(SHADE_MODES[0])
     assert shade.max() == 1.0 and "layers" in caption
     shade, _ = data.shade(SHADE_MODES[1], layer=1)

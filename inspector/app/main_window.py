@@ -22,7 +22,7 @@ from inspector.app.welcome import WelcomePage
 from inspector.figure_data.browser import RunInfo, first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.state.signals import InspectorState
-from inspector.views import VIEWS, View
+from inspector.views import View, view_classes
 from traces import TraceError
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     open_finished = Signal(bool)     # after each open attempt: True when the trace is now shown
 
-    def __init__(self, settings: Settings | None = None, views: Sequence[type[View]] = VIEWS,
+    def __init__(self, settings: Settings | None = None, views: Sequence[type[View]] | None = None,
                  open_new_window: Callable[[str], None] | None = None,
                  empty_note: str | None = None) -> None:
         super().__init__()
@@ -84,7 +84,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.left.setStretchFactor(1, 1)
         self.left.setSizes([640, 220])
 
-        self.views: list[View] = [cls(self.state) for cls in views]
+        self.views: list[View] = [cls(self.state) for cls in (views or view_classes())]
         for view in self.views:
             view.export_requested.connect(self._export_view)
         self.tabs = QtWidgets.QTabWidget()

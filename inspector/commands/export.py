@@ -13,7 +13,7 @@ import os
 from inspector.commands.errors import UsageError, message
 from inspector.export.output import FORMATS
 from inspector.export.page import PRESETS
-from inspector.specs.registry import NAMES, SPECS
+from inspector.specs.registry import SPECS, spec_of, view_names
 
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
@@ -27,8 +27,9 @@ _OPTION_FLAGS = {"run": "--run", "request": "--request", "row": "--row", "layer"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="TRACE", help="trace file (.h5)")
-    aliases = ", ".join(f"{a} = {n}" for a, n in NAMES.items() if a != n)
-    parser.add_argument("--view", default="routing", choices=list(NAMES), metavar="VIEW",
+    names = view_names()
+    aliases = ", ".join(f"{a} = {n}" for a, n in names.items() if a != n)
+    parser.add_argument("--view", default="routing", choices=list(names), metavar="VIEW",
                         help=f"the view whose figure to export: {', '.join(SPECS)} (default: routing; "
                              f"older names: {aliases})")
     what = parser.add_argument_group("what to show (each view reads the ones it needs)")
@@ -83,7 +84,7 @@ def selection(args: argparse.Namespace):
     """The `Selection` the options ask for; UsageError for malformed or inapplicable options."""
     from inspector.specs.selection import SHADE_BY_NAME, Selection
 
-    spec = SPECS[NAMES[args.view]]
+    spec = spec_of(args.view)
     given = {name for name in _OPTION_FLAGS if getattr(args, name) is not None}
     unused = sorted(given - set(spec.options))
     if unused:
@@ -206,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             _application()
         with open_trace(args.file) as trace:
             if not any(getattr(args, name) is not None for name in CHOOSING):
-                sel, picked = informative(trace, SPECS[NAMES[args.view]], sel)
+                sel, picked = informative(trace, spec_of(args.view), sel)
                 if picked:
                     print(f"{picked} (name --run, --request, --layer... to choose)")
             export = read_export(trace, args.view, sel)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from traces.analysis import ExplainRecord, Verdict
-from traces.analysis.cause_table import meaning, settles
+from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC, meaning, settles
 from traces.analysis.displacement import capacity_text
 from traces.analysis.explain_table import proof_cells
 from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
@@ -103,7 +103,7 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
     cause = v.cause
     confirmed = record is not None and settles(record.confirmed_cause)
     if not v.diverged:
-        if cause == "identical":
+        if cause == IDENTICAL:
             return "No divergence: runs A and B agree bitwise on tokens, routing and logits.", confirmed
         return (f"No divergence in the completions compared, but the runs differ inside: the first "
                 f"difference is of kind {cause} ({meaning(cause)})."), confirmed
@@ -116,7 +116,7 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
         text = f"Proven cause: {shown} — {what}"
         if (record.proof_position, record.proof_layer) != (v.position, v.layer):
             text += f" (the first difference, at {first}, is not it)"
-    elif confirmed and record.confirmed_cause == "output_numeric":
+    elif confirmed and record.confirmed_cause == OUTPUT_NUMERIC:
         shown = record.confirmed_cause
         text = f"Cause: {shown} — confirmed by counterfactual reruns: no routing event carries the split"
     elif confirmed:
@@ -181,8 +181,8 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
     facts: list[tuple[str, str]] = [("runs", runs)]
     if v.diverged:
         facts.append(("first divergent token t*",
-                      f"position {v.t_star} (new token {v.new_index}): {quoted_token(v.ref_token, vocab)} "
-                      f"in A, {quoted_token(v.token, vocab)} in B"))
+                      f"position {v.t_star} (new token {v.new_index}): {quoted_token(vocab, v.ref_token)} "
+                      f"in A, {quoted_token(vocab, v.token)} in B"))
     else:
         facts.append(("first divergent token t*", f"none over the {v.compared} positions compared"))
     if v.position >= 0 and v.layer >= 0:
@@ -193,7 +193,7 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
         facts.append(("experts (choice order)",
                       f"A {list(v.ref_experts)} kept {_kept(v.ref_kept)}, "
                       f"B {list(v.experts)} kept {_kept(v.kept)}"))
-    elif v.cause == "output_numeric":
+    elif v.cause == OUTPUT_NUMERIC:
         facts.append(("cause event", f"next-token logits at position {v.position}"))
     d, c = v.displacement, v.counterpart
     if d is not None:

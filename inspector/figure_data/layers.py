@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.tokens import token_labels
+from traces.analysis.layers import model_layer
+from traces.analysis.rows import RowTrace
 
 
 @dataclass(frozen=True)
@@ -51,32 +53,24 @@ class LayersData:
         }
 
 
-def layers_figure_data(
-    *, run: str, row: int, request: int, n_experts: int, model_layers: Sequence[int],
-    vocab: Sequence[str], tokens: np.ndarray, prompt_len: int, expert: np.ndarray, kept: np.ndarray,
-) -> LayersData:
-    """Build the layers data from one row's `expert` and `kept` [L, T, K], cut to the row's length."""
-    expert = np.asarray(expert, dtype=np.int64)
-    kept = np.asarray(kept, dtype=bool)
+def layers_figure_data(row: RowTrace, *, vocab: Sequence[str],
+                       moe_layers: Sequence[int] | None = None) -> LayersData:
+    """The layers data of one row (`traces.analysis.rows.RowTrace`): every MoE layer's choices.
+    `moe_layers` gives the model layer of each MoE layer (default the MoE index itself)."""
+    expert = np.asarray(row.expert, dtype=np.int64)
+    kept = np.asarray(row.kept, dtype=bool)
     return LayersData(
-        run=run, row=row, request=request, n_experts=int(n_experts),
-        model_layers=[int(m) for m in model_layers], labels=token_labels(vocab, tokens),
-        prompt_len=int(prompt_len), top1=np.ascontiguousarray(expert[:, :, 0]), expert=expert,
-        kept=kept, n_dropped=(~kept).sum(axis=-1).astype(np.int64),
+        run=row.run, row=row.row, request=row.request, n_experts=int(row.router_logits.shape[2]),
+        model_layers=[model_layer(moe_layers, l) for l in range(row.n_layers)],
+        labels=token_labels(vocab, row.tokens), prompt_len=row.prompt_len,
+        top1=np.ascontiguousarray(expert[:, :, 0]), expert=expert, kept=kept,
+        n_dropped=(~kept).sum(axis=-1).astype(np.int64),
     )
 
 
-def read_layers(trace, run, row: int) -> LayersData:
-    """Read every layer of one row of `run` and build the layers data."""
-    T = run.row_length(row)
-    L = run.dims["L"]
-    moe_layers = list(trace.moe_layers)
-    return layers_figure_data(
-        run=run.name, row=row, request=int(run.request_ids[row]), n_experts=run.dims["E"],
-        model_layers=moe_layers if len(moe_layers) == L else list(range(L)), vocab=trace.vocab,
-        tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
-        expert=run.expert[:, row, :T], kept=run.kept[:, row, :T],
-    )
+def read_layers(trace, row: RowTrace) -> LayersData:
+    """The layers data of `row`, read from a run of `trace`."""
+    return layers_figure_data(row, vocab=trace.vocab, moe_layers=trace.moe_layers)
 
 
 def describe_layers_cell(data: LayersData, t: int, l: int) -> str | None:

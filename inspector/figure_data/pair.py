@@ -234,16 +234,6 @@ def _count(x: float) -> str:
     return "-" if x != x else str(int(x))
 
 
-def _heatmap(row: RowTrace, layer: int, model_layer: int, vocab: Sequence[str],
-             capacity: np.ndarray) -> RoutingData:
-    return routing_figure_data(
-        run=row.run, row=row.row, layer=layer, model_layer=model_layer, request=row.request, vocab=vocab,
-        tokens=row.tokens, prompt_len=row.prompt_len, router_logits=row.router_logits[layer],
-        expert=row.expert[layer], gate=row.gate[layer], kept=row.kept[layer], slot=row.slot[layer],
-        group=row.group[layer], step=row.step, capacity=capacity,
-        probabilities=not (row.router_logits.size and np.isnan(row.router_logits[layer]).all()))
-
-
 @dataclass(frozen=True, eq=False)
 class Comparison:
     """What two rows' comparison gives whatever the layer shown: the verdict, the routing differences
@@ -293,8 +283,8 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
     cause_layer = cause.event[1]
     return PairData(
         request=a.request, layer=layer, model_layer=shown_layer,
-        a=_heatmap(a, layer, shown_layer, vocab, capacity_a),
-        b=_heatmap(b, layer, shown_layer, vocab, capacity_b),
+        a=routing_figure_data(a, layer, vocab=vocab, capacity=capacity_a, moe_layers=moe_layers),
+        b=routing_figure_data(b, layer, vocab=vocab, capacity=capacity_b, moe_layers=moe_layers),
         prompt_len=a.prompt_len, length=T, compared=C, t_star=verdict.t_star,
         kinds=difference_kinds(diff, T),
         changed=_pad(diff.expert, T, False), dropped_a_only=_pad(a_only & routed, T, False),

@@ -16,6 +16,7 @@ import numpy as np
 from inspector.figure_data.tokens import token_labels
 from traces.analysis.displacement import capacity_text
 from traces.analysis.layers import model_layer
+from traces.analysis.rows import RowTrace
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -86,33 +87,20 @@ class RoutingData:
         }
 
 
-def routing_figure_data(
-    *,
-    run: str,
-    row: int,
-    layer: int,
-    model_layer: int,
-    request: int,
-    vocab: Sequence[str],
-    tokens: np.ndarray,
-    prompt_len: int,
-    router_logits: np.ndarray,
-    expert: np.ndarray,
-    gate: np.ndarray,
-    kept: np.ndarray,
-    slot: np.ndarray,
-    group: np.ndarray,
-    step: np.ndarray,
-    capacity: np.ndarray,
-    probabilities: bool = True,
-) -> RoutingData:
-    """Build the heatmap data from one row's arrays, already cut to the row's length T.
+def routing_figure_data(row: RowTrace, layer: int, *, vocab: Sequence[str], capacity: np.ndarray,
+                        moe_layers: Sequence[int] | None = None) -> RoutingData:
+    """The heatmap data of MoE layer `layer` of one row (`traces.analysis.rows.RowTrace`).
 
-    `router_logits` is [T, E]; `expert`, `gate`, `kept`, `slot` are [T, K]; `group` and `step`
-    are [T]; `capacity` is the layer's [S, G] capacity table. Without `probabilities` (the router's
-    logits were not recorded) the image holds each chosen expert's rank: (K - k) / K for choice k.
+    `capacity` is the run's [S, G] capacity table at that layer; `moe_layers` the model layer of each
+    MoE layer (default the MoE index itself). Where the router's logits were not recorded
+    (`RowTrace.router_recorded`) the image holds each chosen expert's rank: (K - k) / K for choice k.
     """
+    if not 0 <= layer < row.n_layers:
+        raise ValueError(f"MoE layer {layer} outside 0..{row.n_layers - 1}")
+    router_logits, expert, step = row.router_logits[layer], row.expert[layer], row.step
+    group = np.asarray(row.group[layer], dtype=np.int64)
     T, E = router_logits.shape
+    probabilities = row.router_recorded
     if probabilities:
         probs = softmax(router_logits, axis=-1).T  # [E, T]
     else:
@@ -121,32 +109,26 @@ def routing_figure_data(
         for k in range(K):
             t = np.nonzero(expert[:, k] >= 0)[0]
             probs[expert[t, k], t] = (K - k) / K
+    capacity = np.asarray(capacity)
     S, G = capacity.shape
     ok = (step >= 0) & (step < S) & (group >= 0) & (group < G)
     cap = np.full(T, -1, dtype=np.int64)
     cap[ok] = capacity[step[ok], group[ok]]
     return RoutingData(
-        run=run, row=row, layer=layer, model_layer=model_layer, request=request,
-        labels=token_labels(vocab, tokens), tokens=np.asarray(tokens), prompt_len=int(prompt_len),
+        run=row.run, row=row.row, layer=layer, model_layer=model_layer(moe_layers, layer),
+        request=row.request,
+        labels=token_labels(vocab, row.tokens), tokens=np.asarray(row.tokens), prompt_len=row.prompt_len,
         probs=np.ascontiguousarray(probs), expert=np.asarray(expert, dtype=np.int64),
-        gate=np.asarray(gate, dtype=np.float32), kept=np.asarray(kept, dtype=bool),
-        slot=np.asarray(slot, dtype=np.int64), group=np.asarray(group, dtype=np.int64),
+        gate=np.asarray(row.gate[layer], dtype=np.float32), kept=np.asarray(row.kept[layer], dtype=bool),
+        slot=np.asarray(row.slot[layer], dtype=np.int64), group=group,
         step=np.asarray(step, dtype=np.int64), capacity=cap, probabilities=probabilities,
     )
 
 
-def read_routing(trace, run, layer: int, row: int) -> RoutingData:
-    """Read one (layer, row) slice of `run` from `trace` and build its heatmap data."""
-    T = run.row_length(row)
-    return routing_figure_data(
-        run=run.name, row=row, layer=layer, model_layer=model_layer(trace.moe_layers, layer),
-        request=int(run.request_ids[row]), vocab=trace.vocab,
-        tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
-        router_logits=run.router_logits[layer, row, :T], expert=run.expert[layer, row, :T],
-        gate=run.gate[layer, row, :T], kept=run.kept[layer, row, :T], slot=run.slot[layer, row, :T],
-        group=run.group[layer, row, :T], step=run.step[row, :T], capacity=run.capacity[:, layer, :],
-        probabilities="routing/router_logits" not in getattr(run, "not_recorded", ()),
-    )
+def read_routing(trace, run, row: RowTrace, layer: int) -> RoutingData:
+    """The heatmap data of `row` (read from `run` of `trace`) at MoE layer `layer`."""
+    return routing_figure_data(row, layer, vocab=trace.vocab, capacity=run.capacity[:, layer, :],
+                               moe_layers=trace.moe_layers)
 
 
 def describe_cell(data: RoutingData, t: int, e: int) -> str | None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis.measures import drops, router_margin
+from traces.analysis.rows import RowTrace
 
 #: Shading modes of the text strip, as the UI names them.
 SHADE_MODES = ("drops (all layers)", "drops (this layer)", "router margin (smallest over layers)")
@@ -97,25 +98,17 @@ class TextData:
         }
 
 
-def text_figure_data(
-    *, run: str, row: int, request: int, vocab: Sequence[str], tokens: np.ndarray, prompt_len: int,
-    expert: np.ndarray, kept: np.ndarray, router_logits: np.ndarray,
-) -> TextData:
-    """Build the strip from one row's `expert`, `kept` [L, T, K] and `router_logits` [L, T, E]."""
-    K = kept.shape[-1]
+def text_figure_data(row: RowTrace, *, vocab: Sequence[str]) -> TextData:
+    """The strip of one row (`traces.analysis.rows.RowTrace`): its drops and router margins per layer."""
+    K = row.kept.shape[-1]
     return TextData(
-        run=run, row=row, request=request,
-        texts=[display_token(token_text(vocab, int(i))) for i in tokens], prompt_len=int(prompt_len),
-        n_candidates=K, drops=drops(expert, kept).astype(np.int64),
-        margin=router_margin(router_logits, K).astype(np.float64),
+        run=row.run, row=row.row, request=row.request,
+        texts=[display_token(token_text(vocab, int(i))) for i in row.tokens], prompt_len=row.prompt_len,
+        n_candidates=K, drops=drops(row.expert, row.kept).astype(np.int64),
+        margin=router_margin(row.router_logits, K).astype(np.float64),
     )
 
 
-def read_text(trace, run, row: int) -> TextData:
-    """Read one row of `run` (every layer) and build the text strip."""
-    T = run.row_length(row)
-    return text_figure_data(
-        run=run.name, row=row, request=int(run.request_ids[row]), vocab=trace.vocab,
-        tokens=run.tokens[row, :T], prompt_len=int(run.prompt_len[row]),
-        expert=run.expert[:, row, :T], kept=run.kept[:, row, :T], router_logits=run.router_logits[:, row, :T],
-    )
+def read_text(trace, row: RowTrace) -> TextData:
+    """The strip of `row`, read from a run of `trace`."""
+    return text_figure_data(row, vocab=trace.vocab)

@@ -23,27 +23,28 @@ from inspector.specs.selection import (
     pick_run,
     with_context,
 )
-from traces.analysis.rows import layer_routing
+from traces.analysis.rows import layer_routing, row_trace
 
 # -- reading ----------------------------------------------------------------------------------------
 
 def read_routing(trace, sel: Selection):
     run = pick_run(trace, sel)
-    data = read_routing_data(trace, run, check_layer(run, sel.layer), pick_row(run, sel))
+    layer = check_layer(run, sel.layer)
+    data = read_routing_data(trace, run, row_trace(run, pick_row(run, sel), logits=False), layer)
     sel.positions(data.n_positions)
     return data
 
 
 def read_layers(trace, sel: Selection):
     run = pick_run(trace, sel)
-    data = read_layers_data(trace, run, pick_row(run, sel))
+    data = read_layers_data(trace, row_trace(run, pick_row(run, sel), logits=False))
     sel.positions(data.n_positions)
     return data
 
 
 def read_text(trace, sel: Selection):
     run = pick_run(trace, sel)
-    data = read_text_data(trace, run, pick_row(run, sel))
+    data = read_text_data(trace, row_trace(run, pick_row(run, sel), logits=False))
     check_layer(run, sel.layer)
     if sel.shade not in SHADE_MODES:
         raise SelectionError(f"unknown shading {sel.shade!r}")

@@ -2,8 +2,10 @@
 the table behind it, its file stem and the options it reads.
 
 The app's tabs and menus, the export dialog, `moe-inspector export --view` and the tests all read
-`SPECS`; a new view is one entry here (plus its widget in `inspector.views`). No Qt in this module:
-figure builders are named, not imported, so a CSV export never loads Qt.
+`SPECS`, when asked (nothing is derived from it at import): a new view is one entry here, plus its
+own figure data, figure builder and widget (by default the `View` of `inspector/views/<name>.py`).
+No Qt in this module: figure builders and widgets are named, not imported, so a CSV export never
+loads Qt.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from inspector.specs import divergence, figures
 from inspector.specs.selection import Selection, SelectionError
 from traces import TraceError
 
-#: Where the figure builders live (imported only to draw).
+#: Where the figure builders named without a module live (imported only to draw).
 DRAW_MODULE = "inspector.specs.draw"
 
 
@@ -31,7 +33,8 @@ class ViewSpec:
     title: str                                     # tab, menu, export dialog, file title
     key: str                                       # shortcut showing the view in the app ("" for none)
     read: Callable[[Any, Selection], Any]          # (open trace, selection) -> figure data
-    figure: str                                    # builder in DRAW_MODULE: (layout, style, data, selection)
+    figure: str                                    # builder (layout, style, data, selection, fit): a
+                                                   # name in DRAW_MODULE, or "module:name"
     columns: Callable[[Any, Selection], dict[str, np.ndarray]]   # the table behind the figure
     stem: Callable[[Any], list[object]]            # what the file name says after the view's name
     options: tuple[str, ...] = ()                  # Selection fields the view reads
@@ -42,12 +45,19 @@ class ViewSpec:
     fit_height: bool = False                       # page height follows the content (text)
     aliases: tuple[str, ...] = ()                  # older names the command line still accepts
     compares: bool = False                         # compares runs: a bare export picks a pair, not a run
+    widget: str = ""                               # the app's widget: "module:Class", or "" for the
+                                                   # View named `name` in inspector.views.<name>
 
     def draw(self, layout, style, data, sel: Selection, fit: int = 0):
         """Draw `data` into a `pg.GraphicsLayout` with `style` in layout `fit` (0 = fullest, up to
         `fits` - 1: panels stacked, then secondary ones left out); returns the figure builder,
         whose `left_out` names what a compact layout leaves out."""
-        return getattr(importlib.import_module(DRAW_MODULE), self.figure)(layout, style, data, sel, fit)
+        return self.builder()(layout, style, data, sel, fit)
+
+    def builder(self) -> Callable:
+        """The figure builder `figure` names (its module imported now)."""
+        module, _, name = self.figure.rpartition(":")
+        return getattr(importlib.import_module(module or DRAW_MODULE), name)
 
 
 SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
@@ -70,16 +80,18 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              area="bottom", fit_height=True),
 )}
 
-#: Every name `export --view` accepts: the views' names, then their older aliases.
-NAMES: dict[str, str] = {**{n: n for n in SPECS},
-                         **{a: s.name for s in SPECS.values() for a in s.aliases}}
+def view_names() -> dict[str, str]:
+    """Every name `export --view` accepts, to the view it names: the views' names, then their older
+    aliases."""
+    return {**{n: n for n in SPECS}, **{a: s.name for s in SPECS.values() for a in s.aliases}}
 
 
 def spec_of(name: str) -> ViewSpec:
     """The view named `name` (or an alias of it); SelectionError for an unknown name."""
-    if name not in NAMES:
+    names = view_names()
+    if name not in names:
         raise SelectionError(f"unknown view {name!r}; expected one of {', '.join(SPECS)}")
-    return SPECS[NAMES[name]]
+    return SPECS[names[name]]
 
 
 @dataclass(frozen=True)

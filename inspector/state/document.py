@@ -17,12 +17,14 @@ from inspector.figure_data.layers import LayersData, read_layers
 from inspector.figure_data.memo import Memo
 from inspector.figure_data.routing import RoutingData, read_routing
 from inspector.figure_data.text import TextData, read_text
-from traces.analysis.rows import LayerArrays, layer_routing
+from traces.analysis.rows import LayerArrays, RowTrace, layer_routing, row_trace
 
 #: What can change, in the words the listeners hear.
 CHANGES = ("trace", "run", "row", "layer", "position", "reference")
 #: Figure data kept per trace (a few MB at most each).
 DATA_MEMO = 48
+#: Rows kept per trace (every layer of one row each: the router logits are [L, T, E]).
+ROW_MEMO = 2
 
 
 class Document:
@@ -31,6 +33,7 @@ class Document:
     def __init__(self) -> None:
         self._listeners: list[Callable[[str], None]] = []
         self._data = Memo(DATA_MEMO)
+        self._rows = Memo(ROW_MEMO)
         self.layer = 0   # kept across traces (and restored from the settings at start)
         self._clear(None)
 
@@ -38,6 +41,7 @@ class Document:
                unusable: set[str] | None = None) -> None:
         """Forget everything of the previous trace: the one place a trace's state is dropped."""
         self._data.clear()
+        self._rows.clear()
         self._divergence: DivergenceSource | None = None
         self.trace = trace
         self.infos: dict[str, RunInfo] = dict(infos or {})   # attributes of the runs read so far
@@ -152,17 +156,23 @@ class Document:
 
     # -- data for the views (read lazily, memoised) -------------------------------------------
 
+    def row_trace(self) -> RowTrace:
+        """The selected row of the selected run, every layer (without its next-token logits): what
+        the routing, layers and text data are built from, read once per row."""
+        key = (self.run.name, self.row)
+        return self._rows.get(key, lambda: row_trace(self.run, self.row, logits=False))
+
     def routing_data(self) -> RoutingData:
         key = ("routing", self.run.name, self.layer, self.row)
-        return self._data.get(key, lambda: read_routing(self.trace, self.run, self.layer, self.row))
+        return self._data.get(key, lambda: read_routing(self.trace, self.run, self.row_trace(), self.layer))
 
     def layers_data(self) -> LayersData:
         key = ("layers", self.run.name, self.row)
-        return self._data.get(key, lambda: read_layers(self.trace, self.run, self.row))
+        return self._data.get(key, lambda: read_layers(self.trace, self.row_trace()))
 
     def text_data(self) -> TextData:
         key = ("text", self.run.name, self.row)
-        return self._data.get(key, lambda: read_text(self.trace, self.run, self.row))
+        return self._data.get(key, lambda: read_text(self.trace, self.row_trace()))
 
     def layer_routing(self, layer: int | None = None) -> LayerArrays:
         """The whole batch's routing at one layer (load figure, who-displaced-whom)."""

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from inspector.qt import QtCore, QtWidgets, Signal, pg
-from inspector.specs.registry import SPECS, Export, ViewSpec
+from inspector.specs.registry import Export, ViewSpec
 from inspector.views.hover import HoverLine
 from traces import TraceError
 
@@ -52,7 +52,7 @@ class _FillLayout(QtWidgets.QVBoxLayout):
 class View(QtWidgets.QWidget):
     """Base class of the views of `inspector.views.VIEWS`, one per declaration of `SPECS`."""
 
-    name = ""             # the declaration in `SPECS`; sets `spec`, `title`, `shortcut` and `area`
+    name = ""             # the declaration in `SPECS`; `bind` sets `spec`, `title`, `shortcut`, `area`
     spec: ViewSpec
     title = "View"
     area = "tab"          # "tab": a tab of the main area; "bottom": below the tabs, always visible
@@ -61,11 +61,12 @@ class View(QtWidgets.QWidget):
     drawn = Signal()      # after each redraw, for tests and benchmarks
     export_requested = Signal(object)  # the view's Export… button: the window opens the dialog on it
 
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.name:
-            cls.spec = SPECS[cls.name]
-            cls.title, cls.shortcut, cls.area = cls.spec.title, cls.spec.key, cls.spec.area
+    @classmethod
+    def bind(cls, spec: ViewSpec) -> type[View]:
+        """Take title, shortcut and place from the view's declaration (`inspector.views.widget_class`)."""
+        cls.spec = spec
+        cls.title, cls.shortcut, cls.area = spec.title, spec.key, spec.area
+        return cls
 
     def __init__(self, state: InspectorState, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)

@@ -65,7 +65,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traces.analysis.cause_table import CAUSE_TABLE, NUMERIC, OUTPUT_NUMERIC, router_numeric
+from traces.analysis.cause_table import (
+    CAPACITY,
+    CAUSE_TABLE,
+    MIXED,
+    NUMERIC,
+    OUTPUT_NUMERIC,
+    SEEDED_RANDOM,
+    UNCONFIRMED,
+    UNEXPLAINED,
+    UPSTREAM_NUMERIC,
+    router_numeric,
+)
 from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND
 from traces.analysis.reproduction import BITWISE, DECISIONS, NOT_REPRODUCED
 
@@ -101,15 +112,15 @@ def decide(e: Evidence) -> Decision:
     """The confirmed cause of a divergent pair (the table of the module docstring), where `capacity`
     also needs a proof: an event or a minimal set of events that removes the split."""
     decision = _decide(e)
-    if decision.cause != "capacity" or e.proof_kind == CAPACITY_KIND:
+    if decision.cause != CAPACITY or e.proof_kind == CAPACITY_KIND:
         return decision
     if e.proof_kind == NUMERIC_KIND:
-        return Decision("upstream_numeric", f"{decision.reason}, but the proven event is numeric: "
-                                            f"{e.sufficient} removes the split")
-    if e.proof_kind == "mixed":
-        return Decision("mixed", f"{decision.reason}, and the minimal set of events that removes the split "
-                                 f"holds both capacity and numeric events")
-    return Decision("unconfirmed", f"{decision.reason}, but no single event and no set of events found by "
+        return Decision(UPSTREAM_NUMERIC, f"{decision.reason}, but the proven event is numeric: "
+                                          f"{e.sufficient} removes the split")
+    if e.proof_kind == MIXED:
+        return Decision(MIXED, f"{decision.reason}, and the minimal set of events that removes the split "
+                               f"holds both capacity and numeric events")
+    return Decision(UNCONFIRMED, f"{decision.reason}, but no single event and no set of events found by "
                                  f"delta debugging is shown to carry the split")
 
 
@@ -121,11 +132,11 @@ def _decide(e: Evidence) -> Decision:
         return _without_replay(e)
     if not e.replay_same:
         if e.native:
-            return Decision("output_numeric", "with the reference's routing forced on the row the tokens "
-                                              "still split, and only the native kernels' batch-shaped "
-                                              "numerics differ then")
-        return Decision("unexplained", "with the reference's routing forced under batch-invariant kernels "
-                                       "nothing should differ, yet the tokens still split")
+            return Decision(OUTPUT_NUMERIC, "with the reference's routing forced on the row the tokens "
+                                            "still split, and only the native kernels' batch-shaped "
+                                            "numerics differ then")
+        return Decision(UNEXPLAINED, "with the reference's routing forced under batch-invariant kernels "
+                                     "nothing should differ, yet the tokens still split")
     return _with_replay(e)
 
 
@@ -133,43 +144,43 @@ def _with_replay(e: Evidence) -> Decision:
     """P holds: the row's routing carries the divergence; which mechanism changed the routing?"""
     D, I = e.dropless_same, e.invariant_same
     carries = "replaying the reference's routing restores its tokens"
-    if e.guess == "capacity":
+    if e.guess == CAPACITY:
         if e.coupled and (D or I is False):
             why = "dropless reruns agree" if D else "batch-invariant reruns still split"
-            return Decision("capacity", f"{carries}, and {why}")
+            return Decision(CAPACITY, f"{carries}, and {why}")
         if e.native and e.coupled and D is False and I:
-            return Decision("upstream_numeric", f"{carries}, but dropless reruns still split while "
-                                                f"batch-invariant reruns agree: numeric noise decided "
-                                                f"which candidates the capacity cut")
+            return Decision(UPSTREAM_NUMERIC, f"{carries}, but dropless reruns still split while "
+                                              f"batch-invariant reruns agree: numeric noise decided "
+                                              f"which candidates the capacity cut")
         if e.native and not e.coupled:
-            return Decision("upstream_numeric", f"{carries}; rows cannot compete under this routing, so the "
-                                                f"kept set changed through the row's own numerics")
+            return Decision(UPSTREAM_NUMERIC, f"{carries}; rows cannot compete under this routing, so the "
+                                              f"kept set changed through the row's own numerics")
     elif e.guess in router_numeric():
         if e.native and (I or D is False or e.coupled):
             why = ("batch-invariant reruns agree" if I else "dropless reruns still split" if D is False
                    else "the batch-invariant reruns split through capacity")
             return Decision(e.guess, f"{carries}; the router's input differed while all earlier routing "
                                      f"was equal, which only the native kernels' numerics do ({why})")
-    elif e.guess == "seeded_random":
-        return Decision("seeded_random", f"{carries}; the router logits were equal, the seeded choice "
-                                         f"was not")
+    elif e.guess == SEEDED_RANDOM:
+        return Decision(SEEDED_RANDOM, f"{carries}; the router logits were equal, the seeded choice "
+                                       f"was not")
     if not e.native and e.coupled:
-        return Decision("capacity", f"{carries}; under batch-invariant kernels rows interact only through "
-                                    f"capacity")
-    return Decision("unexplained", f"{carries}, but the reruns contradict the recorded event "
-                                   f"({e.guess}: dropless {_yes_no(D)}, batch-invariant {_yes_no(I)})")
+        return Decision(CAPACITY, f"{carries}; under batch-invariant kernels rows interact only through "
+                                  f"capacity")
+    return Decision(UNEXPLAINED, f"{carries}, but the reruns contradict the recorded event "
+                                 f"({e.guess}: dropless {_yes_no(D)}, batch-invariant {_yes_no(I)})")
 
 
 def _without_replay(e: Evidence) -> Decision:
     D, I = e.dropless_same, e.invariant_same
-    if e.coupled and e.guess == "capacity" and D:
-        return Decision("capacity", "dropless reruns agree (no routing replay was possible)")
+    if e.coupled and e.guess == CAPACITY and D:
+        return Decision(CAPACITY, "dropless reruns agree (no routing replay was possible)")
     if e.native and I:
         numeric = e.guess in CAUSE_TABLE and CAUSE_TABLE[e.guess].kind == NUMERIC
         cause = e.guess if numeric else OUTPUT_NUMERIC
         return Decision(cause, "batch-invariant reruns agree (no routing replay was possible)")
-    return Decision("unexplained", f"no routing replay was possible and the reruns do not settle it "
-                                   f"(dropless {_yes_no(D)}, batch-invariant {_yes_no(I)})")
+    return Decision(UNEXPLAINED, f"no routing replay was possible and the reruns do not settle it "
+                                 f"(dropless {_yes_no(D)}, batch-invariant {_yes_no(I)})")
 
 
 def _yes_no(value: bool | None) -> str:

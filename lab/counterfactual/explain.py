@@ -49,6 +49,7 @@ from model.device import resolve_device
 from model.fingerprint import machine_fingerprint
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
+from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC
 from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
 from traces.analysis.proof import format_cells, necessity_text, proof_sentence, reach_text
 from traces.analysis.reference import condition_of
@@ -208,7 +209,7 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
             if verdict.diverged:
                 queue.append((verdict, record))
             else:
-                confirmed = "identical" if verdict.cause == "identical" else ""
+                confirmed = IDENTICAL if verdict.cause == IDENTICAL else ""
                 out[record_key(record)] = dataclasses.replace(record, confirmed_cause=confirmed)
         queues.append(queue)
         result.divergent += len(queue)
@@ -253,7 +254,7 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -
                                    invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
                                    confirmed_cause=decision.cause)
     lead = proof.lead
-    kind = proof.kind or ("output_numeric" if decision.cause == "output_numeric" else "")
+    kind = proof.kind or (OUTPUT_NUMERIC if decision.cause == OUTPUT_NUMERIC else "")
     return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift,
                                keep_same=proof.keep, withdraw_same=proof.withdraw, logits_same=proof.logits,
                                sufficient=evidence.sufficient, scope=proof.scope,

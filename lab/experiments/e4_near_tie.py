@@ -23,6 +23,7 @@ from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import Models, Recording, RequestPool, RunRecord, check_lengths
 from lab.experiments.tables import markdown_table, ranges
 from traces.analysis import RunArrays, Verdict, explain_pair, row_trace
+from traces.analysis.cause_table import ROUTER_FLIP
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class SizeResult:
         div = self.diverged
         causes = Counter(v.cause for v in div)
         t_star = [v.new_index for v in div]
-        margins = [v.router_margin for v in div if v.cause == "router_flip" and np.isfinite(v.router_margin)]
+        margins = [v.router_margin for v in div if v.cause == ROUTER_FLIP and np.isfinite(v.router_margin)]
         logit = [v.logit_margin for v in div if np.isfinite(v.logit_margin)]
         return [self.batch_size, self.kernel_mode, len(self.verdicts), self.bitwise_equal, len(div),
                 f"{int(np.median(t_star))}" if t_star else "-",

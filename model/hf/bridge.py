@@ -2,10 +2,10 @@
 the recorder, the experiments and `explain` run it as they run the shipped byte-level model.
 
 The protocol: `config` (vocab_size, context, moe_layers, n_experts, top_k, is_moe, to_dict),
-`device`, `dtype`, `new_cache(B)`, and a call `model(tokens[B,T], policy, valid=, positions=, pad=,
-kernel_mode=, cache=, forced=, step=, edit=)` that returns next-token logits[B,T,V] (float32) and one
-`LayerRouting` per MoE layer, in the caller's layout: right padding, positions in each row's own
-coordinates.
+`device`, `dtype`, `new_cache(B)`, and a call `model(tokens[B,T], policy, kernel_mode=, step=)` (the
+step's `model.step.StepInputs`: valid tokens, positions, pads, cache, replay, index, edits) that
+returns next-token logits[B,T,V] (float32) and one `LayerRouting` per MoE layer, in the caller's
+layout: right padding, positions in each row's own coordinates.
 
 Inside, the prefill is laid out with left padding, as transformers' own `generate` does it: each
 row's real tokens end at the last column, so every later token of every row sits in one shared cache
@@ -30,6 +30,7 @@ from model.hf.families import RouterFamily
 from model.hf.tap import RouterTap, StepContext
 from model.kernels import check_mode
 from model.routing import RoutingPolicy
+from model.step import StepInputs
 from model.transformer import ForwardOutput
 
 log = logging.getLogger(__name__)
@@ -160,17 +161,19 @@ class HFMoEModel:
         self.tap.close()
 
     @torch.no_grad()
-    def __call__(self, tokens: torch.Tensor, policy: RoutingPolicy, *, valid: torch.Tensor,
-                 positions: torch.Tensor, pad: torch.Tensor | None = None, kernel_mode: str = "native",
-                 cache: HFCache | None = None, forced=None, step: int = 0, edit=None) -> ForwardOutput:
-        """Logits[B,T,V] and routing for tokens[B,T] (right padding, see the module docstring)."""
+    def __call__(self, tokens: torch.Tensor, policy: RoutingPolicy, *, kernel_mode: str = "native",
+                 step: StepInputs) -> ForwardOutput:
+        """Logits[B,T,V] and routing for tokens[B,T] (right padding, see the module docstring); `step`
+        must say which tokens are valid (its positions are the cache's, as in transformers' generate)."""
         if policy is None or policy.top_k != self.config.top_k:
             raise ValueError(f"the routing policy must have top_k = {self.config.top_k} (the model's K); "
                              f"pass it through adapt_policy()")
+        if step.valid is None:
+            raise ValueError("the Hugging Face bridge needs the step's valid tokens (StepInputs.valid)")
         kernel_mode_name = check_mode(kernel_mode)
         B, T = tokens.shape
-        if cache is None:
-            cache = self.new_cache(B)
+        valid = step.valid
+        cache: HFCache = step.cache if step.cache is not None else self.new_cache(B)
         first = cache.mask.shape[1] == 0
         if first:  # right padding -> left padding: row b rolls right by T - len_b
             lengths = valid.sum(1)  # [B]
@@ -191,8 +194,7 @@ class HFMoEModel:
             cache.last_pos = pos[:, 0]
         cache.mask = torch.cat([cache.mask, mask], 1)
         impose = self.impose == "always" or not policy.dropless
-        ctx = StepContext(B, T, valid, pad, policy, impose, step, forced, edit, to_left=to_left,
-                          to_right=to_right)
+        ctx = StepContext(B, T, valid, policy, impose, step, to_left=to_left, to_right=to_right)
         self.tap.context = ctx
         try:
             with hf_kernels.kernel_mode(self.hf, kernel_mode_name, self.tile):

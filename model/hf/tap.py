@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model.moe import ForcedRouting, LayerRouting, apply_forced
+from model.moe import LayerRouting, apply_forced
 from model.routing import RoutingPolicy, route
+from model.step import StepInputs
 
 
 @dataclass
@@ -29,12 +30,9 @@ class StepContext:
     B: int
     T: int
     valid: torch.Tensor  # [B,T] bool tokens to route
-    pad: torch.Tensor | None  # [B,T] bool pad positions
     policy: RoutingPolicy
     impose: bool  # hand the policy's decision to the experts (else the router's own output)
-    step: int = 0
-    forced: list[ForcedRouting | None] | None = None  # per MoE layer
-    edit: object | None = None  # a `LayerEdit` of this step
+    step: StepInputs  # pads, step index, replay and edits of the step
     to_left: torch.Tensor | None = None  # [B,T] model column u <- caller column (None: same layout)
     to_right: torch.Tensor | None = None  # [B,T] caller column t <- model column
     routing: list[LayerRouting] = field(default_factory=list)
@@ -88,7 +86,7 @@ class RouterTap:
         z = ctx.caller(logits.float().view(B, T, E))  # [B,T,E] exact for float16/bfloat16 logits
         weights = ctx.caller(weights.view(B, T, K))
         index = ctx.caller(index.view(B, T, K))
-        edit = ctx.edit.for_layer(li) if ctx.edit is not None else None
+        edit = ctx.step.edit_at(li)
         if edit is not None:
             z2 = edit.before_route(z)
             if not torch.equal(z2, z):  # a token's router logits replaced: route it as the model would
@@ -97,10 +95,10 @@ class RouterTap:
                 weights, index = w.view(B, T, K), i.view(B, T, K)
         # with device_map="auto" a layer may sit on another device than the inputs
         valid = ctx.valid.to(z.device)
-        pad = None if ctx.pad is None else ctx.pad.to(z.device)
-        decision = route(z, valid, ctx.policy, pad=pad, seed_offset=ctx.step * 4096 + li,
+        pad = None if ctx.step.pad is None else ctx.step.pad.to(z.device)
+        decision = route(z, valid, ctx.policy, pad=pad, seed_offset=ctx.step.seed_offset(li),
                          chosen=(index, weights))
-        forced = ctx.forced[li] if ctx.forced is not None else None
+        forced = ctx.step.forced_at(li)
         if forced is not None:
             decision = apply_forced(decision, forced)
         if edit is not None:

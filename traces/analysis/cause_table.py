@@ -17,6 +17,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The name of each cause, the one spelling every module imports.
+CAPACITY = "capacity"
+ROUTER_FLIP = "router_flip"
+SEEDED_RANDOM = "seeded_random"
+RENORMALIZATION = "renormalization"
+UPSTREAM_NUMERIC = "upstream_numeric"
+OUTPUT_NUMERIC = "output_numeric"
+NUMERIC_ROUTING = "numeric_routing"
+TOKEN_NEAR_TIE = "token_near_tie"
+MIXED = "mixed"
+UNEXPLAINED = "unexplained"
+UNCONFIRMED = "unconfirmed"
+NOT_REPRODUCED = "not_reproduced"
+IDENTICAL = "identical"
+
+#: The kind of the causes that are floating-point differences of the kernels.
+NUMERIC = "numeric"
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -31,40 +49,36 @@ class Cause:
 
 
 _CAUSES = (
-    Cause("capacity", "a candidate was dropped for lack of expert slots (capacity coupling with the batch)",
+    Cause(CAPACITY, "a candidate was dropped for lack of expert slots (capacity coupling with the batch)",
           "capacity", "#fdae6b", True, True),
-    Cause("router_flip", "a numeric near-tie flipped the router's choice of experts", "numeric", "#9ecae1",
+    Cause(ROUTER_FLIP, "a numeric near-tie flipped the router's choice of experts", NUMERIC, "#9ecae1",
           True, True),
-    Cause("seeded_random", "a seeded random choice of experts differs", "random", "#c7e9c0", True, True),
-    Cause("renormalization", "the after-drop renormalization of the weights differs", "numeric", "#bcbddc",
+    Cause(SEEDED_RANDOM, "a seeded random choice of experts differs", "random", "#c7e9c0", True, True),
+    Cause(RENORMALIZATION, "the after-drop renormalization of the weights differs", NUMERIC, "#bcbddc",
           True, True),
-    Cause("upstream_numeric", "a numeric difference upstream of the router (the router's input differs)",
-          "numeric", "#6baed6", True, True),
-    Cause("output_numeric", "routing is identical; a numeric difference in the expert or attention "
-                            "reductions", "numeric", "#3182bd", True, True),
-    Cause("numeric_routing", "routing changed without a capacity limit (numeric): the chosen experts "
-                             "differ in a dropless engine whose router logits were not recorded", "numeric",
+    Cause(UPSTREAM_NUMERIC, "a numeric difference upstream of the router (the router's input differs)",
+          NUMERIC, "#6baed6", True, True),
+    Cause(OUTPUT_NUMERIC, "routing is identical; a numeric difference in the expert or attention "
+                          "reductions", NUMERIC, "#3182bd", True, True),
+    Cause(NUMERIC_ROUTING, "routing changed without a capacity limit (numeric): the chosen experts "
+                           "differ in a dropless engine whose router logits were not recorded", NUMERIC,
           "#08519c", True, True),
-    Cause("token_near_tie", "next-token near-tie: routing identical up to the split, the token choice "
-                            "flipped (router logits not recorded)", "numeric", "#2171b5", True, True),
-    Cause("mixed", "a minimal set of events that mixes capacity drops and numeric router changes carries "
-                   "the split", "mixed", "#e6550d", True, False),
-    Cause("unexplained", "the tokens differ but no routing or logit difference precedes them", "unproven",
+    Cause(TOKEN_NEAR_TIE, "next-token near-tie: routing identical up to the split, the token choice "
+                          "flipped (router logits not recorded)", NUMERIC, "#2171b5", True, True),
+    Cause(MIXED, "a minimal set of events that mixes capacity drops and numeric router changes carries "
+                 "the split", "mixed", "#e6550d", True, False),
+    Cause(UNEXPLAINED, "the tokens differ but no routing or logit difference precedes them", "unproven",
           "#969696", False, True),
-    Cause("unconfirmed", "the reruns point at a cause, but no event or minimal set of events is proven to "
-                         "carry the split", "unproven", "#bdbdbd", False, False),
-    Cause("not_reproduced", "the reruns took another decision than the recording, so they confirm nothing",
+    Cause(UNCONFIRMED, "the reruns point at a cause, but no event or minimal set of events is proven to "
+                       "carry the split", "unproven", "#bdbdbd", False, False),
+    Cause(NOT_REPRODUCED, "the reruns took another decision than the recording, so they confirm nothing",
           "unproven", "#d9d9d9", False, False),
-    Cause("identical", "the two runs agree on tokens, routing and logits", "none", "#f0f0f0", True, True),
+    Cause(IDENTICAL, "the two runs agree on tokens, routing and logits", "none", "#f0f0f0", True, True),
 )
 
 #: Every cause by name, in the order summaries list them.
 CAUSE_TABLE: dict[str, Cause] = {c.name: c for c in _CAUSES}
 
-#: The kind of the causes that are floating-point differences of the kernels.
-NUMERIC = "numeric"
-#: The numeric cause whose routing is identical (the difference is in the expert or attention output).
-OUTPUT_NUMERIC = "output_numeric"
 
 
 def first_difference_causes() -> tuple[str, ...]:

@@ -41,6 +41,18 @@ from __future__ import annotations
 import numpy as np
 
 from traces.analysis import next_token
+from traces.analysis.cause_table import (
+    CAPACITY,
+    IDENTICAL,
+    NUMERIC_ROUTING,
+    OUTPUT_NUMERIC,
+    RENORMALIZATION,
+    ROUTER_FLIP,
+    SEEDED_RANDOM,
+    TOKEN_NEAR_TIE,
+    UNEXPLAINED,
+    UPSTREAM_NUMERIC,
+)
 from traces.analysis.curves import RoutingDifferences, routing_differences, shared_prefix
 from traces.analysis.displacement import displacement
 from traces.analysis.measures import max_logit_difference, router_margin
@@ -78,7 +90,7 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
                   ref_token=int(ref.tokens[t_star]) if t_star >= 0 else -1,
                   root=root, **_token_flip(ref, other, t_star))
     decision, routing = diff.decision.T, diff.routing.T  # [T, L] in (position, layer) order
-    if not _router_recorded(ref) or not _router_recorded(other):
+    if not ref.router_recorded or not other.router_recorded:
         return _engine_verdict(ref, other, diff, decision, first_logits, t_star, fields), diff
     if decision.any():
         p, l = np.unravel_index(int(np.argmax(decision)), decision.shape)
@@ -87,15 +99,9 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
         p, l = np.unravel_index(int(np.argmax(routing)), routing.shape)
         return _routing_event(ref, other, diff, int(p), int(l), fields), diff
     if first_logits >= 0:
-        return Verdict(cause="output_numeric", position=first_logits, layer=LOGITS_LAYER, **fields), diff
-    cause = "unexplained" if t_star >= 0 else "identical"
+        return Verdict(cause=OUTPUT_NUMERIC, position=first_logits, layer=LOGITS_LAYER, **fields), diff
+    cause = UNEXPLAINED if t_star >= 0 else IDENTICAL
     return Verdict(cause=cause, position=-1, layer=-1, **fields), diff
-
-
-def _router_recorded(row: RowTrace) -> bool:
-    """False for a run whose router logits were not recorded (the reader gives NaN for them)."""
-    z = np.asarray(row.router_logits[:, :1])
-    return not (z.size and np.isnan(z).all())
 
 
 def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, first_logits: int,
@@ -108,14 +114,14 @@ def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, 
         p, l = (int(i) for i in np.unravel_index(int(np.argmax(decision)), decision.shape))
         fields["root"] = Difference(p, l, "expert")
         ea, eb = ref.expert[l, p], other.expert[l, p]
-        return Verdict(cause="numeric_routing", position=p, layer=l, experts=_ints(eb), ref_experts=_ints(ea),
+        return Verdict(cause=NUMERIC_ROUTING, position=p, layer=l, experts=_ints(eb), ref_experts=_ints(ea),
                        kept=_bools(other.kept[l, p]), ref_kept=_bools(ref.kept[l, p]),
                        rank=int(np.argmax(ea != eb)), **fields)
     if t_star >= 0:
-        return Verdict(cause="token_near_tie", position=t_star - 1, layer=LOGITS_LAYER, **fields)
+        return Verdict(cause=TOKEN_NEAR_TIE, position=t_star - 1, layer=LOGITS_LAYER, **fields)
     if first_logits >= 0:
-        return Verdict(cause="output_numeric", position=first_logits, layer=LOGITS_LAYER, **fields)
-    return Verdict(cause="identical", position=-1, layer=-1, **fields)
+        return Verdict(cause=OUTPUT_NUMERIC, position=first_logits, layer=LOGITS_LAYER, **fields)
+    return Verdict(cause=IDENTICAL, position=-1, layer=-1, **fields)
 
 
 def _check_pair(ref: RowTrace, other: RowTrace) -> None:
@@ -169,7 +175,7 @@ def _routing_event(ref: RowTrace, other: RowTrace, diff, p: int, l: int, fields:
                  router_delta=float(max_logit_difference(za, zb)))
     if diff.expert[l, p]:
         rank = int(np.argmax(ea != eb))
-        cause = "router_flip" if diff.router_logits[l, p] else "seeded_random"
+        cause = ROUTER_FLIP if diff.router_logits[l, p] else SEEDED_RANDOM
         ranked = np.sort(np.asarray(za, np.float64))[::-1]
         margin = float(ranked[rank] - ranked[rank + 1]) if rank + 1 < ranked.size else float("inf")
         return Verdict(cause=cause, rank=rank, router_margin=margin, **event, **fields)
@@ -178,9 +184,9 @@ def _routing_event(ref: RowTrace, other: RowTrace, diff, p: int, l: int, fields:
         rank = int(np.argmax(ka != kb))
         dropper, keeper = (other, ref) if ka[rank] else (ref, other)
         dropped, kept = _displacements(dropper, keeper, l, p, rank)
-        return Verdict(cause="capacity", rank=rank, router_margin=margin, displacement=dropped,
+        return Verdict(cause=CAPACITY, rank=rank, router_margin=margin, displacement=dropped,
                        counterpart=kept, **event, **fields)
-    cause = "upstream_numeric" if diff.router_logits[l, p] else "renormalization"
+    cause = UPSTREAM_NUMERIC if diff.router_logits[l, p] else RENORMALIZATION
     return Verdict(cause=cause, router_margin=margin, **event, **fields)
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traces.analysis.cause_table import unexplained
+from traces.analysis.cause_table import NOT_REPRODUCED, unexplained
 from traces.analysis.proof import parse_cells
+from traces.analysis.reproduction import BITWISE
 from traces.analysis.summary import CauseSummary, summarize_causes
 from traces.analysis.verdict import Verdict
 
@@ -203,7 +204,7 @@ def _version1_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     reproduced bit for bit, so its confirmed records were reproduced `bitwise`."""
     confirmed = [c.decode() if isinstance(c, bytes) else str(c)
                  for c in np.asarray(columns["confirmed_cause"]).tolist()]
-    level = ["" if c == "" else "not_reproduced" if c == "not_reproduced" else "bitwise" for c in confirmed]
+    level = ["" if c == "" else NOT_REPRODUCED if c == NOT_REPRODUCED else BITWISE for c in confirmed]
     empty = np.array([""] * len(level), dtype=np.str_)
     not_run = np.full(len(level), -1, dtype=np.int8)
     none = np.full(len(level), -1, dtype=np.int32)

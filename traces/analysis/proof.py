@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from traces.analysis.cause_table import CAPACITY, MIXED, OUTPUT_NUMERIC, UPSTREAM_NUMERIC
+
 #: Kinds of one event: a capacity decision (a kept set) or a numeric one (router logits or experts).
-CAPACITY_KIND = "capacity"
-NUMERIC_KIND = "upstream_numeric"
+CAPACITY_KIND = CAPACITY
+NUMERIC_KIND = UPSTREAM_NUMERIC
 #: Kinds of a proof: capacity, upstream numeric, output numeric (no routing event; the kernels'
 #: numerics after the router), or mixed (a set with events of both kinds).
-PROOF_KINDS = (CAPACITY_KIND, NUMERIC_KIND, "output_numeric", "mixed")
+PROOF_KINDS = (CAPACITY_KIND, NUMERIC_KIND, OUTPUT_NUMERIC, MIXED)
 
 #: What the views say when no proof is stored.
 NO_PROOF = "first difference (no proof yet)"
@@ -33,7 +35,7 @@ def set_kind(kinds: Iterable[str]) -> str:
     distinct = set(kinds)
     if not distinct:
         return ""
-    return distinct.pop() if len(distinct) == 1 else "mixed"
+    return distinct.pop() if len(distinct) == 1 else MIXED
 
 
 def parse_cells(text: str) -> list[tuple[int, int]]:

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from traces.analysis.cause_table import NOT_REPRODUCED
+
 #: Integer datasets whose values come from float comparisons, not from decisions.
 FLOAT_DERIVED = ("logits_topk/index",)
 
 BITWISE = "bitwise"
 DECISIONS = "decisions"
-NOT_REPRODUCED = "not_reproduced"
 #: Reproduction levels, strongest first.
 LEVELS = (BITWISE, DECISIONS, NOT_REPRODUCED)
 

@@ -218,6 +218,13 @@ class RowTrace:
     def label(self) -> str:
         return f"run {self.run} row {self.row}"
 
+    @property
+    def router_recorded(self) -> bool:
+        """False for a run whose router logits were not recorded (a serving engine's: the reader
+        gives NaN for them, `Run.not_recorded`)."""
+        z = np.asarray(self.router_logits[:, :1])
+        return not (z.size and np.isnan(z).all())
+
     # Per-row quantities every pair with this row needs: computed once, kept with the row.
     @functools.cached_property
     def log_probs(self) -> np.ndarray | None:

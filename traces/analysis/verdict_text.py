@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from traces.analysis import cause_table as table
 from traces.analysis.displacement import capacity_text
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def quoted_token(token: int, vocab: list[str] | None) -> str:
+def quoted_token(vocab: list[str] | None, token: int) -> str:
     """A token as its vocabulary string in quotes, or as 'token 17' without a vocabulary."""
     if vocab is not None and 0 <= token < len(vocab):
         return repr(vocab[token])
@@ -40,7 +41,7 @@ def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
     parts = [_event(v)]
     if v.diverged:
         parts.append(_split(v, vocab))
-    elif v.cause != "identical":
+    elif v.cause != table.IDENTICAL:
         n = v.compared - v.prompt_len
         parts.append(f"The completions still agree over the {n} new token{'s' if n != 1 else ''} compared.")
     if v.root is not None and (v.root.position, v.root.layer) != (v.position, v.layer):
@@ -51,42 +52,42 @@ def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
 def _event(v: Verdict) -> str:
     at = f"Position {v.position}, layer {v.layer}:"
     pair = f"run {v.ref_run} row {v.ref_row}"
-    if v.cause == "capacity":
+    if v.cause == table.CAPACITY:
         return _capacity(v, at)
-    if v.cause == "router_flip":
+    if v.cause == table.ROUTER_FLIP:
         return (f"{at} router flip at a near-tie: {_whose(v, v.is_probe)} experts changed from "
                 f"{_experts(v.ref_experts)} in run {v.ref_run} to {_experts(v.experts)} in run {v.run} "
                 f"(router margin {_num(v.router_margin)} between its {ordinal(v.rank + 1)} and "
                 f"{ordinal(v.rank + 2)} choice, router logits differ by up to {_num(v.router_delta)}).")
-    if v.cause == "seeded_random":
+    if v.cause == table.SEEDED_RANDOM:
         return (f"{at} same router logits, different experts ({_experts(v.ref_experts)} in run {v.ref_run}, "
                 f"{_experts(v.experts)} in run {v.run}): a seeded random choice.")
-    if v.cause == "renormalization":
+    if v.cause == table.RENORMALIZATION:
         kept = [e for e, k in zip(v.ref_experts, v.ref_kept, strict=True) if k]
         gates_ref = ", ".join(_num(g) for g in v.ref_gates)
         gates = ", ".join(_num(g) for g in v.gates)
         return (f"{at} same router logits and kept experts {_experts(tuple(kept))}, different weights "
                 f"({gates_ref} in run {v.ref_run}, {gates} in run {v.run}): the after-drop "
                 f"renormalization differs.")
-    if v.cause == "upstream_numeric":
+    if v.cause == table.UPSTREAM_NUMERIC:
         return (f"{at} the router logits differ by up to {_num(v.router_delta)} although all earlier routing "
                 f"was identical: a numeric difference upstream of the router (router margin there "
                 f"{_num(v.router_margin)}); no choice of experts or kept set differs "
                 f"{'before the tokens split' if v.diverged else 'in the positions compared'}.")
-    if v.cause == "numeric_routing":
+    if v.cause == table.NUMERIC_ROUTING:
         return (f"{at} routing changed without a capacity limit (numeric): {_whose(v, v.is_probe)} experts "
                 f"changed from {_experts(v.ref_experts)} in run {v.ref_run} to {_experts(v.experts)} in run "
                 f"{v.run}, with identical routing before it; the engine computes every chosen expert "
                 f"(dropless), so only a numeric difference in the router's input can change them (router "
                 f"logits were not recorded).")
-    if v.cause == "token_near_tie":
+    if v.cause == table.TOKEN_NEAR_TIE:
         return (f"Next-token near-tie: routing is identical up to the divergence, and the token chosen "
                 f"after position {v.position} differs (router logits were not recorded; the recorded "
                 f"log-probability margin says how near the tie was).")
-    if v.cause == "output_numeric":
+    if v.cause == table.OUTPUT_NUMERIC:
         return (f"Routing is identical up to the divergence; the next-token logits first differ at position "
                 f"{v.position}: a numeric difference in the expert or attention reductions.")
-    if v.cause == "unexplained":
+    if v.cause == table.UNEXPLAINED:
         return (f"The tokens differ at position {v.t_star} but no routing or logit difference "
                 f"precedes it (against {pair}).")
     return (f"Run {v.run} row {v.row} and {pair} agree bitwise on tokens, routing and logits over "
@@ -116,8 +117,8 @@ def _capacity(v: Verdict, at: str) -> str:
 
 def _split(v: Verdict, vocab: list[str] | None) -> str:
     text = (f"The tokens split at position {v.t_star} (new token {v.new_index}): "
-            f"{quoted_token(v.ref_token, vocab)} in run {v.ref_run}, "
-            f"{quoted_token(v.token, vocab)} in run {v.run}")
+            f"{quoted_token(vocab, v.ref_token)} in run {v.ref_run}, "
+            f"{quoted_token(vocab, v.token)} in run {v.run}")
     if v.logit_margin == v.logit_margin:  # not NaN: logits are at hand
         text += (f"; the reference's top-2 logit margin at position {v.t_star - 1} was "
                  f"{_num(v.logit_margin)} against a logit difference of up to {_num(v.logit_delta)}")
