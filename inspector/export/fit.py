@@ -113,10 +113,15 @@ def overlaps(canvas: Canvas) -> list[str]:
 
 
 def broken_words(canvas: Canvas) -> list[str]:
-    """Texts that wrap inside a word (a column too narrow for it), one phrase each."""
+    """Texts that wrap inside a word (a column too narrow for it), one phrase each. A text that
+    wraps inside a word only when the word is wider than its line (the text strip's runs of subword
+    tokens) may."""
     out = []
+    anywhere = QtGui.QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere
     for item in canvas.widget.scene().items():
         if not isinstance(item, QtWidgets.QGraphicsTextItem) or not item.isVisible():
+            continue
+        if item.document().defaultTextOption().wrapMode() == anywhere:
             continue
         block = item.document().begin()
         while block.isValid():

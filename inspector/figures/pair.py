@@ -5,7 +5,7 @@ axis (positions), t* and the selected position are vertical lines in all of them
 
 With `with_text`, both completions sit above and the cause panel below, so an export holds the
 whole comparison in one picture; `cause="sentence"` keeps only the cause's headline and sentence
-below, `cause="headline"` its headline, `with_key=False` leaves the key of colours out (for a page
+below, `cause="short"` both cut short (`inspector.figures.cause_short`), `cause="headline"` its headline, `with_key=False` leaves the key of colours out (for a page
 too small for all of it).
 """
 
@@ -27,6 +27,7 @@ from inspector.figure_data.pair import (
 )
 from inspector.figure_data.routing import describe_cell
 from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
+from inspector.figures.cause_short import short_cause_html
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
 from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.routing import RoutingFigure
@@ -125,7 +126,8 @@ class PairFigure:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
-        self.cause = cause or ("full" if with_text else None)  # "full", "sentence", "headline" or None
+        # "full", "sentence", "short", "headline" or None
+        self.cause = cause or ("full" if with_text else None)
         self.text_a = self.text_b = self.cause_block = self.legend = None
         if with_text:
             texts = layout.addLayout(row=row, col=0, colspan=2)
@@ -287,8 +289,11 @@ class PairFigure:
         if self.with_text:
             self._set_text(data, selected)
         if self.cause_block is not None:
-            brief = "" if self.cause == "full" else self.cause
-            self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
+            if self.cause == "short":
+                self.cause_block.set_html(short_cause_html(data.cause, self.style, data.a.run, data.b.run))
+            else:
+                brief = "" if self.cause == "full" else self.cause
+                self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)

@@ -9,7 +9,7 @@ import numpy as np
 
 from inspector.figure_data.text import TextData
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtCore, QtWidgets, pg
+from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
 #: Full-shade colour per kind of measure.
 SHADE_COLORS = {"drops": (214, 39, 40), "margin": (117, 63, 181)}
@@ -69,6 +69,11 @@ class TextStrip(pg.GraphicsWidget):
         super().__init__()
         self.text = QtWidgets.QGraphicsTextItem(self)
         self.text.setPos(6, 4)
+        # Subword tokens run together into "words" longer than a line (byte tokens, code): break
+        # between words, and inside one only when it is wider than the line.
+        option = self.text.document().defaultTextOption()
+        option.setWrapMode(QtGui.QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.text.document().setDefaultTextOption(option)
         self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
 
     def set_html(self, text: str) -> None:

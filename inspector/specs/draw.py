@@ -96,21 +96,40 @@ def draw_text(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     return figure
 
 
+#: The pair figure's layouts, fullest first: (completions, key of colours, cause, curves stacked
+#: under the heatmaps). The cause: "full", its headline and "sentence", both "short", its "headline".
+PAIR_LAYOUTS = (
+    (True, True, "full", False), (True, True, "full", True),
+    (False, True, "sentence", False), (False, True, "sentence", True),
+    (False, True, "short", False), (False, True, "short", True),
+    (False, False, "short", False), (False, False, "short", True),
+    (False, False, "headline", False), (False, False, "headline", True),
+    (False, False, None, False), (False, False, None, True),
+)
+
+
+def _pair_left_out(text: bool, key: bool, cause: str | None) -> list[str]:
+    parts = [] if text else ["the completions"]
+    parts += [] if key else ["the key of colours"]
+    parts += {"full": [], "sentence": ["the cause's numbers"], "short": ["the cause's full wording and numbers"],
+              "headline": ["the cause's sentence and numbers"], None: ["the cause"]}[cause]
+    if not parts:
+        return []
+    where = "the app's Side by side tab shows them" + (", `moe-inspector explain` prints the cause"
+                                                       if cause != "full" else "")
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return [f"{listed} ({where})"]
+
+
 def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
               fit: int = 0) -> PairFigure:
-    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause. At odd
-    `fit` the curves stack under the heatmaps; from 2 the completions, the key and the cause's
-    numbers are left out (its headline and sentence stay), from 4 its sentence, from 6 all of it."""
-    level = fit // 2
-    figure = PairFigure(layout, style, with_text=level == 0, stacked=fit % 2 == 1, with_key=level == 0,
-                        cause=("full", "sentence", "headline", None)[min(level, 3)])
+    """Both runs in one picture: their texts, heatmaps, differences, curves and the cause; layout
+    `fit` is one of `PAIR_LAYOUTS` (the completions go first, then the cause's numbers and its
+    wording, then the key)."""
+    text, key, cause, stacked = PAIR_LAYOUTS[min(fit, len(PAIR_LAYOUTS) - 1)]
+    figure = PairFigure(layout, style, with_text=text, stacked=stacked, with_key=key, cause=cause)
     figure.set_data(data)
-    if level == 1:
-        figure.left_out = ["the completions and the key of colours (the app's Side by side tab shows them)"]
-    elif level > 1:
-        what = "the cause's sentence and numbers" if level == 2 else "the cause"
-        figure.left_out = [f"the completions, the key of colours and {what} (the app's Side by side tab "
-                           "shows them, `moe-inspector explain` prints the cause)"]
+    figure.left_out = _pair_left_out(text, key, cause)
     if sel.range is not None:
         t0, t1 = sel.positions(data.length)
         figure.heat_a.plot.vb.setXRange(t0 - 0.5, t1 - 0.5, padding=0)  # every panel follows

@@ -61,7 +61,7 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              heights=(4.2, 5.0), fits=2),
     ViewSpec("pair", "Side by side", "Ctrl+4", divergence.read_pair, "draw_pair", divergence.pair_columns,
              divergence.pair_stem, ("request", "pair", "layer", "range"), inches=(13.0, 14.0),
-             heights=(9.5, 9.0), fits=8, aliases=("divergence",), compares=True),
+             heights=(8.0, 9.0), fits=12, aliases=("divergence",), compares=True),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
              heights=(5.5, 5.0), fits=2, compares=True),
