@@ -156,7 +156,7 @@ def add_note(layout: pg.GraphicsLayout, style: FigureStyle, left_out: list[str])
     """A line under the figure saying what a compact layout left out."""
     if not left_out:
         return
-    text = "Left out to fit the page: " + "; ".join(left_out) + "."
+    text = "Left out: " + "; ".join(left_out) + "."
     label = pg.LabelItem(text, justify="left", color=style.foreground, size=f"{style.font_size}pt")
     columns = max(layout.layout.columnCount(), 1)
     layout.addItem(label, row=layout.layout.rowCount(), col=0, colspan=columns)

@@ -40,9 +40,11 @@ def short_sentence(cause: CauseText, run_a: str, run_b: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def short_cause_html(cause: CauseText, style: FigureStyle, run_a: str, run_b: str) -> str:
-    """The short headline in bold, the short sentence under it."""
+def short_cause_html(cause: CauseText, style: FigureStyle, run_a: str, run_b: str,
+                     names: str = "") -> str:
+    """The short headline in bold, the short sentence under it; `names` (HTML), when given, first."""
     color = "#1b7f3b" if cause.confirmed else "#8a4b00"
-    return (f'<div style="color: {style.foreground};"><p style="margin: 0 0 2px 0;"><b style="color: {color};">'
+    head = f'<p style="margin: 0 0 2px 0;">{names}</p>' if names else ""
+    return (f'<div style="color: {style.foreground};">{head}<p style="margin: 0 0 2px 0;"><b style="color: {color};">'
             f'{html.escape(short_headline(cause))}</b></p><p style="margin: 0;">'
             f'{html.escape(short_sentence(cause, run_a, run_b))}</p></div>')

@@ -11,6 +11,7 @@ too small for all of it).
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -68,12 +69,23 @@ def strip_rgb(strip: np.ndarray) -> np.ndarray:
     return out
 
 
-def legend_html(style: FigureStyle) -> str:
-    """The key of the difference map, the strip and the curves, as one wrapped paragraph."""
-    def square(rgb) -> str:
-        return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
+def _square(rgb) -> str:
+    return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
+
+
+def legend_html(style: FigureStyle, compact: bool = False) -> str:
+    """The key of the difference map, the strip and the curves, as one wrapped paragraph (`compact`:
+    in fewer words, for a journal column)."""
+    square = _square
     kinds = " ".join(f"{square(KIND_COLORS[c])} {CELL_KINDS[c]}"
                      for c in (ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED))
+    if compact:
+        return (f'<span style="color: {style.foreground};">Map: {kinds}; ★ proven cause, ○ first bitwise '
+                f'difference, □ first differing decision. Strip: {square(STRIP_EVENT_COLORS[0])} experts ≠ '
+                f'{square(STRIP_EVENT_COLORS[1])} dropped in A only {square(STRIP_EVENT_COLORS[2])} in B only. '
+                f'Curves (log) before t* (dashed): KL(A‖B); max |logit difference| '
+                f'<span style="color: {DIFF_COLOR};">(red)</span>, A\'s top-2 margin (grey); drops of '
+                f'<span style="color: {A_COLOR};">A</span> and <span style="color: {B_COLOR};">B</span>.</span>')
     return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ proven cause (no proof yet: the '
             f'first difference) · ○ first bitwise difference · □ first differing decision per layer. '
             f'Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
@@ -126,6 +138,8 @@ class PairFigure:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
+        self.stacked = stacked
+        self.named_below = stacked and cause == "short"
         # "full", "sentence", "short", "headline" or None
         self.cause = cause or ("full" if with_text else None)
         self.text_a = self.text_b = self.cause_block = self.legend = None
@@ -137,7 +151,7 @@ class PairFigure:
             row += 1
         if with_key:
             self.legend = HtmlBlock(self.style, scale=0.9)
-            self.legend.set_html(legend_html(self.style))
+            self.legend.set_html(legend_html(self.style, compact=stacked))
             layout.addItem(self.legend, row=row, col=0, colspan=2)
             row += 1
         # Side by side, or (`stacked`, for a narrow page) the right column under the left one.
@@ -145,6 +159,8 @@ class PairFigure:
         if stacked:
             row += 1
         right = layout.addLayout(row=row, col=0 if stacked else 1, colspan=2 if stacked else 1)
+        for part in (left, right):
+            part.setContentsMargins(0, 0, 0, 0)
         layout.layout.setColumnStretchFactor(0, 1)
         layout.layout.setColumnStretchFactor(1, 1)
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
@@ -207,8 +223,15 @@ class PairFigure:
         # A's bar names the scale both share; B's values would run into A's at their ends.
         self.heat_b.colorbar.axis.setStyle(showValues=False)
         self.heat_b.plot.hideAxis("top")  # x-linked with A, whose marks name the boundary and t*
-        for plot in (self.strip, self.drops):
-            plot.setLabel("bottom", "position (token)")
+        self.drops.setLabel("bottom", "position (token)")
+        if stacked:  # one column: the positions are named once, under the curves, and one colour
+            self.strip.hideAxis("bottom")  # bar spans both heatmaps (its label is taller than either)
+            for bar in (self.heat_a.colorbar, self.heat_b.colorbar):
+                left.removeItem(bar)
+            self.heat_b.colorbar.hide()
+            left.addItem(self.heat_a.colorbar, row=0, col=1, rowspan=2)
+        else:
+            self.strip.setLabel("bottom", "position (token)")
         for plot in (self.kl, self.logits, self.drops):
             # Short panels: label only the major ticks (powers of ten on the log axes), no SI prefix.
             plot.getAxis("left").enableAutoSIPrefix(False)
@@ -249,12 +272,16 @@ class PairFigure:
             d = fig.data
             dropped = int((~d.kept).sum())
             note = "" if d.probabilities else " · probabilities not recorded"
-            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · {dropped} dropped{note}",
+            # In one column with the short cause, the cause names the runs: a run's name is about
+            # as wide as a heatmap, and broken at its hyphens it reads as two names.
+            who = "" if self.named_below else f" · {d.run}"
+            fig.plot.setTitle(f"{name}{who} row {d.row} · {dropped} dropped{note}",
                               color=color, size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
         self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
-        self.strip.setTitle(f"layer {data.layer} (heatmaps above): what differs",
+        where = f"layer {data.layer}" if self.stacked else f"layer {data.layer} (heatmaps above)"
+        self.strip.setTitle(f"{where}: what differs",
                             color=self.style.foreground, size=f"{self.style.font_size}pt")
         self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
         self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
@@ -267,8 +294,9 @@ class PairFigure:
         self.event_mark.setData([p for p, _ in cells], [l for _, l in cells])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
         self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
-        self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
-                          size=f"{self.style.font_size}pt")
+        if not self.stacked:  # in one column the key names the map
+            self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
+                              size=f"{self.style.font_size}pt")
         self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
         self._set_curves(data)
         compared = data.compared
@@ -290,7 +318,11 @@ class PairFigure:
             self._set_text(data, selected)
         if self.cause_block is not None:
             if self.cause == "short":
-                self.cause_block.set_html(short_cause_html(data.cause, self.style, data.a.run, data.b.run))
+                names = "" if not self.named_below else (
+                    f'<span style="color: {A_COLOR};">A: run {html.escape(data.a.run)} row {data.a.row}</span><br>'
+                    f'<span style="color: {B_COLOR};">B: run {html.escape(data.b.run)} row {data.b.row}</span>')
+                self.cause_block.set_html(short_cause_html(data.cause, self.style, data.a.run, data.b.run,
+                                                           names))
             else:
                 brief = "" if self.cause == "full" else self.cause
                 self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))

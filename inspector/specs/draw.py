@@ -111,12 +111,11 @@ PAIR_LAYOUTS = (
 def _pair_left_out(text: bool, key: bool, cause: str | None) -> list[str]:
     parts = [] if text else ["the completions"]
     parts += [] if key else ["the key of colours"]
-    parts += {"full": [], "sentence": ["the cause's numbers"], "short": ["the cause's full wording and numbers"],
+    parts += {"full": [], "sentence": ["the cause's numbers"], "short": ["the cause's full text"],
               "headline": ["the cause's sentence and numbers"], None: ["the cause"]}[cause]
     if not parts:
         return []
-    where = "the app's Side by side tab shows them" + (", `moe-inspector explain` prints the cause"
-                                                       if cause != "full" else "")
+    where = "the app's Side by side tab" + ("; `moe-inspector explain`" if cause != "full" else "")
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return [f"{listed} ({where})"]
 
