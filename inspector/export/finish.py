@@ -72,6 +72,7 @@ def bad_breaks(doc: QtGui.QTextDocument) -> list[str]:
     """The lines of a wrapped text that break badly, one phrase each: a name split at its hyphen
     ("batch-" / "native"), or a last line of one word."""
     out = []
+    doc.size()  # lays the text out (a cloned document has no lines until asked)
     block = doc.begin()
     while block.isValid():
         layout, text = block.layout(), block.text()
@@ -80,10 +81,12 @@ def bad_breaks(doc: QtGui.QTextDocument) -> list[str]:
             end = line.textStart() + line.textLength()
             if 0 < end < len(text) and text[end - 1] == "-" and text[end].isalnum():
                 out.append(f"{text[max(end - 8, 0):end]} / {text[end:end + 8]}")
-        if len(lines) > 1:
-            last = text[lines[-1].textStart():].split()
-            if len(last) == 1:
-                out.append(f"a last line of one word ({last[0]})")
+        for i, line in enumerate(lines[1:], 1):  # the last line of the block or of a <br> paragraph
+            words = text[line.textStart():line.textStart() + line.textLength()]
+            ends = i == len(lines) - 1 or words.endswith("\u2028")
+            starts = text[lines[i - 1].textStart():line.textStart()].endswith("\u2028")
+            if ends and not starts and len(words.split()) == 1:
+                out.append(f"a last line of one word ({words.strip()})")
         block = block.next()
     return out
 

@@ -180,7 +180,7 @@ class PairFigure:
         self.map.invertY(True)
         self.map_image = pg.ImageItem(axisOrder="row-major")
         self.map.addItem(self.map_image)
-        self.first_marks = CellMarks("outline", "#000000", width=2.0, inset=0.0)
+        self.first_marks = CellMarks("outline", "#000000", width=1.5, inset=0.0)
         self.first_marks.setZValue(10)
         self.map.addItem(self.first_marks)
         self.event_mark = pg.ScatterPlotItem(symbol="star", size=16, brush=pg.mkBrush("#ffeb3b"),

@@ -77,7 +77,7 @@ class RunsFigure:
         self.style.style_plot(self.map)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.map.addItem(self.image)
-        self.t_star = CellMarks("outline", "#000000", width=2.0, inset=0.0)
+        self.t_star = CellMarks("outline", "#000000", width=1.5, inset=0.0)
         self.t_star.setZValue(10)
         self.map.addItem(self.t_star)
         self.reference_band = pg.LinearRegionItem(orientation="horizontal", movable=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from inspector.figures.layers import LayersFigure
 from inspector.figures.load import LoadFigure
+from inspector.figures.marks import MarkSample
 from inspector.figures.pair import PairFigure
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.runs import RunsFigure
@@ -25,19 +26,17 @@ def show_positions(plot: pg.PlotItem, n_positions: int, n_rows: int, sel: Select
     plot.vb.setRange(xRange=(t0 - 0.5, t1 - 0.5), yRange=(-0.5, n_rows - 0.5), padding=0)
 
 
-def marks_legend(style: FigureStyle, *, kept: bool = True, dropped: str = "dropped: over capacity",
-                 boundary_color: str | None = None, columns: int = 3) -> pg.LegendItem:
-    """A legend of the heatmap marks: kept candidates framed, dropped ones crossed, the prompt line."""
+def marks_legend(style: FigureStyle, dropped_marks, kept_marks=None, *,
+                 dropped: str = "dropped: over capacity", boundary_color: str | None = None,
+                 columns: int = 3, fill: str | None = None) -> pg.LegendItem:
+    """A legend of the heatmap marks, each sample drawn as the figure draws its marks at their
+    present size (a frame or its edges, a cross or a tick), and the prompt line."""
     legend = pg.LegendItem(labelTextColor=style.foreground, labelTextSize=f"{style.font_size}pt",
                            pen=pg.mkPen("#bbbbbb"), brush=pg.mkBrush(style.background), horSpacing=18)
-    if kept:
-        mid = colormap(style.colormap).map(0.45, mode="qcolor")
-        frame = pg.ScatterPlotItem(symbol="s", size=15, brush=pg.mkBrush(mid),
-                                   pen=pg.mkPen(style.kept_pen, width=2))
-        legend.addItem(frame, "kept (framed)")
-    cross = pg.ScatterPlotItem(symbol="x", size=15, brush=pg.mkBrush(style.dropped),
-                               pen=pg.mkPen(style.background, width=0.5))
-    legend.addItem(cross, f"{dropped} (✕)")
+    cell = fill or colormap(style.colormap).map(0.45, mode="qcolor")
+    if kept_marks is not None:
+        legend.addItem(MarkSample(kept_marks, cell), "kept")
+    legend.addItem(MarkSample(dropped_marks, cell), dropped)
     line = pg.PlotDataItem(pen=pg.mkPen(boundary_color or style.boundary, width=2,
                                         style=QtCore.Qt.PenStyle.DashLine))
     legend.addItem(line, "prompt | generation")
@@ -51,31 +50,48 @@ def _leave_out(layout: pg.GraphicsLayout, figure, what: str, *items) -> None:
     figure.left_out = [*getattr(figure, "left_out", []), what]
 
 
+def title_above(layout: pg.GraphicsLayout, plot: pg.PlotItem, style: FigureStyle, columns: int = 2) -> None:
+    """Move `plot`'s title into row 0 of `layout`, over `columns` columns: as wide as the figure,
+    it wraps less and never has to split a run's name to fit beside a colour bar or legend."""
+    label = plot.titleLabel
+    text, opts = label.text, dict(label.opts)
+    plot.setTitle(None)
+    label.setText("")  # a hidden title still holds the plot as wide as its text
+    label.setMinimumWidth(0)
+    title = pg.LabelItem(text, color=opts.get("color", style.foreground),
+                         size=opts.get("size", f"{style.font_size + 1}pt"))
+    layout.addItem(title, row=0, col=0, colspan=columns)
+
+
 def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
                  fit: int = 0) -> RoutingFigure:
-    figure = RoutingFigure(layout, style)
+    figure = RoutingFigure(layout, style, row=1)
     figure.set_colormap(sel.colormap)
     figure.set_data(data)
     figure.set_levels(*sel.levels)
+    title_above(layout, figure.plot, style)
     show_positions(figure.plot, data.n_positions, data.n_experts, sel)
     if fit < 2:  # its entries side by side, then on two columns
-        layout.addItem(marks_legend(style, columns=3 if fit == 0 else 2), row=1, col=0, colspan=2)
+        layout.addItem(marks_legend(style, figure.dropped, figure.kept, columns=3 if fit == 0 else 2),
+                       row=2, col=0, colspan=2)
     else:
-        figure.left_out = ["the legend (white frame = kept, red ✕ = dropped, dashed = prompt | generation)"]
+        figure.left_out = ["the legend (white frame = kept, red ✕ or tick = dropped, dashed = prompt | "
+                           "generation)"]
     return figure
 
 
 def draw_layers(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
                 fit: int = 0) -> LayersFigure:
-    figure = LayersFigure(layout, style)
+    figure = LayersFigure(layout, style, row=1)
     figure.set_data(data)
+    title_above(layout, figure.plot, style)
     show_positions(figure.plot, data.n_positions, data.n_layers, sel)
     if fit < 2:  # its entries side by side, else one a row
-        legend = marks_legend(style, kept=False, dropped="a candidate dropped",
-                              boundary_color=style.foreground, columns=2 if fit == 0 else 1)
-        layout.addItem(legend, row=1, col=0, colspan=2)
+        legend = marks_legend(style, figure.drops, dropped="a candidate dropped",
+                              boundary_color=style.foreground, columns=2 if fit == 0 else 1, fill="#88ccee")
+        layout.addItem(legend, row=2, col=0, colspan=2)
     else:
-        figure.left_out = ["the legend of the marks (red ✕ = a candidate dropped)"]
+        figure.left_out = ["the legend of the marks (red ✕ or tick = a candidate dropped)"]
     return figure
 
 
