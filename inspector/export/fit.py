@@ -1,12 +1,14 @@
 """Does a drawn figure fit its page? Every plot keeps a readable area, nothing runs off the page,
 no text is cut, no two texts overlap (an axis title on its tick labels, a header on the text under
-it), no text wraps inside a word, and panels that share positions show the same ones; and the
-note a compact layout adds saying what it left out."""
+it), no text lies over the data, no text wraps inside a word, panels that share positions show the
+same ones and every axis labels at least three ticks; and the note a compact layout adds saying
+what it left out."""
 
 from __future__ import annotations
 
 from inspector.export.finish import overflow
 from inspector.export.render import Canvas
+from inspector.figures.marks import MarkAxis
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
@@ -52,6 +54,7 @@ def problems(canvas: Canvas) -> list[str]:
     out.extend(overlaps(canvas)[:1])
     out.extend(broken_words(canvas)[:1])
     out.extend(unshared_ranges(canvas)[:1])
+    out.extend(sparse_axes(canvas)[:1])
     return out
 
 
@@ -133,6 +136,50 @@ def broken_words(canvas: Canvas) -> list[str]:
                                f" / {text[end:end + 6]})")
                     break
             block = block.next()
+    return out
+
+
+def _tick_labels(axis: pg.AxisItem) -> list[tuple[str, QtCore.QRectF]]:
+    """The tick labels `axis` draws (after pyqtgraph leaves out those past its ends), in axis
+    coordinates."""
+    image = QtGui.QImage(8, 8, QtGui.QImage.Format.Format_ARGB32)
+    painter = QtGui.QPainter(image)
+    try:
+        painter.setFont(axis.style["tickFont"] or axis.font())
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(text, QtCore.QRectF(rect)) for rect, _flags, text in (specs[2] if specs else []) if text.strip()]
+
+
+def _values_in_view(axis: pg.AxisItem) -> int | None:
+    """How many labelled values a categorical axis's view holds (None: a numeric axis)."""
+    labels = getattr(axis, "labels", None)
+    view = axis.linkedView()
+    if not labels or view is None or getattr(axis, "shows_text", lambda: True)() is False:
+        return None
+    lo, hi = sorted(view.viewRange()[0 if axis.orientation in ("top", "bottom") else 1])
+    return sum(1 for v in range(len(labels)) if lo <= v <= hi)
+
+
+def sparse_axes(canvas: Canvas, least: int = 3) -> list[str]:
+    """Axes that label fewer than `least` ticks (fewer than their categories when they have fewer),
+    one phrase each."""
+    out = []
+    for item in canvas.widget.scene().items():
+        if not isinstance(item, pg.AxisItem) or not item.isVisible() or not item.style["showValues"]:
+            continue
+        if isinstance(item, MarkAxis) or item.linkedView() is None and not isinstance(
+                item.parentItem(), pg.ColorBarItem):
+            continue
+        drawn = len(_tick_labels(item))
+        categories = _values_in_view(item)
+        need = least if categories is None else min(least, categories)
+        if drawn < need:
+            owner = item.parentItem()
+            name = _name(owner) if isinstance(owner, pg.PlotItem) else "a colour bar"
+            title = item.labelText or item.orientation
+            out.append(f"the axis {title!r} of {name!r} labels {drawn} tick{'s' if drawn != 1 else ''}")
     return out
 
 

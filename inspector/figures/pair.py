@@ -27,13 +27,13 @@ from inspector.figure_data.pair import (
     PairData,
 )
 from inspector.figure_data.routing import describe_cell
-from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
+from inspector.figures.axes import VERTICAL_OVERHANG_PX, CategoryAxis, ReadableAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.cause_short import short_cause_html
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
 from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtCore, pg
+from inspector.qt import QtCore, QtGui, pg
 
 #: RGB of each difference kind in the layer x position map (index = code of CELL_KINDS).
 KIND_COLORS = np.array([(246, 246, 246), (253, 212, 158), (252, 141, 89), (215, 48, 31), (106, 81, 163),
@@ -97,19 +97,33 @@ def legend_html(style: FigureStyle, compact: bool = False) -> str:
             f'layers. Dashed = t*, cyan = selected position.</span>')
 
 
-class DecadeAxis(pg.AxisItem):
-    """A log-scale axis labelled at powers of ten only (a short panel has no room for more); with no
-    power of ten in view, at the two ends."""
+class DecadeAxis(ReadableAxis):
+    """A log-scale axis labelled at powers of ten, every one or every few (at most about four
+    labels in a short panel); where fewer than three powers of ten are in view, at 2x and 5x them
+    too, so that the axis always reads."""
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         if not self.logMode:
             return super().tickValues(minVal, maxVal, size)
         lo, hi = sorted((minVal, maxVal))
-        decades = list(range(math.ceil(lo), math.floor(hi) + 1))
-        if len(decades) > 4:  # at most about four labels
-            step = math.ceil(len(decades) / 4)
-            decades = decades[::step]
-        return [(1.0, [float(d) for d in decades] or [lo, hi])]
+        if size <= 0 or hi <= lo:
+            return []
+        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont())
+        label = metrics.height() * 0.8 + 1  # a label's ink, as pyqtgraph measures it, and a gap
+        per = size / (hi - lo)  # pixels per decade
+        margin = max(label / 2 - VERTICAL_OVERHANG_PX, 0.0) / per
+        inside = [d for d in range(math.floor(lo), math.ceil(hi) + 1) if lo + margin <= d <= hi - margin]
+        step = max(1, math.ceil(len(inside) / 4))
+        values = [float(d) for d in inside if d % step == 0] if inside else []
+        if len(values) >= 3 or step > 1:
+            return [(1.0, values)]
+        # Few decades: 1x, 2x and 5x of each, kept one label apart.
+        finer = sorted(d + math.log10(m) for d in range(math.floor(lo) - 1, math.ceil(hi) + 1) for m in (1, 2, 5))
+        chosen: list[float] = []
+        for v in finer:
+            if lo + margin <= v <= hi - margin and (not chosen or (v - chosen[-1]) * per >= label):
+                chosen.append(v)
+        return [(1.0, chosen if len(chosen) > len(values) else values)]
 
 
 def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.AxisItem | None = None,
@@ -337,7 +351,10 @@ class PairFigure:
         self.drops_a.setData(edges, np.nan_to_num(data.drops_a), stepMode="center")
         self.drops_b.setData(edges, np.nan_to_num(data.drops_b), stepMode="center")
         top = max(float(np.nanmax(data.drops_a, initial=0)), float(np.nanmax(data.drops_b, initial=0)), 1.0)
-        self.drops.setYRange(0, top * 1.1, padding=0)
+        # Three labelled counts however short the panel: 0, half and the top, a whole even number.
+        tick = 2 * math.ceil(top / 2)
+        self.drops.getAxis("left").setTicks([[(v, str(v)) for v in (0, tick // 2, tick)]])
+        self.drops.setYRange(-0.04 * tick, tick * 1.08, padding=0)
 
 
     def _set_text(self, data: PairData, selected: int | None) -> None:
