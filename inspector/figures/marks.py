@@ -288,3 +288,20 @@ class MarkAxis(pg.AxisItem):
         super().linkedViewChanged(view, newRange)
         self.picture = None
         self.update()
+
+
+class LevelAxis(pg.AxisItem):
+    """A right axis naming levels of y (the capacity line) beside the plot, in the line's colour,
+    where the name hides no bar. No axis line, no tick marks."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("right", **kwargs)
+        self.setPen(pg.mkPen(None))
+        self.setStyle(tickLength=0)
+        self._levels: list[tuple[float, str]] = []
+
+    def set_level(self, y: float | None, text: str = "", color: str = "#000000") -> None:
+        """Name level `y` with `text` (None: no level)."""
+        self._levels = [] if y is None else [(float(y), text)]
+        self.setTextPen(pg.mkPen(color))
+        self.setTicks([self._levels])

@@ -102,6 +102,10 @@ def draw_load(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     if fit > 0:
         _leave_out(layout, figure, "the panel of who filled the buffers (the load CSV holds it)",
                    figure.shares, figure.shares_legend)
+        # The key under the plot, its entries side by side: the plot gets the page's width.
+        layout.removeItem(figure.totals_legend)
+        figure.totals_legend.setColumnCount(3)
+        layout.addItem(figure.totals_legend, row=1, col=0)
     return figure
 
 
