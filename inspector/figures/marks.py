@@ -205,13 +205,14 @@ class MarkAxis(pg.AxisItem):
     the runs) above the data area, where they hide no cell.
 
     Each label is centred on its x in its own colour, kept inside the axis, and put on the first
-    of `rows` text rows where it overlaps no other label, else just right of the labels of the
-    first row; one that fits nowhere is left out (the hover readout still names it). No tick
-    marks, no axis line."""
+    of `rows` text rows where it overlaps no other label, else (with `push`) just right of the
+    labels of the first row; one that fits nowhere is left out (the hover readout still names it).
+    No tick marks, no axis line."""
 
-    def __init__(self, rows: int = 1, **kwargs) -> None:
+    def __init__(self, rows: int = 1, push: bool = True, **kwargs) -> None:
         super().__init__("top", **kwargs)
         self.rows = rows
+        self.push = push  # a label with no free row may go right of the first row's labels
         self._marks: dict[str, tuple[float, str, str]] = {}
         self.placed: list[tuple[str, QtCore.QRectF]] = []   # the labels drawn last, in axis coordinates
         self.setPen(pg.mkPen(None))
@@ -258,7 +259,7 @@ class MarkAxis(pg.AxisItem):
             left = min(max(px - w / 2, 0.0), max(width - w, 0.0))
             free = [r for r, taken in enumerate(rows)
                     if all(left + w + 3 <= a or left >= b + 3 for a, b in taken)]
-            if not free and rows[0]:  # next to the nearest label instead, when the axis has room
+            if not free and rows[0] and self.push:  # next to the nearest label, when the axis has room
                 pushed = max(b for _, b in rows[0]) + 4
                 if pushed + w <= width:
                     left, free = pushed, [0]

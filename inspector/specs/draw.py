@@ -157,11 +157,11 @@ def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
 
 def draw_runs(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
               fit: int = 0) -> RunsFigure:
-    figure = RunsFigure(layout, style)
+    figure = RunsFigure(layout, style, brief=fit > 0, short_names=fit > 0)
     figure.set_data(data)
     if data.n_divergent == 0:  # an empty chart says nothing a note cannot
         _leave_out(layout, figure, "the chart of causes: no run diverges from the reference", figure.causes)
-    elif fit > 0:
+    elif fit > 1:
         _leave_out(layout, figure, "the chart of causes (the runs CSV holds them)", figure.causes)
     if sel.range is not None:
         t0, t1 = sel.positions(data.prompt_len + data.n_new)

@@ -64,7 +64,7 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              heights=(8.0, 9.0), fits=12, aliases=("divergence",), compares=True),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
-             heights=(5.5, 5.0), fits=2, compares=True),
+             heights=(5.5, 5.0), fits=3, compares=True),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
              area="bottom", fit_height=True),
