@@ -20,13 +20,13 @@ def _parts(name: str) -> list[str]:
     return [p for p in out if p]
 
 
-def short_names(names: Sequence[str]) -> tuple[list[str], str]:
+def short_names(names: Sequence[str]) -> tuple[list[str], tuple[str, str] | None]:
     """(short names, key): each name without the leading and trailing parts every name shares, and
-    a key naming one run in full (empty, with the names unchanged, when nothing is shared or the
-    short names would not tell the runs apart)."""
+    the key (short, full name) of the first run (None, with the names unchanged, when nothing is
+    shared or the short names would not tell the runs apart)."""
     names = list(names)
     if len(names) < 2:
-        return names, ""
+        return names, None
     split = [_parts(n) for n in names]
     head = 0
     while all(len(p) > head + 1 for p in split) and len({p[head] for p in split}) == 1:
@@ -35,8 +35,8 @@ def short_names(names: Sequence[str]) -> tuple[list[str], str]:
     while all(len(p) > head + tail + 1 for p in split) and len({p[-1 - tail] for p in split}) == 1:
         tail += 1
     if head == 0 and tail == 0:
-        return names, ""
+        return names, None
     shorts = ["".join(p[head:len(p) - tail]).strip("-_.") for p in split]
     if len(set(shorts)) < len(shorts) or not all(shorts):
-        return names, ""
-    return shorts, f"run names shortened to what differs ({shorts[0]} = {names[0]})"
+        return names, None
+    return shorts, (shorts[0], names[0])

@@ -37,9 +37,11 @@ def cluster_rgb(clusters: np.ndarray, n_unique: int) -> np.ndarray:
     return categorical_colors(max(n_unique, 1))[np.asarray(clusters, dtype=np.int64)]
 
 
-def headline_html(data: RunsData, style: FigureStyle, brief: bool = False, names_key: str = "") -> str:
+def headline_html(data: RunsData, style: FigureStyle, brief: bool = False,
+                  names_key: tuple[str, str] | None = None) -> str:
     """U(N) with the mode share and new tokens, how the runs first split, the colour key (`brief`:
-    in fewer words, for a narrow page; `names_key` says how run names were shortened)."""
+    in fewer words, for a narrow page; `names_key`: (short, full) name of a run whose name was
+    shortened, as all were)."""
     colors = categorical_colors(max(data.n_unique, 1))
     counts = np.bincount(data.labels, minlength=data.n_unique)
     key = " ".join(f'<span style="color: #{c[0]:02x}{c[1]:02x}{c[2]:02x};">■</span>&nbsp;#{u}:&nbsp;{int(n)}'
@@ -47,9 +49,9 @@ def headline_html(data: RunsData, style: FigureStyle, brief: bool = False, names
     if data.n_unique > LEGEND_COMPLETIONS:
         key += f" … {data.n_unique - LEGEND_COMPLETIONS} more"
     condition = f", condition {html.escape(data.condition)}" if data.condition else ", all conditions"
-    # A run's name never breaks at its hyphens: it would read as two names.
-    names = (f' <span style="white-space: nowrap;">{html.escape(names_key[:1].upper() + names_key[1:])}.</span>'
-             if names_key else "")
+    # A run's name never breaks at its hyphens (a word joiner after each): it would read as two names.
+    names = (f" Run names shortened to what differs ({html.escape(names_key[0])} = "
+             f"{html.escape(names_key[1]).replace('-', '-&#8288;')})." if names_key else "")
     compared = (f"Completions compared over their first {data.n_new} new tokens (the shortest completion's "
                 f"length).")
     if brief:
@@ -130,7 +132,7 @@ class RunsFigure:
         N, n = data.clusters.shape
         P = data.prompt_len
         runs = [data.choices[int(r)].run for r in data.order]
-        names, key = short_names(runs) if self.short_names else (runs, "")
+        names, key = short_names(runs) if self.short_names else (runs, None)
         self.headline.set_html(headline_html(data, self.style, self.brief, key))
         self.image.setImage(cluster_rgb(data.clusters, data.n_unique), autoLevels=False, levels=(0, 255))
         self.image.setRect(QtCore.QRectF(P - 0.5, -0.5, max(n, 1), N))
