@@ -29,7 +29,7 @@ MIN_CROSS_PX = 6.0
 #: Crosses are never drawn wider than this many layout units.
 MAX_CROSS_PX = 18.0
 #: Width of a tick (a drop in a narrow cell), in layout units; at most half the cell.
-TICK_PX = 1.0
+TICK_PX = 1.5
 
 
 class CellMarks(pg.GraphicsObject):
