@@ -216,7 +216,8 @@ def test_a_figure_that_cannot_fit_exits_2_and_says_what_to_change(trace_path, tm
     out = tmp_path / "routing.png"
     assert export(trace_path, "routing", out, "--size", "column", "--height", "80", "--dpi", "100") == 2
     err = capsys.readouterr().err
-    assert "does not fit" in err and "--height" in err and "--font-pt" in err
+    assert "does not fit" in err and "it fits with a taller page (--height" in err
+    assert "--size column" not in err.split("does not fit")[1]  # never the change already given
     assert not out.exists()
 
 

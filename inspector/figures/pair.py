@@ -97,10 +97,15 @@ def legend_html(style: FigureStyle, compact: bool = False) -> str:
             f'layers. Dashed = t*, cyan = selected position.</span>')
 
 
+#: Mantissas a log axis is labelled at, from the sparsest: powers of ten, then more of each decade.
+MANTISSAS = ((1,), (1, 2, 5), (1, 2, 3, 5, 7), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9))
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 class DecadeAxis(ReadableAxis):
     """A log-scale axis labelled at powers of ten, every one or every few (at most about four
-    labels in a short panel); where fewer than three powers of ten are in view, at 2x and 5x them
-    too, so that the axis always reads."""
+    labels in a short panel); where fewer than three powers of ten are in view, at 2x and 5x them,
+    then at more values of each decade, so that the axis always labels three ticks."""
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         if not self.logMode:
@@ -112,18 +117,36 @@ class DecadeAxis(ReadableAxis):
         label = metrics.height() * 0.8 + 1  # a label's ink, as pyqtgraph measures it, and a gap
         per = size / (hi - lo)  # pixels per decade
         margin = max(label / 2 - VERTICAL_OVERHANG_PX, 0.0) / per
-        inside = [d for d in range(math.floor(lo), math.ceil(hi) + 1) if lo + margin <= d <= hi - margin]
-        step = max(1, math.ceil(len(inside) / 4))
-        values = [float(d) for d in inside if d % step == 0] if inside else []
-        if len(values) >= 3 or step > 1:
-            return [(1.0, values)]
-        # Few decades: 1x, 2x and 5x of each, kept one label apart.
-        finer = sorted(d + math.log10(m) for d in range(math.floor(lo) - 1, math.ceil(hi) + 1) for m in (1, 2, 5))
-        chosen: list[float] = []
-        for v in finer:
-            if lo + margin <= v <= hi - margin and (not chosen or (v - chosen[-1]) * per >= label):
-                chosen.append(v)
-        return [(1.0, chosen if len(chosen) > len(values) else values)]
+        best: list[float] = []
+        for mantissas in MANTISSAS:
+            values = sorted(d + math.log10(m) for d in range(math.floor(lo) - 1, math.ceil(hi) + 1)
+                            for m in mantissas)
+            values = [v for v in values if lo + margin <= v <= hi - margin]
+            if mantissas == (1,):  # every few powers of ten: at most about four labels
+                step = max(1, math.ceil(len(values) / 4))
+                values = [v for v in values if round(v) % step == 0]
+            chosen: list[float] = []
+            for v in values:
+                if not chosen or (v - chosen[-1]) * per >= label:
+                    chosen.append(v)
+            if len(chosen) > len(best):
+                best = chosen
+            if len(best) >= 3:
+                break
+        return [(1.0, best)]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
+        if not self.logMode:
+            return super().tickStrings(values, scale, spacing)
+        out = []
+        for v in values:
+            text = f"{10 ** v:.2g}"
+            if "e" in text:
+                mantissa, power = text.split("e")
+                power = str(int(power)).translate(_SUPERSCRIPT)
+                text = ("" if mantissa == "1" else f"{mantissa}·") + f"10{power}"
+            out.append(text)
+        return out
 
 
 def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.AxisItem | None = None,
@@ -148,7 +171,7 @@ class PairFigure:
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
                  with_text: bool = False, stacked: bool = False, with_key: bool = True,
-                 cause: str | None = None) -> None:
+                 cause: str | None = None, markers_inside: bool = False) -> None:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
@@ -203,6 +226,13 @@ class PairFigure:
         for item in (self.event_mark, self.root_mark):
             item.setZValue(15)
             self.map.addItem(item)
+        # Where each marker belongs (position, layer); with `markers_inside` (a page, which cannot
+        # be panned) drawn moved inward where a cell at the map's edge would show half of one.
+        self._marker_cells: dict[int, tuple[list[float], list[float]]] = {}
+        self.markers_inside = markers_inside
+        if markers_inside:
+            self.map.vb.sigResized.connect(self._place_markers)
+            self.map.vb.sigRangeChanged.connect(self._place_markers)
         self.kl = _plot(right, 1, self.style, DecadeAxis("left"), "KL(A‖B)")
         self.kl.setLogMode(y=True)
         self.kl_curve = self.kl.plot(pen=pg.mkPen("#6a51a3", width=1.5), connect="finite", name="KL")
@@ -305,9 +335,10 @@ class PairFigure:
         self.first_marks.set_cells(first[layers], layers)
         v = data.verdict
         cells = data.cause.cells or ((data.cause.event,) if min(data.cause.event) >= 0 else ())
-        self.event_mark.setData([p for p, _ in cells], [l for _, l in cells])
+        self._marker_cells[id(self.event_mark)] = ([p for p, _ in cells], [l for _, l in cells])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
-        self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
+        self._marker_cells[id(self.root_mark)] = ([root.position] if root else [], [root.layer] if root else [])
+        self._place_markers()
         if not self.stacked:  # in one column the key names the map
             self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
                               size=f"{self.style.font_size}pt")
@@ -340,6 +371,20 @@ class PairFigure:
             else:
                 brief = "" if self.cause == "full" else self.cause
                 self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
+
+    def _place_markers(self, *_args) -> None:
+        """Draw ★ and ○ on their cells, moved inward where a cell at the map's edge would show
+        only half of one."""
+        (x0, x1), (y0, y1) = self.map.vb.viewRange()
+        step_x, step_y = self.map.vb.viewPixelSize()  # data units per pixel
+        for item in (self.event_mark, self.root_mark):
+            xs, ys = self._marker_cells.get(id(item), ([], []))
+            if not self.markers_inside:
+                item.setData(xs, ys)
+                continue
+            half = item.opts["size"] / 2 + 1
+            dx, dy = min(half * step_x, (x1 - x0) / 2), min(half * step_y, (y1 - y0) / 2)
+            item.setData([min(max(x, x0 + dx), x1 - dx) for x in xs], [min(max(y, y0 + dy), y1 - dy) for y in ys])
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)

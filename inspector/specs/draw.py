@@ -146,7 +146,8 @@ def draw_pair(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selectio
     `fit` is one of `PAIR_LAYOUTS` (the completions go first, then the cause's numbers and its
     wording, then the key)."""
     text, key, cause, stacked = PAIR_LAYOUTS[min(fit, len(PAIR_LAYOUTS) - 1)]
-    figure = PairFigure(layout, style, with_text=text, stacked=stacked, with_key=key, cause=cause)
+    figure = PairFigure(layout, style, with_text=text, stacked=stacked, with_key=key, cause=cause,
+                        markers_inside=True)
     figure.set_data(data)
     figure.left_out = _pair_left_out(text, key, cause)
     if sel.range is not None:
