@@ -67,7 +67,8 @@ def mark_samples(canvas) -> list[tuple[str, tuple[int, int, int], float, float, 
     ('(crossed)' in `what`: a drop mark is drawn on the cell too)."""
     out = []
     marks = [i for i in canvas.widget.scene().items() if isinstance(i, CellMarks) and i.isVisible()]
-    crossed = {(a, b, id(i.getViewBox())) for i in marks if i.kind == "cross" for a, b in zip(*i.cells(), strict=True)}
+    crossed = {(a, b, id(i.getViewBox())) for i in marks if i.kind == "cross"
+               for a, b in zip(*i.cells(), strict=True)}
     for item in marks:
         if item.mode() == "none":
             continue
@@ -92,7 +93,8 @@ def mark_samples(canvas) -> list[tuple[str, tuple[int, int, int], float, float, 
             centre = item.mapToScene(a, b)
             s = canvas.scale
             alone = (a, b, id(item.getViewBox())) not in crossed
-            out.append((f"{mode}{'' if alone else ' (crossed)'} at cell ({a:g}, {b:g})", color, point.x() * s, point.y() * s,
+            out.append((f"{mode}{'' if alone else ' (crossed)'} at cell ({a:g}, {b:g})", color,
+                        point.x() * s, point.y() * s,
                         centre.x() * s, centre.y() * s))
     return out
 
@@ -106,7 +108,8 @@ def export_all(view: str, trace_name: str, tmp_path) -> None:
         where = f"{trace_name} {view} at {size or 'its own size'}"
         with drawn(export, page, print_style(font_pt(size)), fit_height=True) as canvas:
             assert problems(canvas) == [], where
-            assert sparse_axes(canvas) == [] and overlaps(canvas) == [] and texts_over_data(canvas) == [], where
+            assert sparse_axes(canvas) == [] and overlaps(canvas) == [], where
+            assert texts_over_data(canvas) == [], where
             samples = mark_samples(canvas)
             png = rgb(render_image(canvas))
             sharpen_images(canvas)
@@ -153,3 +156,29 @@ def test_the_tiny_hugging_face_text_exports_from_the_command_line(qapp, tmp_path
                  "--dpi", "72", "-o", str(out)])
     assert code == 0, capsys.readouterr().err
     assert out.stat().st_size > 0
+
+
+def test_the_fit_check_sees_a_text_over_bars(qapp):
+    """A label put over the load view's bars is a problem; the capacity's own label is beside them."""
+    with open_trace(EXAMPLES / "example.h5") as trace:
+        sel, _ = informative(trace, SPECS["load"], Selection())
+        export = read_export(trace, "load", sel)
+    with drawn(export, default_page("load", 100, None, None, "page"), print_style(8)) as canvas:
+        assert texts_over_data(canvas) == []
+        totals = next(i for i in canvas.widget.scene().items()
+                      if isinstance(i, pg.PlotItem) and i.titleLabel.text.startswith("run"))
+        label = pg.TextItem("over the bars", anchor=(0.5, 0.5))
+        label.setPos(float(np.argmax(export.data.requested)), float(export.data.requested.max()) / 2)
+        totals.addItem(label)
+        canvas.settle()
+        assert any("over the bars" in p for p in texts_over_data(canvas))
+
+
+def test_a_layer_alone_keeps_the_telling_pair_and_says_so(qapp, tmp_path, capsys):
+    out = tmp_path / "pair.csv"
+    assert main(["export", str(EXAMPLES / "example.h5"), "--view", "pair", "--layer", "1", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "the first to diverge" in said and "showing MoE layer 1, as --layer asks" in said
+    header, first = out.read_text().splitlines()[:2]
+    row = dict(zip(header.split(","), first.split(","), strict=False))
+    assert row["layer"] == "1" and f"run {row['run_b']} row {row['row_b']}, the first to diverge" in said

@@ -228,7 +228,7 @@ def test_a_compact_pair_keeps_the_cause_and_says_what_it_left_out(qapp, trace_pa
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
     assert "Cause" in text.split("Left out")[0]  # the cause's headline is on the page, above any note
     if size == "slide":  # too short for the completions and the key
-        assert "Left out to fit the page: the completions" in text and "Map:" not in text
+        assert "Left out: the completions" in text and "Map:" not in text
 
 
 @pytest.mark.parametrize("options", [("--font-pt", "6"), ("--size", "column", "--width", "500")])

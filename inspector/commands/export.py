@@ -35,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("what to show (each view reads the ones it needs)")
     what.add_argument("--run", metavar="NAME", help="run (default, with none of --run, --request, --row, "
                       "--pair, --condition: the probe request's first run that diverges, its row and its "
-                      "cause's layer (or --layer), as printed; else the first complete run holding --request, "
-                      "else the first); runs view: the reference run")
+                      "cause's layer (or --layer), as printed; else the first complete run holding "
+                      "--request, else the first); runs view: the reference run")
     what.add_argument("--request", metavar="R", type=int, help="request: picks the run's row holding it "
                       "(pair, runs: the request compared)")
     what.add_argument("--row", metavar="B", type=int, help="batch row (default: the probe row)")

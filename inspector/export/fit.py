@@ -122,7 +122,8 @@ def _data_rects(item, view: pg.ViewBox) -> list[QtCore.QRectF]:
     """Scene rectangles covering what a plot item draws: bars, cells, an image, or the short
     segments and points of a curve or scatter."""
     if isinstance(item, pg.ImageItem):
-        return [item.sceneBoundingRect().intersected(view.sceneBoundingRect())] if item.image is not None else []
+        shown = item.sceneBoundingRect().intersected(view.sceneBoundingRect())
+        return [shown] if item.image is not None else []
     if isinstance(item, pg.BarGraphItem):
         o = item.opts
         x = np.atleast_1d(np.asarray(o.get("x") if o.get("x") is not None else [], dtype=float))
@@ -174,11 +175,10 @@ def broken_words(canvas: Canvas) -> list[str]:
     wraps inside a word only when the word is wider than its line (the text strip's runs of subword
     tokens) may."""
     out = []
-    anywhere = QtGui.QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere
     for item in canvas.widget.scene().items():
         if not isinstance(item, QtWidgets.QGraphicsTextItem) or not item.isVisible():
             continue
-        if item.document().defaultTextOption().wrapMode() == anywhere:
+        if getattr(item.parentItem(), "breaks_inside_words", False):
             continue
         block = item.document().begin()
         while block.isValid():

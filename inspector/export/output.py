@@ -132,12 +132,14 @@ def _advice(export: Export, page: Page, style, fit_height: bool) -> str:
         if height <= MAX_SIZE and _fits(export, Page(page.width, height, page.dpi), style, fit_height):
             found.append(f"a taller page (--height {height}, {height / page.dpi:.2f} in at {page.dpi:g} dpi)")
             break
-    if style.font_size > MIN_FONT_PT and _fits(export, page, replace(style, font_size=MIN_FONT_PT), fit_height):
+    smaller = replace(style, font_size=MIN_FONT_PT)
+    if style.font_size > MIN_FONT_PT and _fits(export, page, smaller, fit_height):
         found.append(f"a smaller font (--font-pt {MIN_FONT_PT:g})")
     w_in = page.inches[0]
     wider = [p for p in PRESETS.values() if p.width_in > w_in + 0.01]
     for preset in wider[:1]:
-        if _fits(export, Page(int(round(preset.width_in * page.dpi)), page.height, page.dpi), style, fit_height):
+        wide = Page(int(round(preset.width_in * page.dpi)), page.height, page.dpi)
+        if _fits(export, wide, style, fit_height):
             found.append(f"a wider page (--size {preset.name})")
     if not found:
         return ("no taller page (up to 3 times as tall), smaller font or wider page preset makes it fit; "

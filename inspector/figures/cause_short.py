@@ -45,6 +45,7 @@ def short_cause_html(cause: CauseText, style: FigureStyle, run_a: str, run_b: st
     """The short headline in bold, the short sentence under it; `names` (HTML), when given, first."""
     color = "#1b7f3b" if cause.confirmed else "#8a4b00"
     head = f'<p style="margin: 0 0 2px 0;">{names}</p>' if names else ""
-    return (f'<div style="color: {style.foreground};">{head}<p style="margin: 0 0 2px 0;"><b style="color: {color};">'
+    return (f'<div style="color: {style.foreground};">{head}<p style="margin: 0 0 2px 0;">'
+            f'<b style="color: {color};">'
             f'{html.escape(short_headline(cause))}</b></p><p style="margin: 0;">'
             f'{html.escape(short_sentence(cause, run_a, run_b))}</p></div>')

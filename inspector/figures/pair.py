@@ -5,8 +5,8 @@ axis (positions), t* and the selected position are vertical lines in all of them
 
 With `with_text`, both completions sit above and the cause panel below, so an export holds the
 whole comparison in one picture; `cause="sentence"` keeps only the cause's headline and sentence
-below, `cause="short"` both cut short (`inspector.figures.cause_short`), `cause="headline"` its headline, `with_key=False` leaves the key of colours out (for a page
-too small for all of it).
+below, `cause="short"` both cut short (`inspector.figures.cause_short`), `cause="headline"` its
+headline, `with_key=False` leaves the key of colours out (for a page too small for all of it).
 """
 
 from __future__ import annotations
@@ -27,7 +27,14 @@ from inspector.figure_data.pair import (
     PairData,
 )
 from inspector.figure_data.routing import describe_cell
-from inspector.figures.axes import VERTICAL_OVERHANG_PX, CategoryAxis, ReadableAxis, CountAxis, TokenAxis, XZoomViewBox
+from inspector.figures.axes import (
+    VERTICAL_OVERHANG_PX,
+    CategoryAxis,
+    CountAxis,
+    ReadableAxis,
+    TokenAxis,
+    XZoomViewBox,
+)
 from inspector.figures.cause_short import short_cause_html
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
 from inspector.figures.marks import CellMarks, MarkAxis
@@ -82,10 +89,12 @@ def legend_html(style: FigureStyle, compact: bool = False) -> str:
     if compact:
         return (f'<span style="color: {style.foreground};">Map: {kinds}; ★ proven cause, ○ first bitwise '
                 f'difference, □ first differing decision. Strip: {square(STRIP_EVENT_COLORS[0])} experts ≠ '
-                f'{square(STRIP_EVENT_COLORS[1])} dropped in A only {square(STRIP_EVENT_COLORS[2])} in B only. '
+                f'{square(STRIP_EVENT_COLORS[1])} dropped in A only '
+                f'{square(STRIP_EVENT_COLORS[2])} in B only. '
                 f'Curves (log) before t* (dashed): KL(A‖B); max |logit difference| '
                 f'<span style="color: {DIFF_COLOR};">(red)</span>, A\'s top-2 margin (grey); drops of '
-                f'<span style="color: {A_COLOR};">A</span> and <span style="color: {B_COLOR};">B</span>.</span>')
+                f'<span style="color: {A_COLOR};">A</span> and '
+                f'<span style="color: {B_COLOR};">B</span>.</span>')
     return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ proven cause (no proof yet: the '
             f'first difference) · ○ first bitwise difference · □ first differing decision per layer. '
             f'Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
@@ -337,7 +346,7 @@ class PairFigure:
         cells = data.cause.cells or ((data.cause.event,) if min(data.cause.event) >= 0 else ())
         self._marker_cells[id(self.event_mark)] = ([p for p, _ in cells], [l for _, l in cells])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
-        self._marker_cells[id(self.root_mark)] = ([root.position] if root else [], [root.layer] if root else [])
+        self._marker_cells[id(self.root_mark)] = ([root.position], [root.layer]) if root else ([], [])
         self._place_markers()
         if not self.stacked:  # in one column the key names the map
             self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
@@ -364,8 +373,9 @@ class PairFigure:
         if self.cause_block is not None:
             if self.cause == "short":
                 names = "" if not self.named_below else (
-                    f'<span style="color: {A_COLOR};">A: run {html.escape(data.a.run)} row {data.a.row}</span><br>'
-                    f'<span style="color: {B_COLOR};">B: run {html.escape(data.b.run)} row {data.b.row}</span>')
+                    f'<span style="color: {A_COLOR};">A: run {html.escape(data.a.run)} row {data.a.row}'
+                    f'</span><br><span style="color: {B_COLOR};">B: run {html.escape(data.b.run)} '
+                    f'row {data.b.row}</span>')
                 self.cause_block.set_html(short_cause_html(data.cause, self.style, data.a.run, data.b.run,
                                                            names))
             else:
@@ -384,7 +394,8 @@ class PairFigure:
                 continue
             half = item.opts["size"] / 2 + 1
             dx, dy = min(half * step_x, (x1 - x0) / 2), min(half * step_y, (y1 - y0) / 2)
-            item.setData([min(max(x, x0 + dx), x1 - dx) for x in xs], [min(max(y, y0 + dy), y1 - dy) for y in ys])
+            item.setData([min(max(x, x0 + dx), x1 - dx) for x in xs],
+                         [min(max(y, y0 + dy), y1 - dy) for y in ys])
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)

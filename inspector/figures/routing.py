@@ -1,5 +1,6 @@
 """The routing heatmap: positions x experts, router probability as colour, chosen experts outlined,
-dropped candidates crossed in red (a red tick in cells too narrow for a cross), and a line between prompt and generation."""
+dropped candidates crossed in red (a red tick in cells too narrow for a cross), and a line between
+prompt and generation."""
 
 from __future__ import annotations
 

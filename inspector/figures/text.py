@@ -65,6 +65,9 @@ def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
 class TextStrip(pg.GraphicsWidget):
     """A wrapped rich-text block inside a pyqtgraph layout; it takes the width it is given."""
 
+    #: Runs of subword tokens wider than a line break inside (the export's fit check allows it).
+    breaks_inside_words = True
+
     def __init__(self) -> None:
         super().__init__()
         self.text = QtWidgets.QGraphicsTextItem(self)

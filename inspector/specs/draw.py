@@ -71,8 +71,8 @@ def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selec
     figure.set_levels(*sel.levels)
     title_above(layout, figure.plot, style)
     show_positions(figure.plot, data.n_positions, data.n_experts, sel)
-    if fit < 2:  # its entries side by side, then on two columns
-        layout.addItem(marks_legend(style, figure.dropped, figure.kept, columns=3 if fit == 0 else 2),
+    if fit < 3:  # its entries side by side, then on two columns, then one under another
+        layout.addItem(marks_legend(style, figure.dropped, figure.kept, columns=3 - fit),
                        row=2, col=0, colspan=2)
     else:
         figure.left_out = ["the legend (white frame = kept, red ✕ or tick = dropped, dashed = prompt | "

@@ -52,7 +52,8 @@ class ViewSpec:
 
 SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
     ViewSpec("routing", "Routing", "Ctrl+1", figures.read_routing, "draw_routing", figures.routing_columns,
-             figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"), fits=3),
+             figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"),
+             heights=(3.4, 3.6), fits=4),
     ViewSpec("layers", "All layers", "Ctrl+2", figures.read_layers, "draw_layers", figures.layers_columns,
              figures.row_stem, ("run", "request", "row", "range"), heights=(3.6, 3.6), fits=3,
              aliases=("overview",)),
