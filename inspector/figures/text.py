@@ -11,6 +11,8 @@ from inspector.figure_data.text import TextData
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
+#: An invisible break opportunity between the tokens of a word.
+ZERO_WIDTH_SPACE = "\u200b"
 #: Full-shade colour per kind of measure.
 SHADE_COLORS = {"drops": (214, 39, 40), "margin": (117, 63, 181)}
 
@@ -42,7 +44,15 @@ def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
              f'color: {style.foreground}; line-height: 150%;">',
              '<span style="color: #6a6a6a;">']
     pos = 0
+    previous = ""
     for t, text in enumerate(data.texts):
+        joined = previous and text and not previous[-1].isspace() and not text[0].isspace()
+        if joined and previous[-1] != "↵":
+            # A break opportunity between two tokens of one word (subword and byte tokens): a line
+            # that must break inside the word breaks between tokens.
+            parts.append(ZERO_WIDTH_SPACE)
+            pos += 1
+        previous = text
         if t == data.prompt_len:
             if t > 0:
                 parts.append('</span><span style="color: #ff8c00; font-weight: bold;">▌</span>')
@@ -73,7 +83,7 @@ class TextStrip(pg.GraphicsWidget):
         self.text = QtWidgets.QGraphicsTextItem(self)
         self.text.setPos(6, 4)
         # Subword tokens run together into "words" longer than a line (byte tokens, code): break
-        # between words, and inside one only when it is wider than the line.
+        # between words, else between tokens, and inside a token only when it is wider than a line.
         option = self.text.document().defaultTextOption()
         option.setWrapMode(QtGui.QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.text.document().setDefaultTextOption(option)
