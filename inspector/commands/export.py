@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from dataclasses import replace
 
 from inspector.commands.errors import UsageError, message
 from inspector.export.output import FORMATS
@@ -34,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"older names: {aliases})")
     what = parser.add_argument_group("what to show (each view reads the ones it needs)")
     what.add_argument("--run", metavar="NAME", help="run (default, with none of --run, --request, --row, "
-                      "--layer, --pair, --condition: the probe request's first run that diverges, its row "
-                      "and its cause's layer, as printed; else the first complete run holding --request, "
-                      "else the first); runs view: the reference run")
+                      "--pair, --condition: the probe request's first run that diverges, its row and its "
+                      "cause's layer (or --layer), as printed; else the first complete run holding "
+                      "--request, else the first); runs view: the reference run")
     what.add_argument("--request", metavar="R", type=int, help="request: picks the run's row holding it "
                       "(pair, runs: the request compared)")
     what.add_argument("--row", metavar="B", type=int, help="batch row (default: the probe row)")
@@ -206,10 +207,15 @@ def run(args: argparse.Namespace) -> int:
         if fmt != "csv":
             _application()
         with open_trace(args.file) as trace:
-            if not any(getattr(args, name) is not None for name in CHOOSING):
-                sel, picked = informative(trace, spec_of(args.view), sel)
+            given = [name for name in CHOOSING if getattr(args, name) is not None]
+            if not given or given == ["layer"]:  # a layer alone keeps the most telling run or pair
+                picked_sel, picked = informative(trace, spec_of(args.view), sel)
+                if given:
+                    picked_sel = replace(picked_sel, layer=sel.layer)
+                    picked = picked and f"{picked}; showing MoE layer {sel.layer}, as --layer asks"
+                sel = picked_sel
                 if picked:
-                    print(f"{picked} (name --run, --request, --layer... to choose)")
+                    print(f"{picked} (name --run, --request, --pair... to choose)")
             export = read_export(trace, args.view, sel)
             written = save(export, args.output, fmt, page, style, fit_height=args.height is None)
     except (TraceError, SelectionError, RenderError) as exc:

@@ -56,6 +56,7 @@ def wrap_labels(canvas: Canvas) -> bool:
                                  label.opts.get("justify", "center"), QtCore.Qt.AlignmentFlag.AlignHCenter))
         option.setWrapMode(QtGui.QTextOption.WrapMode.WordWrap)  # between words, never inside one
         text.document().setDefaultTextOption(option)
+        text.setTextWidth(good_width(text.document(), cap - 2))
         label.resizeEvent(None)  # takes the wrapped text's size as its minimum
         plot = label.parentItem()
         if isinstance(plot, pg.PlotItem) and plot.titleLabel is label:
@@ -65,6 +66,40 @@ def wrap_labels(canvas: Canvas) -> bool:
             plot.layout.setRowFixedHeight(0, height)
         wrapped = True
     return wrapped
+
+
+def bad_breaks(doc: QtGui.QTextDocument) -> list[str]:
+    """The lines of a wrapped text that break badly, one phrase each: a name split at its hyphen
+    ("batch-" / "native"), or a last line of one word."""
+    out = []
+    doc.size()  # lays the text out (a cloned document has no lines until asked)
+    block = doc.begin()
+    while block.isValid():
+        layout, text = block.layout(), block.text()
+        lines = [layout.lineAt(i) for i in range(layout.lineCount())]
+        for line in lines[:-1]:
+            end = line.textStart() + line.textLength()
+            if 0 < end < len(text) and text[end - 1] == "-" and text[end].isalnum():
+                out.append(f"{text[max(end - 8, 0):end]} / {text[end:end + 8]}")
+        for i, line in enumerate(lines[1:], 1):  # the last line of the block or of a <br> paragraph
+            words = text[line.textStart():line.textStart() + line.textLength()]
+            ends = i == len(lines) - 1 or words.endswith("\u2028")
+            starts = text[lines[i - 1].textStart():line.textStart()].endswith("\u2028")
+            if ends and not starts and len(words.split()) == 1:
+                out.append(f"a last line of one word ({words.strip()})")
+        block = block.next()
+    return out
+
+
+def good_width(doc: QtGui.QTextDocument, width: float) -> float:
+    """The widest text width up to `width` at which `doc` wraps without bad breaks (down to 60% of
+    `width`), else `width`."""
+    trial = doc.clone()
+    for w in [width * (1 - 0.04 * i) for i in range(11)]:
+        trial.setTextWidth(w)
+        if not bad_breaks(trial):
+            return w
+    return width
 
 
 def _needed_width(axis: pg.AxisItem) -> float:

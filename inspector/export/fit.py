@@ -1,12 +1,16 @@
 """Does a drawn figure fit its page? Every plot keeps a readable area, nothing runs off the page,
 no text is cut, no two texts overlap (an axis title on its tick labels, a header on the text under
-it), no text wraps inside a word, and panels that share positions show the same ones; and the
-note a compact layout adds saying what it left out."""
+it), no text lies over the data, no text wraps inside a word, panels that share positions show the
+same ones and every axis labels at least three ticks; and the note a compact layout adds saying
+what it left out."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from inspector.export.finish import overflow
 from inspector.export.render import Canvas
+from inspector.figures.marks import CellMarks, LevelAxis, MarkAxis
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
@@ -50,8 +54,10 @@ def problems(canvas: Canvas) -> list[str]:
             out.append(f"the axis titles {text!r} and {clash!r} overlap")
     out.extend(f"text {t} is cut off" for t in overflow(canvas)[:1])
     out.extend(overlaps(canvas)[:1])
+    out.extend(texts_over_data(canvas)[:1])
     out.extend(broken_words(canvas)[:1])
     out.extend(unshared_ranges(canvas)[:1])
+    out.extend(sparse_axes(canvas)[:1])
     return out
 
 
@@ -112,11 +118,67 @@ def overlaps(canvas: Canvas) -> list[str]:
     return out
 
 
+def _data_rects(item, view: pg.ViewBox) -> list[QtCore.QRectF]:
+    """Scene rectangles covering what a plot item draws: bars, cells, an image, or the short
+    segments and points of a curve or scatter."""
+    if isinstance(item, pg.ImageItem):
+        shown = item.sceneBoundingRect().intersected(view.sceneBoundingRect())
+        return [shown] if item.image is not None else []
+    if isinstance(item, pg.BarGraphItem):
+        o = item.opts
+        x = np.atleast_1d(np.asarray(o.get("x") if o.get("x") is not None else [], dtype=float))
+        n = x.size
+        if not n:
+            return []
+        width = np.broadcast_to(np.asarray(o.get("width") if o.get("width") is not None else 0.8, float), n)
+        height = np.broadcast_to(np.asarray(o.get("height") if o.get("height") is not None else 0, float), n)
+        y0 = np.broadcast_to(np.asarray(o.get("y0") if o.get("y0") is not None else 0, float), n)
+        return [item.mapRectToScene(QtCore.QRectF(a - w / 2, b, w, h))
+                for a, b, w, h in zip(x, y0, width, height, strict=True) if h != 0]
+    if isinstance(item, CellMarks):
+        x, y = item.cells()
+        return [item.mapRectToScene(QtCore.QRectF(a - 0.5, b - 0.5, 1, 1)) for a, b in zip(x, y, strict=True)]
+    if isinstance(item, (pg.PlotDataItem, pg.ScatterPlotItem)):
+        x, y = item.getData() if isinstance(item, pg.PlotDataItem) else item.getData()
+        if x is None or y is None or len(x) == 0:
+            return []
+        keep = np.isfinite(x) & np.isfinite(y)
+        points = [item.mapToScene(QtCore.QPointF(a, b)) for a, b in zip(x[keep], y[keep], strict=True)]
+        rects = [QtCore.QRectF(p.x() - 1, p.y() - 1, 2, 2) for p in points]
+        if isinstance(item, pg.PlotDataItem):  # the segments between the points, as thin boxes
+            rects += [QtCore.QRectF(p, q).normalized() for p, q in zip(points, points[1:], strict=False)
+                      if abs(p.x() - q.x()) < 1 or abs(p.y() - q.y()) < 1]
+        return rects
+    return []
+
+
+def texts_over_data(canvas: Canvas) -> list[str]:
+    """Texts drawn over a plot's data (bars, cells, curves, marks), one phrase each."""
+    views = [v for v in canvas.widget.scene().items() if isinstance(v, pg.ViewBox) and v.isVisible()]
+    out = []
+    for text, rect, _owner in _text_boxes(canvas):
+        box = rect.adjusted(1, 1, -1, -1)
+        for view in views:
+            if not view.sceneBoundingRect().intersects(box):
+                continue
+            items = [i for i in view.addedItems if i.isVisible()]
+            if any(r.intersects(box) for i in items for r in _data_rects(i, view)):
+                out.append(f"the text {_short(text)!r} lies over the data of {_name(view.parentItem())!r}"
+                           if isinstance(view.parentItem(), pg.PlotItem) else
+                           f"the text {_short(text)!r} lies over data")
+                break
+    return out
+
+
 def broken_words(canvas: Canvas) -> list[str]:
-    """Texts that wrap inside a word (a column too narrow for it), one phrase each."""
+    """Texts that wrap inside a word (a column too narrow for it), one phrase each. A text that
+    wraps inside a word only when the word is wider than its line (the text strip's runs of subword
+    tokens) may."""
     out = []
     for item in canvas.widget.scene().items():
         if not isinstance(item, QtWidgets.QGraphicsTextItem) or not item.isVisible():
+            continue
+        if getattr(item.parentItem(), "breaks_inside_words", False):
             continue
         block = item.document().begin()
         while block.isValid():
@@ -128,6 +190,50 @@ def broken_words(canvas: Canvas) -> list[str]:
                                f" / {text[end:end + 6]})")
                     break
             block = block.next()
+    return out
+
+
+def _tick_labels(axis: pg.AxisItem) -> list[tuple[str, QtCore.QRectF]]:
+    """The tick labels `axis` draws (after pyqtgraph leaves out those past its ends), in axis
+    coordinates."""
+    image = QtGui.QImage(8, 8, QtGui.QImage.Format.Format_ARGB32)
+    painter = QtGui.QPainter(image)
+    try:
+        painter.setFont(axis.style["tickFont"] or axis.font())
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(text, QtCore.QRectF(rect)) for rect, _flags, text in (specs[2] if specs else []) if text.strip()]
+
+
+def _values_in_view(axis: pg.AxisItem) -> int | None:
+    """How many labelled values a categorical axis's view holds (None: a numeric axis)."""
+    labels = getattr(axis, "labels", None)
+    view = axis.linkedView()
+    if not labels or view is None or getattr(axis, "shows_text", lambda: True)() is False:
+        return None
+    lo, hi = sorted(view.viewRange()[0 if axis.orientation in ("top", "bottom") else 1])
+    return sum(1 for v in range(len(labels)) if lo <= v <= hi)
+
+
+def sparse_axes(canvas: Canvas, least: int = 3) -> list[str]:
+    """Axes that label fewer than `least` ticks (fewer than their categories when they have fewer),
+    one phrase each."""
+    out = []
+    for item in canvas.widget.scene().items():
+        if not isinstance(item, pg.AxisItem) or not item.isVisible() or not item.style["showValues"]:
+            continue
+        if isinstance(item, (MarkAxis, LevelAxis)) or item.linkedView() is None and not isinstance(
+                item.parentItem(), pg.ColorBarItem):
+            continue
+        drawn = len(_tick_labels(item))
+        categories = _values_in_view(item)
+        need = least if categories is None else min(least, categories)
+        if drawn < need:
+            owner = item.parentItem()
+            name = _name(owner) if isinstance(owner, pg.PlotItem) else "a colour bar"
+            title = item.labelText or item.orientation
+            out.append(f"the axis {title!r} of {name!r} labels {drawn} tick{'s' if drawn != 1 else ''}")
     return out
 
 
@@ -151,7 +257,7 @@ def add_note(layout: pg.GraphicsLayout, style: FigureStyle, left_out: list[str])
     """A line under the figure saying what a compact layout left out."""
     if not left_out:
         return
-    text = "Left out to fit the page: " + "; ".join(left_out) + "."
+    text = "Left out: " + "; ".join(left_out) + "."
     label = pg.LabelItem(text, justify="left", color=style.foreground, size=f"{style.font_size}pt")
     columns = max(layout.layout.columnCount(), 1)
     layout.addItem(label, row=layout.layout.rowCount(), col=0, colspan=columns)

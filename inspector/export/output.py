@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from inspector.export.csv import write_csv
 from inspector.export.page import DEFAULT_FONT_PT, IMAGE_FORMATS, MIN_FONT_PT, PRESETS, Page, RenderError
@@ -80,6 +81,16 @@ def drawn(export: Export, page: Page, style=None, *, fit_height: bool = False) -
 
 
 def _fitted(export: Export, page: Page, style, fit_height: bool):
+    canvas, closest = _fit(export, page, style, fit_height)
+    if canvas is not None:
+        return canvas
+    w_in, h_in = page.inches
+    raise RenderError(f"the {export.view} figure does not fit {w_in:.2f} x {h_in:.2f} in at "
+                      f"{style.font_size:g} pt: {closest[0]}; {_advice(export, page, style, fit_height)}")
+
+
+def _fit(export: Export, page: Page, style, fit_height: bool):
+    """(the canvas of the fullest layout that fits, []) or (None, the problems of the closest)."""
     from inspector.export.finish import finish
     from inspector.export.fit import add_note, problems
     from inspector.export.render import Canvas
@@ -98,12 +109,42 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
         if not found:
             if fit:
                 log.info("%s: a compact layout (%d) fits %s", export.view, fit, page.describe())
-            return canvas
+            return canvas, []
         canvas.close()
-    w_in, h_in = page.inches
-    raise RenderError(f"the {export.view} figure does not fit {w_in:.2f} x {h_in:.2f} in at "
-                      f"{style.font_size:g} pt: {closest[0]}; give a taller page (--height), a page preset "
-                      f"(--size column, page or slide) or a smaller --font-pt (at least {MIN_FONT_PT:g})")
+    return None, closest
+
+
+def _fits(export: Export, page: Page, style, fit_height: bool) -> bool:
+    canvas, _ = _fit(export, page, style, fit_height)
+    if canvas is not None:
+        canvas.close()
+    return canvas is not None
+
+
+def _advice(export: Export, page: Page, style, fit_height: bool) -> str:
+    """Changes that make the figure fit, each tried (a taller page, the smallest font, a page
+    width), never one that gives what was given."""
+    from inspector.export.page import MAX_SIZE
+
+    found = []
+    for factor in (1.25, 1.5, 2.0, 3.0):
+        height = int(round(page.height * factor))
+        if height <= MAX_SIZE and _fits(export, Page(page.width, height, page.dpi), style, fit_height):
+            found.append(f"a taller page (--height {height}, {height / page.dpi:.2f} in at {page.dpi:g} dpi)")
+            break
+    smaller = replace(style, font_size=MIN_FONT_PT)
+    if style.font_size > MIN_FONT_PT and _fits(export, page, smaller, fit_height):
+        found.append(f"a smaller font (--font-pt {MIN_FONT_PT:g})")
+    w_in = page.inches[0]
+    wider = [p for p in PRESETS.values() if p.width_in > w_in + 0.01]
+    for preset in wider[:1]:
+        wide = Page(int(round(preset.width_in * page.dpi)), page.height, page.dpi)
+        if _fits(export, wide, style, fit_height):
+            found.append(f"a wider page (--size {preset.name})")
+    if not found:
+        return ("no taller page (up to 3 times as tall), smaller font or wider page preset makes it fit; "
+                "choose fewer positions (--range) or another view")
+    return "it fits with " + " or ".join(found)
 
 
 def _fit_height(canvas, figure, style) -> None:

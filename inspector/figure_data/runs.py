@@ -190,7 +190,8 @@ def first_split_text(analysis: RequestAnalysis) -> str:
     if p.index == 0:
         return (f"the {p.count} runs split {counts} at the first new token "
                 f"(position {analysis.prompt_len})")
-    return (f"all {p.count} runs identical for the first {p.index} new tokens, split {counts} at new token "
+    first = "new token" if p.index == 1 else f"{p.index} new tokens"
+    return (f"all {p.count} runs identical for the first {first}, split {counts} at new token "
             f"{p.index} (position {analysis.prompt_len + p.index})")
 
 

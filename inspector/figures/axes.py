@@ -26,7 +26,76 @@ def nice_step(min_step: float) -> int:
     return int(10 * exp)
 
 
-class CategoryAxis(pg.AxisItem):
+def _steps(start: int) -> list[int]:
+    """Integer steps from `start` down to 1: the {1, 2, 5} x 10^n ones and, between them, 3, 4, 6,
+    8, 15, 25, 30, 40... (used only when the nice ones leave fewer than three labels)."""
+    out = set()
+    for k in range(0, 8):
+        for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8):
+            v = m * 10 ** k
+            if v == int(v) and v <= start:
+                out.add(int(v))
+    return sorted(out, reverse=True)
+
+
+def digits_height(metrics: QtGui.QFontMetricsF) -> float:
+    """The least distance between two labels of digits one above the other: their ink (no
+    descenders) and a gap."""
+    return metrics.capHeight() + 3
+
+
+#: The fewest labelled ticks an axis shows when its range holds that many values.
+MIN_TICKS = 3
+#: How far (pixels) an end label of a vertical axis may stick out of the axis.
+VERTICAL_OVERHANG_PX = 6.0
+
+
+def integer_ticks(lo: float, hi: float, px_per_unit: float, gap_px: float, label_px: float,
+                  valid=None, overhang_px: float = 0.0) -> tuple[int, list[float]]:
+    """(step, values) of an axis of integers over [lo, hi] shown `px_per_unit` pixels per unit:
+    the smallest {1, 2, 5} x 10^n step at least `gap_px` apart; when that leaves fewer than
+    MIN_TICKS values, the largest step (nice or not) giving MIN_TICKS values at least `label_px`
+    apart. Values whose label (`label_px` long along the axis) would stick out of the axis's ends
+    by more than `overhang_px` are not counted (pyqtgraph leaves those of a horizontal axis out;
+    a vertical one's would run into the panel above or below). `valid(v)`: whether integer v has
+    a label."""
+    if px_per_unit <= 0 or hi <= lo:
+        return 1, []
+    margin = max(label_px / 2 - overhang_px, 0.0) / px_per_unit
+
+    def values(step: int) -> list[float]:
+        first = math.ceil((lo + margin) / step) * step
+        return [float(v) for v in range(int(first), int(math.floor(hi - margin)) + 1, step)
+                if valid is None or valid(v)]
+
+    nice = nice_step(gap_px / px_per_unit)
+    found = values(nice)
+    if len(found) >= MIN_TICKS or nice == 1:
+        return nice, found
+    best = (nice, found)
+    for step in _steps(nice):
+        if step * px_per_unit < label_px:
+            break
+        got = values(step)
+        if len(got) > len(best[1]):
+            best = (step, got)
+        if len(got) >= MIN_TICKS:
+            return step, got
+    return best
+
+
+class ReadableAxis(pg.AxisItem):
+    """An axis whose end labels may stick out of a vertical axis by VERTICAL_OVERHANG_PX also when
+    the plot shows grid lines (pyqtgraph then leaves out every label not wholly inside the axis)."""
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt's name)
+        rect = super().boundingRect()
+        if self.grid is not False and self.orientation in ("left", "right"):
+            rect = rect.adjusted(0, -VERTICAL_OVERHANG_PX, 0, VERTICAL_OVERHANG_PX)
+        return rect
+
+
+class CategoryAxis(ReadableAxis):
     """An axis whose integer ticks carry labels (`labels[i]` at i), thinned to stay readable.
 
     With `labels` empty, integers are written as numbers.
@@ -73,15 +142,23 @@ class CategoryAxis(pg.AxisItem):
         px_per_unit = size / (max_val - min_val)
         return nice_step(self._gap_px(True) / px_per_unit)
 
+    def _label_px(self) -> float:
+        """Length of a tick label along the axis, in pixels."""
+        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont())
+        if self.orientation in ("left", "right"):
+            return digits_height(metrics) if all(s.isdigit() for s in self._labels) else metrics.height()
+        return max(self._widest_label(self.style.get("tickFont") or QtGui.QFont()),
+                   metrics.horizontalAdvance("000")) + 2
+
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         minVal, maxVal = sorted((minVal, maxVal))  # an inverted axis passes them reversed
         if size <= 0 or maxVal <= minVal:
             return []
-        step = self.label_spacing(minVal, maxVal, size)
-        first = math.ceil(minVal / step) * step
-        last = math.floor(maxVal)
-        values = [float(v) for v in range(int(first), int(last) + 1, step)
-                  if not self._labels or 0 <= v < len(self._labels)]
+        px_per_unit = size / (maxVal - minVal)
+        valid = (lambda v: 0 <= v < len(self._labels)) if self._labels else None
+        overhang = VERTICAL_OVERHANG_PX if self.orientation in ("left", "right") else 0.0
+        step, values = integer_ticks(minVal, maxVal, px_per_unit, self._gap_px(True), self._label_px(), valid,
+                                     overhang)
         return [(float(step), values)]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
@@ -116,7 +193,7 @@ class TokenAxis(CategoryAxis):
         return max(nice_step(self._gap_px(False) / self._px_per_unit), 2 if self._labels else 1)
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
-        if spacing > 1 or not self._labels:
+        if spacing > 1 or not self._labels or not self.shows_text():
             return [str(int(round(v))) for v in values]
         metrics = self._metrics()
         room = max(self._px_per_unit - 4, 1.0)
@@ -132,14 +209,21 @@ class TokenAxis(CategoryAxis):
         if size <= 0 or maxVal <= minVal:
             return []
         step = self.label_spacing(minVal, maxVal, size)
-        first = max(math.ceil(minVal / step) * step, 0)
-        last = math.floor(maxVal)
-        if self._labels:
-            last = min(last, len(self._labels) - 1)
-        return [(float(step), [float(v) for v in range(int(first), int(last) + 1, step)])]
+        n = len(self._labels)
+        valid = (lambda v: 0 <= v < n) if n else (lambda v: v >= 0)
+        if step == 1 and self.shows_text():
+            first = max(math.ceil(minVal), 0)
+            last = min(math.floor(maxVal), n - 1)
+            return [(1.0, [float(v) for v in range(int(first), int(last) + 1)])]
+        # Position numbers: at least three of them, none sticking out of the axis's ends.
+        metrics = self._metrics()
+        label_px = metrics.horizontalAdvance(str(max(int(maxVal), 0))) + 4
+        gap = max(self._min_gap_px or 0.0, label_px + metrics.horizontalAdvance("00"))
+        step, values = integer_ticks(minVal, maxVal, self._px_per_unit, gap, label_px, valid)
+        return [(float(step), values)]
 
 
-class CountAxis(pg.AxisItem):
+class CountAxis(ReadableAxis):
     """An axis of counts: ticks at whole numbers only ({1, 2, 5} x 10^n apart), never at 0.5."""
 
     def __init__(self, orientation: str = "left", **kwargs) -> None:
@@ -150,11 +234,13 @@ class CountAxis(pg.AxisItem):
         minVal, maxVal = sorted((minVal, maxVal))
         if size <= 0 or maxVal <= minVal:
             return []
-        font = self.style.get("tickFont") or QtGui.QFont()
-        gap = QtGui.QFontMetricsF(font).height() * 1.6 if self.orientation in ("left", "right") else 40.0
-        step = nice_step(gap / (size / (maxVal - minVal)))
-        first = math.ceil(minVal / step) * step
-        return [(float(step), [float(v) for v in range(int(first), int(math.floor(maxVal)) + 1, step)])]
+        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont())
+        vertical = self.orientation in ("left", "right")
+        label = digits_height(metrics) if vertical else metrics.horizontalAdvance(str(int(maxVal))) + 4
+        gap = metrics.height() * 1.6 if vertical else max(40.0, label + 8)
+        step, values = integer_ticks(minVal, maxVal, size / (maxVal - minVal), gap, label,
+                                     overhang_px=VERTICAL_OVERHANG_PX if vertical else 0.0)
+        return [(float(step), values)]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
         return [str(int(round(v))) for v in values]

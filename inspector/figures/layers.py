@@ -1,5 +1,5 @@
 """The layers figure (All layers tab): layers x positions of one row, top-1 expert as a categorical colour
-(with a legend), cells with dropped candidates crossed in red."""
+(with a legend), cells with dropped candidates crossed in red (a red tick where cells are narrow)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class LayersFigure:
         self.style.style_plot(self.plot)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.drops = CellMarks("cross", self.style.dropped, width=2.5, shadow="#ffffff")
+        self.drops = CellMarks("cross", self.style.dropped, width=2.0, shadow="#ffffff")
         self.drops.setZValue(10)
         self.plot.addItem(self.drops)
         self.boundary = pg.InfiniteLine(
@@ -75,7 +75,7 @@ class LayersFigure:
                             "prompt | generation", self.style.foreground)
         self._set_legend(data.n_experts)
         self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request})<br>top-1 expert per "
-                           f"layer · ✕ = dropped candidate ({int(data.n_dropped.sum())})",
+                           f"layer · {int(data.n_dropped.sum())} dropped candidates (red)",
                            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-1.5, yMax=L + 0.5)
         if not keep_view:

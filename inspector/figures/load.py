@@ -1,5 +1,6 @@
 """The expert-load figure: requested against kept per expert with the capacity line (top), and the
-share of each batch row in every expert's buffer (bottom, stacked; the probe highlighted)."""
+share of each batch row in every expert's buffer (bottom, stacked; the probe highlighted). The
+line's value is named beside the plot, at its height, where it hides no bar."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from inspector.figure_data.load import LoadData
 from inspector.figures.axes import CategoryAxis, CountAxis
+from inspector.figures.marks import LevelAxis
 from inspector.figures.style import FigureStyle, place_legend, row_colors
 from inspector.qt import QtCore, QtGui, pg
 from traces.analysis.displacement import capacity_text
@@ -29,10 +31,13 @@ class LoadFigure:
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
         self.style = style or FigureStyle()
         self.data: LoadData | None = None
+        self.level_axes = [LevelAxis(), LevelAxis()]
         self.totals: pg.PlotItem = layout.addPlot(
-            row=row, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis()})
+            row=row, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis(),
+                                       "right": self.level_axes[0]})
         self.shares: pg.PlotItem = layout.addPlot(
-            row=row + 1, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis()})
+            row=row + 1, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis(),
+                                           "right": self.level_axes[1]})
         self.shares.setXLink(self.totals)
         for plot, ylabel in ((self.totals, "candidates"), (self.shares, "candidates by row")):
             plot.setLabel("bottom", "expert")
@@ -41,6 +46,8 @@ class LoadFigure:
             plot.hideButtons()
             plot.showGrid(y=True, alpha=0.25)
             self.style.style_plot(plot)
+            plot.showAxis("right")
+            plot.getAxis("right").setPen(pg.mkPen(None))  # names the line's level; no axis line
         # Legends sit in their own column, so they never hide a bar.
         self.totals_legend = pg.LegendItem(labelTextColor=self.style.foreground,
                                            labelTextSize=f"{self.style.font_size}pt")
@@ -66,9 +73,7 @@ class LoadFigure:
         self.capacity_lines = []
         for plot in (self.totals, self.shares):
             pen = pg.mkPen(self.style.capacity, width=2, style=QtCore.Qt.PenStyle.DashLine)
-            line = pg.InfiniteLine(angle=0, movable=False, pen=pen, label="capacity",
-                                   labelOpts={"position": 0.02, "color": self.style.capacity,
-                                              "anchors": [(0, 1), (0, 1)], "fill": (255, 255, 255, 200)})
+            line = pg.InfiniteLine(angle=0, movable=False, pen=pen)
             line.setZValue(20)
             plot.addItem(line)
             self.capacity_lines.append(line)
@@ -83,11 +88,11 @@ class LoadFigure:
         for plot in (self.totals, self.shares):
             plot.getAxis("bottom").set_labels([str(e) for e in range(E)])
         cap = data.capacity
-        for line in self.capacity_lines:
+        for line, axis in zip(self.capacity_lines, self.level_axes, strict=True):
             line.setVisible(cap >= 0)
             if cap >= 0:
                 line.setPos(cap)
-                line.label.setFormat(f"capacity C = {cap}")
+            axis.set_level(cap if cap >= 0 else None, f"C = {cap}", self.style.capacity)
         top = max(float(data.requested.max(initial=0)), float(max(cap, 0)), 1.0) * 1.15
         for plot in (self.totals, self.shares):
             plot.setXRange(-0.6, E - 0.4, padding=0)

@@ -1,9 +1,17 @@
-"""Marks on heatmap cells (outlines, crosses) drawn in one batch, only where they are visible.
+"""Marks on heatmap cells (frames, crosses, ticks) drawn in one batch, only where they are visible.
 
 A scatter of tens of thousands of data-sized symbols paints each one separately; this item keeps
 the cell centres sorted by x, draws only those inside the exposed view with a single
-`drawRects`/`drawLines` call, and adapts to zoom: outlines vanish when a cell is too small to
-frame, crosses shrink to solid ticks that stay visible at any zoom.
+`drawRects`/`drawLines` call, and adapts to the cells' size on the page:
+
+- frames (`kind="outline"`) are thin bands inside the cell's edges, drawn as filled rectangles, so
+  that they have one width on screen, in PNG, SVG and PDF; in cells too narrow for a frame only
+  its top and bottom edges are drawn (`mode` "edges"), and in cells too small for those, none;
+- drops (`kind="cross"`) are crosses where a cross can be drawn and thin vertical ticks below
+  (`mode` "tick"): never a filled cell, which would hide its colour.
+
+Sizes are in layout units (1/96 inch on the page): the item paints in a coordinate system of those
+units, so every export scales them with the page as it scales text.
 """
 
 from __future__ import annotations
@@ -12,32 +20,35 @@ import numpy as np
 
 from inspector.qt import QtCore, QtGui, pg
 
-#: Below this many screen pixels per cell, outlines are not drawn (they would hide the colours).
+#: From this many layout units per cell (both ways) on, frames are drawn whole.
 MIN_OUTLINE_PX = 5.0
-#: From this many screen pixels per cell on, dropped marks are crosses; below, solid ticks.
+#: From this many layout units of cell height on, narrow cells keep their frame's top and bottom.
+MIN_EDGES_PX = 4.0
+#: From this many layout units per cell on, dropped marks are crosses; below, thin ticks.
 MIN_CROSS_PX = 6.0
-#: Crosses are never drawn wider than this many pixels.
+#: Crosses are never drawn wider than this many layout units.
 MAX_CROSS_PX = 18.0
-#: Dropped marks are never drawn smaller than this many pixels wide.
-MIN_MARK_PX = 3.0
+#: Width of a tick (a drop in a narrow cell), in layout units; at most half the cell.
+TICK_PX = 1.5
 
 
 class CellMarks(pg.GraphicsObject):
-    """Outlines (`kind="outline"`) or crosses (`kind="cross"`) centred on integer cells (x, y)."""
+    """Frames (`kind="outline"`) or drop marks (`kind="cross"`) centred on integer cells (x, y).
 
-    def __init__(self, kind: str, color: str, width: float = 2.0, shadow: str | None = None,
-                 inset: float = 0.06) -> None:
+    `width` is a frame's band or a cross's stroke, `shadow` the colour of a thinner band outside
+    the frame (or a halo around the cross) that sets it off light and dark cells alike; `edges`
+    False draws no frame in cells too narrow for a whole one."""
+
+    def __init__(self, kind: str, color: str, width: float = 1.0, shadow: str | None = None,
+                 inset: float = 0.06, edges: bool = True) -> None:
         super().__init__()
+        self.edges = edges  # a frame keeps its top and bottom in narrow cells
         if kind not in ("outline", "cross"):
             raise ValueError(f"kind must be 'outline' or 'cross', got {kind!r}")
         self.kind = kind
-        self._pen = pg.mkPen(color, width=width)
-        self._pen.setCosmetic(True)
-        self._shadow = None
-        if shadow is not None:
-            self._shadow = pg.mkPen(shadow, width=width + 2)
-            self._shadow.setCosmetic(True)
-        self._brush = pg.mkBrush(color)
+        self.color = QtGui.QColor(color)
+        self.width = float(width)
+        self.shadow = QtGui.QColor(shadow) if shadow is not None else None
         self._inset = inset
         self.x = np.zeros(0)
         self.y = np.zeros(0)
@@ -74,67 +85,119 @@ class CellMarks(pg.GraphicsObject):
         inside = (y >= view.top() - 1.0) & (y <= view.bottom() + 1.0)
         return x[inside], y[inside]
 
-    def paint(self, painter: QtGui.QPainter, *args) -> None:
-        if not self.x.size:
-            return
-        px = self.pixelVectors(QtCore.QPointF(1, 0))[0]  # one data unit along x, in pixels
+    def cell_size(self) -> tuple[float, float] | None:
+        """Layout units per cell along x and y (None before the item is in a view)."""
+        px = self.pixelVectors(QtCore.QPointF(1, 0))[0]  # one layout unit along x, in data units
         py = self.pixelVectors(QtCore.QPointF(0, 1))[0]
         if px is None or py is None:
+            return None
+        return 1.0 / max(px.length(), 1e-9), 1.0 / max(py.length(), 1e-9)
+
+    def mode(self) -> str:
+        """How the marks are drawn at the cells' present size: "cross" or "tick" (drops), "frame",
+        "edges" or "none" (frames)."""
+        size = self.cell_size()
+        ux, uy = size if size is not None else (MAX_CROSS_PX, MAX_CROSS_PX)
+        if self.kind == "cross":
+            return "cross" if min(ux, uy) >= MIN_CROSS_PX else "tick"
+        if min(ux, uy) >= MIN_OUTLINE_PX:
+            return "frame"
+        return "edges" if self.edges and uy >= MIN_EDGES_PX else "none"
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        size = self.cell_size()
+        if not self.x.size or size is None:
             return
-        unit_x = 1.0 / max(px.length(), 1e-9)   # pixels per data unit along x
-        unit_y = 1.0 / max(py.length(), 1e-9)
+        ux, uy = size
         x, y = self._visible()
-        if self.kind == "outline":
-            self._paint_outlines(painter, x, y, unit_x, unit_y)
-        else:
-            self._paint_crosses(painter, x, y, unit_x, unit_y)
+        mode = self.mode()
+        painter.save()
+        painter.scale(1.0 / ux, 1.0 / uy)  # from here on, layout units: square and page-sized
+        xs, ys = (x * ux).tolist(), (y * uy).tolist()
+        if mode == "cross":
+            self._paint_crosses(painter, xs, ys, ux, uy)
+        elif mode == "tick":
+            self._paint_ticks(painter, xs, ys, ux, uy)
+        elif mode in ("frame", "edges"):
+            self._paint_frames(painter, xs, ys, ux, uy, sides=mode == "frame")
+        painter.restore()
 
-    def _paint_outlines(self, painter: QtGui.QPainter, x: np.ndarray, y: np.ndarray,
-                        unit_x: float, unit_y: float) -> None:
-        if min(unit_x, unit_y) < MIN_OUTLINE_PX:
-            return
-        # A frame `width` pixels thick (shadowed by one pixel on each side) drawn as one-pixel
-        # strokes, one ring at a time: Qt's raster engine strokes 1-px pens about 5x faster than
-        # wider ones, which keeps panning over thousands of frames smooth.
-        n = max(1, round(self._pen.widthF()))
-        rings = [(self._shadow, -1)] if self._shadow is not None else []
-        rings += [(self._pen, i) for i in range(n)]
-        rings += [(self._shadow, n)] if self._shadow is not None else []
-        xs, ys = x.tolist(), y.tolist()
-        hx, hy = 0.5 - self._inset, 0.5 - self._inset
-        painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
-        for pen, inward_px in rings:
-            thin = QtGui.QPen(pen)
-            thin.setWidthF(1.0)
-            thin.setCosmetic(True)
-            dx, dy = hx - inward_px / unit_x, hy - inward_px / unit_y
-            painter.setPen(thin)
-            painter.drawRects([QtCore.QRectF(a - dx, b - dy, 2 * dx, 2 * dy)
-                               for a, b in zip(xs, ys, strict=True)])
+    def _band(self, painter: QtGui.QPainter, color: QtGui.QColor, xs, ys, hx: float, hy: float,
+              t: float, sides: bool) -> None:
+        """Fill a band `t` thick inside the rectangle +-hx, +-hy around each centre."""
+        rects = []
+        for a, b in zip(xs, ys, strict=True):
+            rects.append(QtCore.QRectF(a - hx, b - hy, 2 * hx, t))
+            rects.append(QtCore.QRectF(a - hx, b + hy - t, 2 * hx, t))
+            if sides:
+                rects.append(QtCore.QRectF(a - hx, b - hy + t, t, 2 * hy - 2 * t))
+                rects.append(QtCore.QRectF(a + hx - t, b - hy + t, t, 2 * hy - 2 * t))
+        painter.setBrush(color)
+        painter.drawRects(rects)
 
-    def _paint_crosses(self, painter: QtGui.QPainter, x: np.ndarray, y: np.ndarray,
-                       unit_x: float, unit_y: float) -> None:
-        if min(unit_x, unit_y) >= MIN_CROSS_PX:
-            # A square cross (in pixels) however stretched the cell is, at most MAX_CROSS_PX wide.
-            half_px = min(min(unit_x, unit_y) * (0.5 - 2 * self._inset), MAX_CROSS_PX / 2)
-            hx, hy = half_px / unit_x, half_px / unit_y
-            lines = []
-            for a, b in zip(x.tolist(), y.tolist(), strict=True):
-                lines.append(QtCore.QLineF(a - hx, b - hy, a + hx, b + hy))
-                lines.append(QtCore.QLineF(a - hx, b + hy, a + hx, b - hy))
-            if self._shadow is not None:
-                painter.setPen(self._shadow)
-                painter.drawLines(lines)
-            painter.setPen(self._pen)
-            painter.drawLines(lines)
-            return
-        # Too small for a cross: a solid tick at least MIN_MARK_PX wide, so a drop is never lost.
-        hx = max(0.5, MIN_MARK_PX / unit_x / 2)
-        hy = max(0.45, MIN_MARK_PX / unit_y / 2)
+    def _paint_frames(self, painter: QtGui.QPainter, xs, ys, ux: float, uy: float, sides: bool) -> None:
         painter.setPen(QtCore.Qt.PenStyle.NoPen)
-        painter.setBrush(self._brush)
-        painter.drawRects([QtCore.QRectF(a - hx, b - hy, 2 * hx, 2 * hy)
-                           for a, b in zip(x.tolist(), y.tolist(), strict=True)])
+        hx, hy = ux * (0.5 - self._inset), uy * (0.5 - self._inset)
+        shade = 0.0
+        if self.shadow is not None:
+            shade = max(self.width / 2, 0.5)
+            self._band(painter, self.shadow, xs, ys, hx, hy, shade, sides)
+        # At most a quarter of the cell each side, so that its colour shows inside.
+        t = min(self.width, 0.25 * min(ux if sides else uy, uy))
+        self._band(painter, self.color, xs, ys, hx - shade, hy - shade, t, sides)
+
+    def _paint_crosses(self, painter: QtGui.QPainter, xs, ys, ux: float, uy: float) -> None:
+        half = min(min(ux, uy) * (0.5 - 2 * self._inset), MAX_CROSS_PX / 2)
+        lines = []
+        for a, b in zip(xs, ys, strict=True):
+            lines.append(QtCore.QLineF(a - half, b - half, a + half, b + half))
+            lines.append(QtCore.QLineF(a - half, b + half, a + half, b - half))
+        if self.shadow is not None:
+            painter.setPen(QtGui.QPen(self.shadow, self.width + 1.5))
+            painter.drawLines(lines)
+        painter.setPen(QtGui.QPen(self.color, self.width))
+        painter.drawLines(lines)
+
+    def _paint_ticks(self, painter: QtGui.QPainter, xs, ys, ux: float, uy: float) -> None:
+        """A thin vertical tick in the middle of each cell: the cell's colour stays on both sides."""
+        w = min(TICK_PX, ux / 2)
+        hy = uy * (0.5 - self._inset)
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        painter.setBrush(self.color)
+        painter.drawRects([QtCore.QRectF(a - w / 2, b - hy, w, 2 * hy) for a, b in zip(xs, ys, strict=True)])
+
+
+class MarkSample(pg.ItemSample):
+    """A legend's sample of `CellMarks`, drawn as the marks are at present: a cross or a tick, a
+    frame or its top and bottom edges, on a cell of `fill`."""
+
+    def __init__(self, marks: CellMarks, fill: QtGui.QColor | str | None = None) -> None:
+        super().__init__(marks)
+        self.marks = marks
+        self.fill = QtGui.QColor(fill) if fill is not None else None
+
+    def mouseClickEvent(self, event) -> None:  # noqa: N802 (pyqtgraph's name)
+        event.ignore()  # a key, not a switch that hides the marks
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt's name)
+        return QtCore.QRectF(0, 0, 20, 20)
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        marks, mode = self.marks, self.marks.mode()
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+        cell = QtCore.QRectF(4, 3, 12, 14)
+        if self.fill is not None:
+            painter.fillRect(cell, self.fill)
+        painter.save()
+        painter.translate(cell.center())
+        ux, uy = cell.width(), cell.height()
+        if mode == "cross":
+            marks._paint_crosses(painter, [0.0], [0.0], ux, uy)
+        elif mode == "tick":
+            marks._paint_ticks(painter, [0.0], [0.0], 4.0, uy)
+        elif mode in ("frame", "edges"):
+            marks._paint_frames(painter, [0.0], [0.0], ux, uy, sides=mode == "frame")
+        painter.restore()
 
 
 class MarkAxis(pg.AxisItem):
@@ -142,13 +205,14 @@ class MarkAxis(pg.AxisItem):
     the runs) above the data area, where they hide no cell.
 
     Each label is centred on its x in its own colour, kept inside the axis, and put on the first
-    of `rows` text rows where it overlaps no other label, else just right of the labels of the
-    first row; one that fits nowhere is left out (the hover readout still names it). No tick
-    marks, no axis line."""
+    of `rows` text rows where it overlaps no other label, else (with `push`) just right of the
+    labels of the first row; one that fits nowhere is left out (the hover readout still names it).
+    No tick marks, no axis line."""
 
-    def __init__(self, rows: int = 1, **kwargs) -> None:
+    def __init__(self, rows: int = 1, push: bool = True, **kwargs) -> None:
         super().__init__("top", **kwargs)
         self.rows = rows
+        self.push = push  # a label with no free row may go right of the first row's labels
         self._marks: dict[str, tuple[float, str, str]] = {}
         self.placed: list[tuple[str, QtCore.QRectF]] = []   # the labels drawn last, in axis coordinates
         self.setPen(pg.mkPen(None))
@@ -195,7 +259,7 @@ class MarkAxis(pg.AxisItem):
             left = min(max(px - w / 2, 0.0), max(width - w, 0.0))
             free = [r for r, taken in enumerate(rows)
                     if all(left + w + 3 <= a or left >= b + 3 for a, b in taken)]
-            if not free and rows[0]:  # next to the nearest label instead, when the axis has room
+            if not free and rows[0] and self.push:  # next to the nearest label, when the axis has room
                 pushed = max(b for _, b in rows[0]) + 4
                 if pushed + w <= width:
                     left, free = pushed, [0]
@@ -225,3 +289,20 @@ class MarkAxis(pg.AxisItem):
         super().linkedViewChanged(view, newRange)
         self.picture = None
         self.update()
+
+
+class LevelAxis(pg.AxisItem):
+    """A right axis naming levels of y (the capacity line) beside the plot, in the line's colour,
+    where the name hides no bar. No axis line, no tick marks."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("right", **kwargs)
+        self.setPen(pg.mkPen(None))
+        self.setStyle(tickLength=0)
+        self._levels: list[tuple[float, str]] = []
+
+    def set_level(self, y: float | None, text: str = "", color: str = "#000000") -> None:
+        """Name level `y` with `text` (None: no level)."""
+        self._levels = [] if y is None else [(float(y), text)]
+        self.setTextPen(pg.mkPen(color))
+        self.setTicks([self._levels])

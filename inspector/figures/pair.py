@@ -5,12 +5,13 @@ axis (positions), t* and the selected position are vertical lines in all of them
 
 With `with_text`, both completions sit above and the cause panel below, so an export holds the
 whole comparison in one picture; `cause="sentence"` keeps only the cause's headline and sentence
-below, `cause="headline"` its headline, `with_key=False` leaves the key of colours out (for a page
-too small for all of it).
+below, `cause="short"` both cut short (`inspector.figures.cause_short`), `cause="headline"` its
+headline, `with_key=False` leaves the key of colours out (for a page too small for all of it).
 """
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -26,12 +27,20 @@ from inspector.figure_data.pair import (
     PairData,
 )
 from inspector.figure_data.routing import describe_cell
-from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
+from inspector.figures.axes import (
+    VERTICAL_OVERHANG_PX,
+    CategoryAxis,
+    CountAxis,
+    ReadableAxis,
+    TokenAxis,
+    XZoomViewBox,
+)
+from inspector.figures.cause_short import short_cause_html
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
 from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtCore, pg
+from inspector.qt import QtCore, QtGui, pg
 
 #: RGB of each difference kind in the layer x position map (index = code of CELL_KINDS).
 KIND_COLORS = np.array([(246, 246, 246), (253, 212, 158), (252, 141, 89), (215, 48, 31), (106, 81, 163),
@@ -67,12 +76,25 @@ def strip_rgb(strip: np.ndarray) -> np.ndarray:
     return out
 
 
-def legend_html(style: FigureStyle) -> str:
-    """The key of the difference map, the strip and the curves, as one wrapped paragraph."""
-    def square(rgb) -> str:
-        return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
+def _square(rgb) -> str:
+    return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
+
+
+def legend_html(style: FigureStyle, compact: bool = False) -> str:
+    """The key of the difference map, the strip and the curves, as one wrapped paragraph (`compact`:
+    in fewer words, for a journal column)."""
+    square = _square
     kinds = " ".join(f"{square(KIND_COLORS[c])} {CELL_KINDS[c]}"
                      for c in (ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED))
+    if compact:
+        return (f'<span style="color: {style.foreground};">Map: {kinds}; ★ proven cause, ○ first bitwise '
+                f'difference, □ first differing decision. Strip: {square(STRIP_EVENT_COLORS[0])} experts ≠ '
+                f'{square(STRIP_EVENT_COLORS[1])} dropped in A only '
+                f'{square(STRIP_EVENT_COLORS[2])} in B only. '
+                f'Curves (log) before t* (dashed): KL(A‖B); max |logit difference| '
+                f'<span style="color: {DIFF_COLOR};">(red)</span>, A\'s top-2 margin (grey); drops of '
+                f'<span style="color: {A_COLOR};">A</span> and '
+                f'<span style="color: {B_COLOR};">B</span>.</span>')
     return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ proven cause (no proof yet: the '
             f'first difference) · ○ first bitwise difference · □ first differing decision per layer. '
             f'Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
@@ -84,19 +106,56 @@ def legend_html(style: FigureStyle) -> str:
             f'layers. Dashed = t*, cyan = selected position.</span>')
 
 
-class DecadeAxis(pg.AxisItem):
-    """A log-scale axis labelled at powers of ten only (a short panel has no room for more); with no
-    power of ten in view, at the two ends."""
+#: Mantissas a log axis is labelled at, from the sparsest: powers of ten, then more of each decade.
+MANTISSAS = ((1,), (1, 2, 5), (1, 2, 3, 5, 7), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9))
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+class DecadeAxis(ReadableAxis):
+    """A log-scale axis labelled at powers of ten, every one or every few (at most about four
+    labels in a short panel); where fewer than three powers of ten are in view, at 2x and 5x them,
+    then at more values of each decade, so that the axis always labels three ticks."""
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         if not self.logMode:
             return super().tickValues(minVal, maxVal, size)
         lo, hi = sorted((minVal, maxVal))
-        decades = list(range(math.ceil(lo), math.floor(hi) + 1))
-        if len(decades) > 4:  # at most about four labels
-            step = math.ceil(len(decades) / 4)
-            decades = decades[::step]
-        return [(1.0, [float(d) for d in decades] or [lo, hi])]
+        if size <= 0 or hi <= lo:
+            return []
+        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont())
+        label = metrics.height() * 0.8 + 1  # a label's ink, as pyqtgraph measures it, and a gap
+        per = size / (hi - lo)  # pixels per decade
+        margin = max(label / 2 - VERTICAL_OVERHANG_PX, 0.0) / per
+        best: list[float] = []
+        for mantissas in MANTISSAS:
+            values = sorted(d + math.log10(m) for d in range(math.floor(lo) - 1, math.ceil(hi) + 1)
+                            for m in mantissas)
+            values = [v for v in values if lo + margin <= v <= hi - margin]
+            if mantissas == (1,):  # every few powers of ten: at most about four labels
+                step = max(1, math.ceil(len(values) / 4))
+                values = [v for v in values if round(v) % step == 0]
+            chosen: list[float] = []
+            for v in values:
+                if not chosen or (v - chosen[-1]) * per >= label:
+                    chosen.append(v)
+            if len(chosen) > len(best):
+                best = chosen
+            if len(best) >= 3:
+                break
+        return [(1.0, best)]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
+        if not self.logMode:
+            return super().tickStrings(values, scale, spacing)
+        out = []
+        for v in values:
+            text = f"{10 ** v:.2g}"
+            if "e" in text:
+                mantissa, power = text.split("e")
+                power = str(int(power)).translate(_SUPERSCRIPT)
+                text = ("" if mantissa == "1" else f"{mantissa}·") + f"10{power}"
+            out.append(text)
+        return out
 
 
 def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.AxisItem | None = None,
@@ -121,11 +180,14 @@ class PairFigure:
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
                  with_text: bool = False, stacked: bool = False, with_key: bool = True,
-                 cause: str | None = None) -> None:
+                 cause: str | None = None, markers_inside: bool = False) -> None:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
         self.with_text = with_text
-        self.cause = cause or ("full" if with_text else None)  # "full", "sentence", "headline" or None
+        self.stacked = stacked
+        self.named_below = stacked and cause == "short"
+        # "full", "sentence", "short", "headline" or None
+        self.cause = cause or ("full" if with_text else None)
         self.text_a = self.text_b = self.cause_block = self.legend = None
         if with_text:
             texts = layout.addLayout(row=row, col=0, colspan=2)
@@ -135,7 +197,7 @@ class PairFigure:
             row += 1
         if with_key:
             self.legend = HtmlBlock(self.style, scale=0.9)
-            self.legend.set_html(legend_html(self.style))
+            self.legend.set_html(legend_html(self.style, compact=stacked))
             layout.addItem(self.legend, row=row, col=0, colspan=2)
             row += 1
         # Side by side, or (`stacked`, for a narrow page) the right column under the left one.
@@ -143,6 +205,8 @@ class PairFigure:
         if stacked:
             row += 1
         right = layout.addLayout(row=row, col=0 if stacked else 1, colspan=2 if stacked else 1)
+        for part in (left, right):
+            part.setContentsMargins(0, 0, 0, 0)
         layout.layout.setColumnStretchFactor(0, 1)
         layout.layout.setColumnStretchFactor(1, 1)
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
@@ -162,7 +226,7 @@ class PairFigure:
         self.map.invertY(True)
         self.map_image = pg.ImageItem(axisOrder="row-major")
         self.map.addItem(self.map_image)
-        self.first_marks = CellMarks("outline", "#000000", width=2.0, inset=0.0)
+        self.first_marks = CellMarks("outline", "#000000", width=1.5, inset=0.0)
         self.first_marks.setZValue(10)
         self.map.addItem(self.first_marks)
         self.event_mark = pg.ScatterPlotItem(symbol="star", size=16, brush=pg.mkBrush("#ffeb3b"),
@@ -171,6 +235,13 @@ class PairFigure:
         for item in (self.event_mark, self.root_mark):
             item.setZValue(15)
             self.map.addItem(item)
+        # Where each marker belongs (position, layer); with `markers_inside` (a page, which cannot
+        # be panned) drawn moved inward where a cell at the map's edge would show half of one.
+        self._marker_cells: dict[int, tuple[list[float], list[float]]] = {}
+        self.markers_inside = markers_inside
+        if markers_inside:
+            self.map.vb.sigResized.connect(self._place_markers)
+            self.map.vb.sigRangeChanged.connect(self._place_markers)
         self.kl = _plot(right, 1, self.style, DecadeAxis("left"), "KL(A‖B)")
         self.kl.setLogMode(y=True)
         self.kl_curve = self.kl.plot(pen=pg.mkPen("#6a51a3", width=1.5), connect="finite", name="KL")
@@ -205,8 +276,15 @@ class PairFigure:
         # A's bar names the scale both share; B's values would run into A's at their ends.
         self.heat_b.colorbar.axis.setStyle(showValues=False)
         self.heat_b.plot.hideAxis("top")  # x-linked with A, whose marks name the boundary and t*
-        for plot in (self.strip, self.drops):
-            plot.setLabel("bottom", "position (token)")
+        self.drops.setLabel("bottom", "position (token)")
+        if stacked:  # one column: the positions are named once, under the curves, and one colour
+            self.strip.hideAxis("bottom")  # bar spans both heatmaps (its label is taller than either)
+            for bar in (self.heat_a.colorbar, self.heat_b.colorbar):
+                left.removeItem(bar)
+            self.heat_b.colorbar.hide()
+            left.addItem(self.heat_a.colorbar, row=0, col=1, rowspan=2)
+        else:
+            self.strip.setLabel("bottom", "position (token)")
         for plot in (self.kl, self.logits, self.drops):
             # Short panels: label only the major ticks (powers of ten on the log axes), no SI prefix.
             plot.getAxis("left").enableAutoSIPrefix(False)
@@ -247,12 +325,16 @@ class PairFigure:
             d = fig.data
             dropped = int((~d.kept).sum())
             note = "" if d.probabilities else " · probabilities not recorded"
-            fig.plot.setTitle(f"{name} · {d.run} row {d.row} · {dropped} dropped{note}",
+            # In one column with the short cause, the cause names the runs: a run's name is about
+            # as wide as a heatmap, and broken at its hyphens it reads as two names.
+            who = "" if self.named_below else f" · {d.run}"
+            fig.plot.setTitle(f"{name}{who} row {d.row} · {dropped} dropped{note}",
                               color=color, size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
         self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
-        self.strip.setTitle(f"layer {data.layer} (heatmaps above): what differs",
+        where = f"layer {data.layer}" if self.stacked else f"layer {data.layer} (heatmaps above)"
+        self.strip.setTitle(f"{where}: what differs",
                             color=self.style.foreground, size=f"{self.style.font_size}pt")
         self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
         self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
@@ -262,11 +344,13 @@ class PairFigure:
         self.first_marks.set_cells(first[layers], layers)
         v = data.verdict
         cells = data.cause.cells or ((data.cause.event,) if min(data.cause.event) >= 0 else ())
-        self.event_mark.setData([p for p, _ in cells], [l for _, l in cells])
+        self._marker_cells[id(self.event_mark)] = ([p for p, _ in cells], [l for _, l in cells])
         root = v.root if v.root is not None and v.root.layer >= 0 else None
-        self.root_mark.setData([root.position] if root else [], [root.layer] if root else [])
-        self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
-                          size=f"{self.style.font_size}pt")
+        self._marker_cells[id(self.root_mark)] = ([root.position], [root.layer]) if root else ([], [])
+        self._place_markers()
+        if not self.stacked:  # in one column the key names the map
+            self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
+                              size=f"{self.style.font_size}pt")
         self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
         self._set_curves(data)
         compared = data.compared
@@ -287,8 +371,31 @@ class PairFigure:
         if self.with_text:
             self._set_text(data, selected)
         if self.cause_block is not None:
-            brief = "" if self.cause == "full" else self.cause
-            self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
+            if self.cause == "short":
+                names = "" if not self.named_below else (
+                    f'<span style="color: {A_COLOR};">A: run {html.escape(data.a.run)} row {data.a.row}'
+                    f'</span><br><span style="color: {B_COLOR};">B: run {html.escape(data.b.run)} '
+                    f'row {data.b.row}</span>')
+                self.cause_block.set_html(short_cause_html(data.cause, self.style, data.a.run, data.b.run,
+                                                           names))
+            else:
+                brief = "" if self.cause == "full" else self.cause
+                self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
+
+    def _place_markers(self, *_args) -> None:
+        """Draw ★ and ○ on their cells, moved inward where a cell at the map's edge would show
+        only half of one."""
+        (x0, x1), (y0, y1) = self.map.vb.viewRange()
+        step_x, step_y = self.map.vb.viewPixelSize()  # data units per pixel
+        for item in (self.event_mark, self.root_mark):
+            xs, ys = self._marker_cells.get(id(item), ([], []))
+            if not self.markers_inside:
+                item.setData(xs, ys)
+                continue
+            half = item.opts["size"] / 2 + 1
+            dx, dy = min(half * step_x, (x1 - x0) / 2), min(half * step_y, (y1 - y0) / 2)
+            item.setData([min(max(x, x0 + dx), x1 - dx) for x in xs],
+                         [min(max(y, y0 + dy), y1 - dy) for y in ys])
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)
@@ -300,7 +407,10 @@ class PairFigure:
         self.drops_a.setData(edges, np.nan_to_num(data.drops_a), stepMode="center")
         self.drops_b.setData(edges, np.nan_to_num(data.drops_b), stepMode="center")
         top = max(float(np.nanmax(data.drops_a, initial=0)), float(np.nanmax(data.drops_b, initial=0)), 1.0)
-        self.drops.setYRange(0, top * 1.1, padding=0)
+        # Three labelled counts however short the panel: 0, half and the top, a whole even number.
+        tick = 2 * math.ceil(top / 2)
+        self.drops.getAxis("left").setTicks([[(v, str(v)) for v in (0, tick // 2, tick)]])
+        self.drops.setYRange(-0.04 * tick, tick * 1.08, padding=0)
 
 
     def _set_text(self, data: PairData, selected: int | None) -> None:

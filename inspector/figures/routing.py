@@ -1,5 +1,6 @@
 """The routing heatmap: positions x experts, router probability as colour, chosen experts outlined,
-dropped candidates crossed in red, and a line between prompt and generation."""
+dropped candidates crossed in red (a red tick in cells too narrow for a cross), and a line between
+prompt and generation."""
 
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ class RoutingFigure:
         self.style.style_plot(self.plot)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.kept = CellMarks("outline", self.style.kept_pen, width=2, shadow=self.style.kept_shadow)
-        self.dropped_outline = CellMarks("outline", self.style.dropped, width=2.0)
-        self.dropped = CellMarks("cross", self.style.dropped, width=2.5, shadow="#ffffff")
+        self.kept = CellMarks("outline", self.style.kept_pen, width=1.0, shadow=self.style.kept_shadow)
+        self.dropped_outline = CellMarks("outline", self.style.dropped, width=1.0, edges=False)
+        self.dropped = CellMarks("cross", self.style.dropped, width=2.0, shadow="#ffffff")
         for item in (self.kept, self.dropped_outline, self.dropped):
             item.setZValue(10)
             self.plot.addItem(item)

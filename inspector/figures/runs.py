@@ -12,6 +12,7 @@ from inspector.figure_data.runs import RunsData
 from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.divergence_text import HtmlBlock
 from inspector.figures.marks import CellMarks, MarkAxis
+from inspector.figures.run_names import short_names
 from inspector.figures.style import FigureStyle, categorical_colors
 from inspector.qt import QtCore, QtGui, pg
 
@@ -36,8 +37,11 @@ def cluster_rgb(clusters: np.ndarray, n_unique: int) -> np.ndarray:
     return categorical_colors(max(n_unique, 1))[np.asarray(clusters, dtype=np.int64)]
 
 
-def headline_html(data: RunsData, style: FigureStyle) -> str:
-    """U(N) with the mode share and new tokens, how the runs first split, the colour key."""
+def headline_html(data: RunsData, style: FigureStyle, brief: bool = False,
+                  names_key: tuple[str, str] | None = None) -> str:
+    """U(N) with the mode share and new tokens, how the runs first split, the colour key (`brief`:
+    in fewer words, for a narrow page; `names_key`: (short, full) name of a run whose name was
+    shortened, as all were)."""
     colors = categorical_colors(max(data.n_unique, 1))
     counts = np.bincount(data.labels, minlength=data.n_unique)
     key = " ".join(f'<span style="color: #{c[0]:02x}{c[1]:02x}{c[2]:02x};">■</span>&nbsp;#{u}:&nbsp;{int(n)}'
@@ -45,26 +49,42 @@ def headline_html(data: RunsData, style: FigureStyle) -> str:
     if data.n_unique > LEGEND_COMPLETIONS:
         key += f" … {data.n_unique - LEGEND_COMPLETIONS} more"
     condition = f", condition {html.escape(data.condition)}" if data.condition else ", all conditions"
+    # A run's name never breaks at its hyphens (a word joiner after each): it would read as two names.
+    names = (f" Run names shortened to what differs ({html.escape(names_key[0])} = "
+             f"{html.escape(names_key[1]).replace('-', '-&#8288;')})." if names_key else "")
+    compared = (f"Completions compared over their first {data.n_new} new tokens (the shortest completion's "
+                f"length).")
+    if brief:
+        return (f'<div style="color: {style.foreground};"><span style="font-size: {style.font_size + 1}pt;">'
+                f"<b>{html.escape(data.headline)}</b></span><br>{html.escape(data.first_split)}.<br>"
+                f"Completions (runs): {key}<br>"
+                f'<span style="color: #505050;">{compared} Colour = the largest group still sharing the '
+                f"run's prefix; framed = t* against the boxed reference row; numbers above = how the runs "
+                f"split.{names}</span></div>")
     return (f'<div style="color: {style.foreground};"><span style="font-size: {style.font_size + 3}pt;">'
             f"<b>{html.escape(data.headline)}</b></span><br>{html.escape(data.first_split)}.<br>"
             f"Completions (runs): {key}<br>"
             f'<span style="color: #505050;">Request {data.request}{condition}. Colour = the completion of '
             f"the largest group still sharing the run's prefix; framed cell = t* against reference run "
             f"{html.escape(data.reference_run)} (boxed row); numbers above the map = how the runs split. "
-            f"{html.escape(data.causes_line)}</span></div>")
+            f"{compared}{names} {html.escape(data.causes_line)}</span></div>")
 
 
 class RunsFigure:
     """Draws `RunsData` into a `pg.GraphicsLayout`: headline with the colour key at (row, 0),
     the map at (row + 1, 0), cause bars at (row + 2, 0)."""
 
-    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
+                 brief: bool = False, short_names: bool = False) -> None:
         self.style = style or FigureStyle()
         self.data: RunsData | None = None
+        self.brief = brief  # the headline in fewer words
+        self.short_names = short_names  # runs named by the part of their names that differs
         self.headline = HtmlBlock(self.style)
         layout.addItem(self.headline, row=row, col=0)
         self.y_axis = CategoryAxis("left")
-        self.split_axis = MarkAxis(rows=SPLIT_ROWS)  # how the runs split, above the map
+        # How the runs split, each count right above its position (a count with no room is left out).
+        self.split_axis = MarkAxis(rows=SPLIT_ROWS, push=False)
         self.map: pg.PlotItem = layout.addPlot(row=row + 1, col=0, viewBox=XZoomViewBox(),
                                                axisItems={"bottom": TokenAxis("bottom"), "left": self.y_axis,
                                                           "top": self.split_axis})
@@ -77,7 +97,7 @@ class RunsFigure:
         self.style.style_plot(self.map)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.map.addItem(self.image)
-        self.t_star = CellMarks("outline", "#000000", width=2.0, inset=0.0)
+        self.t_star = CellMarks("outline", "#000000", width=1.5, inset=0.0)
         self.t_star.setZValue(10)
         self.map.addItem(self.t_star)
         self.reference_band = pg.LinearRegionItem(orientation="horizontal", movable=False,
@@ -111,10 +131,12 @@ class RunsFigure:
         self.data = data
         N, n = data.clusters.shape
         P = data.prompt_len
-        self.headline.set_html(headline_html(data, self.style))
+        runs = [data.choices[int(r)].run for r in data.order]
+        names, key = short_names(runs) if self.short_names else (runs, None)
+        self.headline.set_html(headline_html(data, self.style, self.brief, key))
         self.image.setImage(cluster_rgb(data.clusters, data.n_unique), autoLevels=False, levels=(0, 255))
         self.image.setRect(QtCore.QRectF(P - 0.5, -0.5, max(n, 1), N))
-        self.y_axis.set_labels([data.choices[int(r)].run for r in data.order])
+        self.y_axis.set_labels(names)
         self.map.getAxis("bottom").set_labels([])
         y_of = np.empty(N, dtype=np.int64)
         y_of[data.order] = np.arange(N)

@@ -9,8 +9,10 @@ import numpy as np
 
 from inspector.figure_data.text import TextData
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtCore, QtWidgets, pg
+from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
+#: An invisible break opportunity between the tokens of a word.
+ZERO_WIDTH_SPACE = "\u200b"
 #: Full-shade colour per kind of measure.
 SHADE_COLORS = {"drops": (214, 39, 40), "margin": (117, 63, 181)}
 
@@ -42,7 +44,15 @@ def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
              f'color: {style.foreground}; line-height: 150%;">',
              '<span style="color: #6a6a6a;">']
     pos = 0
+    previous = ""
     for t, text in enumerate(data.texts):
+        joined = previous and text and not previous[-1].isspace() and not text[0].isspace()
+        if joined and previous[-1] != "↵":
+            # A break opportunity between two tokens of one word (subword and byte tokens): a line
+            # that must break inside the word breaks between tokens.
+            parts.append(ZERO_WIDTH_SPACE)
+            pos += 1
+        previous = text
         if t == data.prompt_len:
             if t > 0:
                 parts.append('</span><span style="color: #ff8c00; font-weight: bold;">▌</span>')
@@ -65,10 +75,18 @@ def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
 class TextStrip(pg.GraphicsWidget):
     """A wrapped rich-text block inside a pyqtgraph layout; it takes the width it is given."""
 
+    #: Runs of subword tokens wider than a line break inside (the export's fit check allows it).
+    breaks_inside_words = True
+
     def __init__(self) -> None:
         super().__init__()
         self.text = QtWidgets.QGraphicsTextItem(self)
         self.text.setPos(6, 4)
+        # Subword tokens run together into "words" longer than a line (byte tokens, code): break
+        # between words, else between tokens, and inside a token only when it is wider than a line.
+        option = self.text.document().defaultTextOption()
+        option.setWrapMode(QtGui.QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.text.document().setDefaultTextOption(option)
         self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
 
     def set_html(self, text: str) -> None:

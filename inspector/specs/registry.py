@@ -62,7 +62,8 @@ class ViewSpec:
 
 SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
     ViewSpec("routing", "Routing", "Ctrl+1", figures.read_routing, "draw_routing", figures.routing_columns,
-             figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"), fits=3),
+             figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"),
+             heights=(3.4, 3.6), fits=4),
     ViewSpec("layers", "All layers", "Ctrl+2", figures.read_layers, "draw_layers", figures.layers_columns,
              figures.row_stem, ("run", "request", "row", "range"), heights=(3.6, 3.6), fits=3,
              aliases=("overview",)),
@@ -71,10 +72,10 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              heights=(4.2, 5.0), fits=2),
     ViewSpec("pair", "Side by side", "Ctrl+4", divergence.read_pair, "draw_pair", divergence.pair_columns,
              divergence.pair_stem, ("request", "pair", "layer", "range"), inches=(13.0, 14.0),
-             heights=(9.5, 9.0), fits=8, aliases=("divergence",), compares=True),
+             heights=(8.0, 9.0), fits=12, aliases=("divergence",), compares=True),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
-             heights=(5.5, 5.0), fits=2, compares=True),
+             heights=(5.5, 5.0), fits=3, compares=True),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
              area="bottom", fit_height=True),
