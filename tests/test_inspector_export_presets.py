@@ -181,7 +181,8 @@ def test_the_fit_check_sees_a_text_over_bars(qapp):
 
 def test_a_layer_alone_keeps_the_telling_pair_and_says_so(qapp, tmp_path, capsys):
     out = tmp_path / "pair.csv"
-    assert main(["export", str(EXAMPLES / "example.h5"), "--view", "pair", "--layer", "1", "-o", str(out)]) == 0
+    args = ["export", str(EXAMPLES / "example.h5"), "--view", "pair", "--layer", "1", "-o", str(out)]
+    assert main(args) == 0
     said = capsys.readouterr().out
     assert "the first to diverge" in said and "showing MoE layer 1, as --layer asks" in said
     header, first = out.read_text().splitlines()[:2]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import re
 
-from inspector.figure_data.divergence_cause import CauseText
+from inspector.figure_data.divergence_cause import CauseText, as_letters
 from inspector.figures.style import FigureStyle
 
 
@@ -16,15 +16,6 @@ def short_headline(cause: CauseText) -> str:
     """The headline's first clause, without the aside on the first difference."""
     text = re.split(r" \(the first difference|\. ", cause.headline, maxsplit=1)[0].rstrip(".")
     return f"{text}."
-
-
-def with_letters(text: str, run_a: str, run_b: str) -> str:
-    """`text` with the runs' names replaced by A and B."""
-    for name, letter in sorted(((run_a, "A"), (run_b, "B")), key=lambda p: -len(p[0])):
-        if name:
-            text = re.sub(rf"\b(?:of |in )?run {re.escape(name)}\b", f"in {letter}", text)
-            text = text.replace(name, letter)
-    return text
 
 
 def short_sentence(cause: CauseText, run_a: str, run_b: str) -> str:
@@ -36,7 +27,7 @@ def short_sentence(cause: CauseText, run_a: str, run_b: str) -> str:
         text = f"{event} alone restores the split."
     else:
         text = re.split(r"(?<=[a-z0-9)'])\. ", cause.sentence, maxsplit=1)[0].rstrip(".") + "."
-    text = with_letters(text, run_a, run_b)
+    text = as_letters(text, run_a, run_b)   # the cause text letters them already; a fallback
     return text[:1].upper() + text[1:]
 
 

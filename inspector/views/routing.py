@@ -19,7 +19,8 @@ from traces.analysis.displacement import displacement
 if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
     from inspector.app.settings import Settings
 
-LEGEND = ("white frame = chosen and kept · red ✕ = chosen but dropped (over capacity) · "
+LEGEND = ("white frame = chosen and kept · red ✕ (a red tick in narrow cells) = chosen but dropped "
+          "(over capacity) · "
           "dashed line = prompt | generation · click a cell to focus its token")
 
 
