@@ -19,7 +19,8 @@ class LayersView(View):
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
         legend = QtWidgets.QLabel("colour = first-choice (top-1) expert · red ✕ (a red tick in narrow "
-                                  "cells) = at least one candidate dropped · dashed line = prompt | generation · the selected layer is "
+                                  "cells) = at least one candidate dropped · dashed line = "
+                                  "prompt | generation · the selected layer is "
                                   "framed · click a cell to select its layer and token")
         legend.setWordWrap(True)
         legend.setStyleSheet("color: #505050;")
