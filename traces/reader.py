@@ -26,7 +26,7 @@ from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
 from traces.toplogits import LazyTopLogits
-from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
+from traces.validate import attr_or_none, check_root, check_run, check_table, open_hdf5, plain_attr
 from traces.validate import read_strings as _strings
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,9 @@ class Trace:
         self._held = 0  # their resident_bytes
         # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
         self._refs: dict[str, h5py.Reference] = {}
+        #: Each listed run's `condition` attribute as stored, read unchecked with the listing ("" when
+        #: it has none or it cannot be read): what a browser groups runs by before checking them.
+        self.run_conditions: dict[str, str] = {}
         complete, incomplete = [], []
         runs = self._file[schema.RUNS]
         names = list(runs)
@@ -212,6 +215,8 @@ class Trace:
                 self._refs[name] = group.ref
                 done = bool(plain_attr(group.attrs["complete"])) if "complete" in group.attrs else False
                 index = plain_attr(group.attrs["index"]) if "index" in group.attrs else None
+                condition = attr_or_none(group, "condition", (str, int, float))
+                self.run_conditions[name] = "" if condition is None else str(condition)
             except Exception as exc:  # a damaged run header does not make the whole file unusable
                 log.info("%s: %s: unreadable run header (%s)", self.path, where, exc)
                 done, index = False, None

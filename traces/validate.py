@@ -7,6 +7,7 @@ every dataset of every run to find damaged chunks.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -106,6 +107,12 @@ def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple
     return value
 
 
+def attr_or_none(obj, key: str, kind: type | tuple):
+    """Attribute `key` of `obj` as a plain value of type `kind`, read with `_attr`'s size checks, or
+    None when it is missing, too large or not such a value."""
+    return _attr(obj, key, "", [], kind, required=False)
+
+
 def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, required: bool = True):
     text = _attr(obj, key, where, problems, str, required)
     if text is None:
@@ -129,11 +136,48 @@ def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, r
 ABSENT = object()
 
 
-def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True):
+class Dataset(h5py.Dataset):
+    """An h5py Dataset that converts its HDF5 type to a numpy dtype once (h5py converts it on every
+    `.dtype`, and checking and reading a run asked some forty times per run); a dataset's type never
+    changes."""
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.id.dtype
+
+
+def _open_object(parent, path: str, read_only: bool | None = None):
+    """The object at `path` under `parent` (a dataset as `Dataset`, else its low-level id), or None
+    when nothing is there: what `parent.get(path)` gives, without the cost h5py's high-level lookup
+    adds per call (a File object made to ask the mode), which was much of checking a run.
+    `read_only`: whether the file is open read-only (`_read_only`), when the caller knows."""
+    head = path.rpartition("/")[0]
+    if head and "/" not in head and not parent.id.links.exists(head.encode()):
+        return None  # asked this way, a missing group costs HDF5 no error stack
+    try:
+        oid = h5py.h5o.open(parent.id, path.encode())
+    except KeyError:
+        return None
+    if isinstance(oid, h5py.h5d.DatasetID):
+        return Dataset(oid, readonly=_read_only(parent) if read_only is None else read_only)
+    return oid
+
+
+def _read_only(obj) -> bool:
+    """Whether `obj`'s file is open read-only (an h5py Dataset then keeps its shape)."""
+    return h5py.h5i.get_file_id(obj.id).get_intent() == h5py.h5f.ACC_RDONLY
+
+
+#: What a non-dataset object is called in problems (h5py's class names, lower case).
+_KINDS = {h5py.h5g.GroupID: "group", h5py.h5t.TypeID: "datatype"}
+
+
+def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True,
+             read_only: bool | None = None):
     """The dataset at `path`, None (a problem recorded) when it is not a usable one, or ABSENT when it
-    is optional and missing."""
+    is optional and missing (`read_only`: see `_open_object`)."""
     n_before = len(problems)
-    obj = _safe(lambda: parent.get(path), where, problems, "a readable object")
+    obj = _safe(lambda: _open_object(parent, path, read_only), where, problems, "a readable object")
     if obj is None:
         if not required and len(problems) == n_before:
             return ABSENT
@@ -141,7 +185,8 @@ def _dataset(parent, path: str, where: str, problems: list[Problem], required: b
             problems.append(Problem(where, "expected dataset, found nothing"))
         return None
     if not isinstance(obj, h5py.Dataset):
-        problems.append(Problem(where, f"expected dataset, found {type(obj).__name__.lower()}"))
+        kind = next((k for t, k in _KINDS.items() if isinstance(obj, t)), type(obj).__name__.lower())
+        problems.append(Problem(where, f"expected dataset, found {kind}"))
         return None
     declared = _safe(lambda: _declared_bytes(obj), where, problems, "a readable dataset")
     if declared is None:
@@ -311,10 +356,11 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         del values[key]
     shapes = {}
     present = set()
+    read_only = _safe(lambda: _read_only(group), where, problems, "a readable group")
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
         required = spec.required and spec.path not in not_recorded
-        ds = _dataset(group, spec.path, ds_where, problems, required)
+        ds = _dataset(group, spec.path, ds_where, problems, required, read_only)
         if ds is ABSENT:
             continue  # one of the logits forms (which one is checked below), or not recorded
         present.add(spec.path)
