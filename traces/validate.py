@@ -81,18 +81,20 @@ def plain_attr(value):
 def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple, required: bool = True):
     """Read attribute `key` as a plain value of type `kind`, recording a problem when it is not."""
     try:
-        if key not in obj.attrs:
+        name = key.encode()
+        if not h5py.h5a.exists(obj.id, name):
             if required:
                 problems.append(Problem(where, f"expected attribute {key!r}"))
             else:
                 problems.append(Problem(where, f"expected attribute {key!r} (optional)", "warning"))
             return None
-        size = h5py.h5a.open(obj.id, key.encode()).get_storage_size()
+        attr = h5py.h5a.open(obj.id, name)
+        size = attr.get_storage_size()
         if size > MAX_ATTR_BYTES:
             problems.append(Problem(where, f"expected attribute {key!r} of at most {MAX_ATTR_BYTES} bytes, "
                                            f"found {size}"))
             return None
-        value = plain_attr(obj.attrs[key])
+        value = plain_attr(_attr_value(attr))
         if isinstance(value, str) and len(value) > MAX_ATTR_BYTES:
             problems.append(Problem(where, f"expected attribute {key!r} of at most {MAX_ATTR_BYTES} "
                                            f"characters, found {len(value)}"))
@@ -105,6 +107,26 @@ def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple
         problems.append(Problem(where, f"expected attribute {key!r} of type {names}, found {value!r:.60}"))
         return None
     return value
+
+
+def _attr_value(attr: h5py.h5a.AttrID):
+    """The value of an open attribute, as h5py's `obj.attrs[key]` gives it (that opens the attribute
+    again, and `_attr` read some forty attributes per run)."""
+    shape = attr.shape
+    if shape is None:  # an empty dataspace
+        return h5py.Empty(attr.dtype)
+    dtype = attr.dtype
+    mtype = h5py.h5t.py_create(dtype)
+    if dtype.subdtype is not None:  # numpy has no top-level array types: read as a larger array
+        dtype, subshape = dtype.subdtype
+        shape = shape + subshape
+    arr = np.zeros(shape, dtype=dtype, order="C")
+    attr.read(arr, mtype=mtype)
+    string = h5py.check_string_dtype(dtype)
+    if string and string.length is None:  # variable-length strings are read as bytes
+        text = [b.decode("utf-8", "surrogateescape") for b in arr.flat]
+        arr = np.array(text, dtype=dtype).reshape(arr.shape)
+    return arr[()] if arr.ndim == 0 else arr
 
 
 def attr_or_none(obj, key: str, kind: type | tuple):

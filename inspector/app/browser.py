@@ -134,11 +134,14 @@ class RunTableModel(QtCore.QAbstractItemModel):
                                                    self._firsts, self.infos)}
             self._refs_version += 1
             changed = added
+            # A heading changes when its runs move or it gains a reference.
+            headings = bool(moved) or any(self._refs[n] == n for n in added)
         else:
             self._refs = None
             new_refs = self.refs
             changed = added | {n for n, ref in new_refs.items() if ref in added or old_refs.get(n) != ref}
-        self._changed_rows(changed)
+            headings = True
+        self._changed_rows(changed, headings)
 
     def mark_unusable(self, name: str, why: str) -> None:
         self.unusable[name] = why
@@ -161,8 +164,9 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self._refs = None
         self._changed_all()
 
-    def _changed_rows(self, names: set[str]) -> None:
-        """dataChanged for the rows of `names`, one span per group, and for their groups' headings."""
+    def _changed_rows(self, names: set[str], headings: bool = True) -> None:
+        """dataChanged for the rows of `names`, one span per group, and (`headings`) for the groups'
+        headings (a changed heading repaints the view)."""
         last = len(COLUMNS) - 1
         spans: dict[int, tuple[int, int]] = {}
         for name in names:
@@ -170,7 +174,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 g, r = self._where[name]
                 lo, hi = spans.get(g, (r, r))
                 spans[g] = (min(lo, r), max(hi, r))
-        for g in range(len(self.groups)):  # headings count their runs and name their references
+        for g in range(len(self.groups) if headings else 0):  # they count runs, name references
             self.dataChanged.emit(self.index(g, 0), self.index(g, last))
         for g, (lo, hi) in sorted(spans.items()):
             parent = self.index(g, 0)

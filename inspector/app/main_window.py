@@ -19,7 +19,7 @@ from inspector.app.menus import build_menus, fill_recent
 from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
 from inspector.app.welcome import WelcomePage
-from inspector.figure_data.browser import RunInfo, first_divergent_run
+from inspector.figure_data.browser import first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.state.signals import InspectorState
 from inspector.views import VIEWS, View
