@@ -199,9 +199,7 @@ class Trace:
         self._held = 0  # their resident_bytes
         # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
         self._refs: dict[str, h5py.Reference] = {}
-        #: Each listed run's `condition` attribute as stored, read unchecked with the listing ("" when
-        #: it has none or it cannot be read): what a browser groups runs by before checking them.
-        self.run_conditions: dict[str, str] = {}
+        self._conditions: dict[str, str] | None = None
         complete, incomplete = [], []
         runs = self._file[schema.RUNS]
         names = list(runs)
@@ -215,8 +213,6 @@ class Trace:
                 self._refs[name] = group.ref
                 done = bool(plain_attr(group.attrs["complete"])) if "complete" in group.attrs else False
                 index = plain_attr(group.attrs["index"]) if "index" in group.attrs else None
-                condition = attr_or_none(group, "condition", (str, int, float))
-                self.run_conditions[name] = "" if condition is None else str(condition)
             except Exception as exc:  # a damaged run header does not make the whole file unusable
                 log.info("%s: %s: unreadable run header (%s)", self.path, where, exc)
                 done, index = False, None
@@ -226,6 +222,24 @@ class Trace:
         self.incomplete_runs: list[str] = [n for _, n in sorted(incomplete)]
         if self.incomplete_runs:
             log.info("%s: incomplete runs %s", self.path, self.incomplete_runs)
+
+    @property
+    def run_conditions(self) -> dict[str, str]:
+        """Each listed run's `condition` attribute as stored, read unchecked on first use ("" when it
+        has none or it cannot be read): what a browser groups runs by before checking them."""
+        if self._conditions is None:
+            conditions = {}
+            names = [*self.run_names, *self.incomplete_runs]
+            for start in range(0, len(names), 256):  # a writer waits for one block at most
+                with reading(self.path):
+                    for name in names[start:start + 256]:
+                        try:
+                            value = attr_or_none(self._file[self._refs[name]], "condition", (str, int, float))
+                        except Exception:  # a damaged run header: checked, and refused, when read
+                            value = None
+                        conditions[name] = "" if value is None else str(value)
+            self._conditions = conditions
+        return self._conditions
 
     # -- root ---------------------------------------------------------------------------------
 

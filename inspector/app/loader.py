@@ -44,6 +44,7 @@ class Opened:
     trace: Trace
     first: RunInfo | None              # the run to show first (see `open_first`)
     unusable: dict[str, str]           # run -> why it cannot be shown
+    conditions: dict[str, str]         # run -> its listed condition (`Trace.run_conditions`)
     #: Worker processes started for summarising the runs (a trace of more than IN_THREAD_MAX runs):
     #: the receiver hands them to `SummaryJob` or closes them.
     workers: Workers | None = None
@@ -124,7 +125,12 @@ class OpenJob(QtCore.QRunnable):
             _emit(self.signals.failed, self.path,
                   f"{self.path}: could not be opened ({type(exc).__name__}: {exc})")
         else:
-            opened = Opened(trace, first, unusable, self._workers)
+            try:  # read here, off the window's thread (a few thousand attributes)
+                conditions = trace.run_conditions
+            except TraceError as exc:
+                log.warning("listing the conditions of %s: %s", self.path, exc)
+                conditions = {}
+            opened = Opened(trace, first, unusable, conditions, self._workers)
             self._workers = None
             if not _emit(self.signals.opened, opened):
                 trace.close()

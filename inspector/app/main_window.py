@@ -218,7 +218,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.state.set_trace(trace, infos, set(unusable))
         if old is not None:
             old.close()
-        self.browser.set_runs(list(trace.run_names), infos, unusable, stats, trace.run_conditions)
+        self.browser.set_runs(list(trace.run_names), infos, unusable, stats, opened.conditions)
         self.settings.add_recent(trace.path)
         # The platform adds the application's name ("example.h5 — moe-inspector").
         self.setWindowTitle(os.path.basename(trace.path))
