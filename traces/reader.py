@@ -164,9 +164,11 @@ class Run:
 class Trace:
     """An open trace file. Use as a context manager or call `close()`."""
 
-    def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> None:
+    def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES,
+                 runs: list[str] | None = None) -> None:
         self.path = os.fspath(path)
         self._cache_bytes = cache_bytes
+        self._listed = None if runs is None else list(runs)
         self._file = None
         # A trace being recorded is read as one committed version of it (traces/live.py).
         read_consistently(self.path, self._open_file, discard=lambda _: self._file.close())
@@ -201,6 +203,10 @@ class Trace:
         self._refs: dict[str, h5py.Reference] = {}
         self._conditions: dict[str, str] | None = None
         complete, incomplete = [], []
+        if self._listed is not None:  # listed by the caller: each run is checked when read
+            self.run_names, self.incomplete_runs = list(self._listed), []
+            self._names = set(self.run_names)
+            return
         runs = self._file[schema.RUNS]
         names = list(runs)
         if len(names) > schema.MAX_RUNS:
@@ -220,6 +226,7 @@ class Trace:
             (complete if done is True else incomplete).append((key, name))
         self.run_names: list[str] = [n for _, n in sorted(complete)]
         self.incomplete_runs: list[str] = [n for _, n in sorted(incomplete)]
+        self._names = {*self.run_names, *self.incomplete_runs}   # for run(): a list is searched
         if self.incomplete_runs:
             log.info("%s: incomplete runs %s", self.path, self.incomplete_runs)
 
@@ -258,7 +265,7 @@ class Trace:
         if name in self._runs:
             self._runs.move_to_end(name)
         else:
-            if name not in self.run_names and name not in self.incomplete_runs:
+            if name not in self._names:
                 raise TraceError(self.path, f"/{schema.RUNS}/{name}",
                                  f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
             try:
@@ -351,9 +358,12 @@ def _return_freed_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> Trace:
+def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES,
+               runs: list[str] | None = None) -> Trace:
     """Open a trace lazily; raises TraceError when the file is not a usable trace.
 
     The trace keeps the runs it opened within `cache_bytes` (see `Run.resident_bytes`); a `Run`
-    held by the caller stays usable until the trace is closed."""
-    return Trace(path, cache_bytes=cache_bytes)
+    held by the caller stays usable until the trace is closed. `runs`: the complete runs' names when
+    the caller listed them already (a worker process summarising a trace its parent opened): they
+    are not listed again, a thousand runs cost a few hundred milliseconds to list."""
+    return Trace(path, cache_bytes=cache_bytes, runs=runs)

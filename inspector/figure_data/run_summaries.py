@@ -145,7 +145,7 @@ def _serve(path: str) -> None:
     if not chunks:
         return
     remember_scan(found)
-    with open_trace(path) as trace:
+    with open_trace(path, runs=[n for names in chunks for n in names]) as trace:
         for names in chunks:
             pickle.dump(summarise(trace, names), sys.stdout.buffer)
             sys.stdout.buffer.flush()
