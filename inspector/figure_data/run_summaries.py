@@ -60,9 +60,9 @@ class Workers:
 
     `summaries(names, cancelled)` hands them the runs once (each opens `path` once and takes every
     n-th chunk of runs); `close()` ends them (done, or never used). The workers are plain child
-    interpreters (`python -m` this module) fed through pipes, not `multiprocessing`: that re-imports
-    the main script in each child, which a script without a `__main__` guard (one that starts the
-    app) cannot take. OSError when a worker cannot be started."""
+    interpreters (running this module, at a lower priority) fed through pipes, not
+    `multiprocessing`: that re-imports the main script in each child, which a script without a
+    `__main__` guard (one that starts the app) cannot take. OSError when a worker cannot start."""
 
     def __init__(self, path: str, n_workers: int | None = None) -> None:
         self.path = path
@@ -71,7 +71,7 @@ class Workers:
         self._procs: list[subprocess.Popen] = []
         try:
             for _ in range(n_workers or workers()):
-                proc = subprocess.Popen([sys.executable, "-m", __name__, path],
+                proc = subprocess.Popen([sys.executable, "-c", _START, path],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 self._procs.append(proc)
                 _widen(proc.stdout)
@@ -120,6 +120,13 @@ def summaries_in_workers(path: str, names: Sequence[str], cancelled: Callable[[]
     with Workers(path, n_workers) as procs:
         yield from procs.summaries(names, cancelled)
 
+
+#: Scheduling priority the workers give up (`os.nice`): the window's thread, which handles the
+#: user's events, runs first when the two compete for a core.
+NICENESS = 5
+#: A worker's program: lower its priority before its imports (they take a few hundred ms), then serve.
+_START = (f"import os, runpy\nos.nice({NICENESS})\n"
+          f"runpy.run_module({__name__!r}, run_name='__main__', alter_sys=True)")
 
 #: Bytes a worker may write ahead of the reader (Linux; 64 KiB by default): a whole trace's summaries
 #: at a thousand runs per worker, so a paused reader does not stop the workers.
