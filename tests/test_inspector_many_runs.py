@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunTableModel
+from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunBrowser, RunTableModel
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
 from inspector.figure_data.browser import references
@@ -142,3 +142,20 @@ def test_workers_started_ahead_summarise_as_the_thread_does_or_end_unused(trace_
     procs = list(unused._procs)
     unused.close()
     assert all(p.returncode is not None for p in procs)
+
+
+def test_browser_shows_write_order_unsorted_and_sorts_by_the_header(qtbot, trace_path):
+    """By write order, ascending (the default), the proxy leaves the rows as the model holds them
+    (sorting thousands of rows through Python callbacks took seconds); a header click sorts."""
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        summaries = summarise(trace, names)
+    browser = RunBrowser()
+    qtbot.addWidget(browser)
+    browser.set_runs(names, {}, {}, None, {n: "c" for n in names})
+    browser.model.add_runs([(info, stats) for _, info, stats, _ in summaries])
+    assert browser.proxy.sortColumn() == -1 and browser.shown_names() == names
+    browser.table.header().setSortIndicator(COL["#"], QtCore.Qt.SortOrder.DescendingOrder)
+    assert browser.shown_names() == names[::-1]
+    browser.table.header().setSortIndicator(COL["#"], QtCore.Qt.SortOrder.AscendingOrder)
+    assert browser.proxy.sortColumn() == -1 and browser.shown_names() == names
