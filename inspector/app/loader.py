@@ -197,7 +197,8 @@ class SummaryJob(QtCore.QRunnable):
         workers, self._workers = self._workers, None
         try:
             done = 0
-            if len(self.names) > IN_THREAD_MAX:  # worker processes: the window's thread stays free
+            # Worker processes: the window's thread stays free.
+            if len(self.names) > IN_THREAD_MAX and not self._cancel.is_set():
                 try:
                     workers = workers or Workers(self.path)
                     done = self._report(workers.summaries(self.names, self._cancel.is_set))
