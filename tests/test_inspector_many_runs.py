@@ -6,10 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from inspector.app.browser import PENDING, RunTableModel
+from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunBrowser, RunTableModel
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
-from inspector.figure_data.run_summaries import summaries_in_workers, summarise
+from inspector.figure_data.browser import references
+from inspector.figure_data.run_summaries import Workers, summaries_in_workers, summarise
 from inspector.qt import QtCore
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace
@@ -71,3 +72,90 @@ def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, t
     assert w.browser.count.text().startswith("40 runs")
     w.close()
     w.wait_for_jobs()
+
+
+def test_listed_conditions_are_the_checked_ones(trace_path):
+    with open_trace(trace_path) as trace:
+        infos = [info for _, info, _, _ in summarise(trace, trace.run_names)]
+        assert trace.run_conditions == {info.name: info.condition for info in infos}
+
+
+def test_summaries_fill_cells_without_moving_a_row(qtbot, trace_path):
+    """Rows start in their listed groups, sorted by write order: batches of summaries change cells
+    only (a moved row makes the view lay out every row again), and end as a regrouping from scratch
+    with the references computed from scratch."""
+    with open_trace(trace_path) as trace:
+        names, conditions = list(trace.run_names), dict(trace.run_conditions)
+        summaries = summarise(trace, names)
+    # Two conditions, as listed, and requests repeating so that later runs take earlier references.
+    conditions = {n: f"c{i % 2}" for i, n in enumerate(names)}
+    summaries = [(n, replace(info, condition=conditions[n], compared_in=conditions[n],
+                             request_ids=(i % 3,) + info.request_ids[1:]), stats, why)
+                 for i, (n, info, stats, why) in enumerate(summaries)]
+    model = RunTableModel()
+    proxy = QtCore.QSortFilterProxyModel()
+    proxy.setSourceModel(model)
+    proxy.setSortRole(SORT_ROLE)
+    proxy.setRecursiveFilteringEnabled(True)
+    proxy.sort(COL["#"], QtCore.Qt.SortOrder.AscendingOrder)
+    model.set_runs(names, {}, {}, None, conditions)
+    moves = []
+    for signal in (proxy.rowsInserted, proxy.rowsRemoved, proxy.layoutChanged, proxy.rowsMoved):
+        signal.connect(lambda *args, s=signal: moves.append(s))
+    for start, stop in ((0, 3), (3, 4), (4, 17), (17, 40)):
+        model.add_runs([(info, stats) for _, info, stats, _ in summaries[start:stop]])
+    assert moves == []
+    assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model._grouped()]
+    assert [g.key for g in model.groups] == ["c0", "c1"]
+    assert model.refs == references([info for _, info, _, _ in summaries], None)
+    first = proxy.index(0, 0)
+    shown = [proxy.index(r, 0, first).data(NAME_ROLE) for r in range(proxy.rowCount(first))]
+    assert shown == [n for n in names if conditions[n] == "c0"]  # write order
+
+
+def test_references_added_late_or_out_of_order_are_the_ones_from_scratch(qtbot, trace_path):
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        summaries = summarise(trace, names)
+    summaries = [(n, replace(info, request_ids=(i % 4,) + info.request_ids[1:]), stats, why)
+                 for i, (n, info, stats, why) in enumerate(summaries)]
+    infos = [info for _, info, _, _ in summaries]
+    model = RunTableModel()
+    model.set_runs(names, {}, {})
+    model.add_runs([(info, None) for info in infos[10:20]])
+    model.add_runs([(info, None) for info in infos[20:30]])   # after every run known
+    model.add_runs([(info, None) for info in infos[0:10]])    # before them: references change
+    assert model.refs == references(infos[:30], None)
+    model.set_reference(names[5])
+    model.add_runs([(info, None) for info in infos[30:]])
+    assert model.refs == references(infos, names[5])
+
+
+def test_workers_started_ahead_summarise_as_the_thread_does_or_end_unused(trace_path):
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        here = summarise(trace, names)
+    with Workers(str(trace_path), 3) as workers:
+        there = list(workers.summaries(names[:7], lambda: False))  # one chunk: two workers idle
+    assert [(s[0], s[1]) for s in there] == [(s[0], s[1]) for s in here[:7]]
+    unused = Workers(str(trace_path), 2)
+    procs = list(unused._procs)
+    unused.close()
+    assert all(p.returncode is not None for p in procs)
+
+
+def test_browser_shows_write_order_unsorted_and_sorts_by_the_header(qtbot, trace_path):
+    """By write order, ascending (the default), the proxy leaves the rows as the model holds them
+    (sorting thousands of rows through Python callbacks took seconds); a header click sorts."""
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        summaries = summarise(trace, names)
+    browser = RunBrowser()
+    qtbot.addWidget(browser)
+    browser.set_runs(names, {}, {}, None, {n: "c" for n in names})
+    browser.model.add_runs([(info, stats) for _, info, stats, _ in summaries])
+    assert browser.proxy.sortColumn() == -1 and browser.shown_names() == names
+    browser.table.header().setSortIndicator(COL["#"], QtCore.Qt.SortOrder.DescendingOrder)
+    assert browser.shown_names() == names[::-1]
+    browser.table.header().setSortIndicator(COL["#"], QtCore.Qt.SortOrder.AscendingOrder)
+    assert browser.proxy.sortColumn() == -1 and browser.shown_names() == names

@@ -26,7 +26,7 @@ from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
 from traces.toplogits import LazyTopLogits
-from traces.validate import check_root, check_run, check_table, open_hdf5, plain_attr
+from traces.validate import attr_or_none, check_root, check_run, check_table, open_hdf5, plain_attr
 from traces.validate import read_strings as _strings
 
 log = logging.getLogger(__name__)
@@ -164,9 +164,11 @@ class Run:
 class Trace:
     """An open trace file. Use as a context manager or call `close()`."""
 
-    def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> None:
+    def __init__(self, path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES,
+                 runs: list[str] | None = None) -> None:
         self.path = os.fspath(path)
         self._cache_bytes = cache_bytes
+        self._listed = None if runs is None else list(runs)
         self._file = None
         # A trace being recorded is read as one committed version of it (traces/live.py).
         read_consistently(self.path, self._open_file, discard=lambda _: self._file.close())
@@ -199,7 +201,12 @@ class Trace:
         self._held = 0  # their resident_bytes
         # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
         self._refs: dict[str, h5py.Reference] = {}
+        self._conditions: dict[str, str] | None = None
         complete, incomplete = [], []
+        if self._listed is not None:  # listed by the caller: each run is checked when read
+            self.run_names, self.incomplete_runs = list(self._listed), []
+            self._names = set(self.run_names)
+            return
         runs = self._file[schema.RUNS]
         names = list(runs)
         if len(names) > schema.MAX_RUNS:
@@ -219,8 +226,27 @@ class Trace:
             (complete if done is True else incomplete).append((key, name))
         self.run_names: list[str] = [n for _, n in sorted(complete)]
         self.incomplete_runs: list[str] = [n for _, n in sorted(incomplete)]
+        self._names = {*self.run_names, *self.incomplete_runs}   # for run(): a list is searched
         if self.incomplete_runs:
             log.info("%s: incomplete runs %s", self.path, self.incomplete_runs)
+
+    @property
+    def run_conditions(self) -> dict[str, str]:
+        """Each listed run's `condition` attribute as stored, read unchecked on first use ("" when it
+        has none or it cannot be read): what a browser groups runs by before checking them."""
+        if self._conditions is None:
+            conditions = {}
+            names = [*self.run_names, *self.incomplete_runs]
+            for start in range(0, len(names), 256):  # a writer waits for one block at most
+                with reading(self.path):
+                    for name in names[start:start + 256]:
+                        try:
+                            value = attr_or_none(self._file[self._refs[name]], "condition", (str, int, float))
+                        except Exception:  # a damaged run header: checked, and refused, when read
+                            value = None
+                        conditions[name] = "" if value is None else str(value)
+            self._conditions = conditions
+        return self._conditions
 
     # -- root ---------------------------------------------------------------------------------
 
@@ -239,7 +265,7 @@ class Trace:
         if name in self._runs:
             self._runs.move_to_end(name)
         else:
-            if name not in self.run_names and name not in self.incomplete_runs:
+            if name not in self._names:
                 raise TraceError(self.path, f"/{schema.RUNS}/{name}",
                                  f"expected an existing run (runs: {', '.join(self.run_names) or 'none'})")
             try:
@@ -332,9 +358,12 @@ def _return_freed_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES) -> Trace:
+def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES,
+               runs: list[str] | None = None) -> Trace:
     """Open a trace lazily; raises TraceError when the file is not a usable trace.
 
     The trace keeps the runs it opened within `cache_bytes` (see `Run.resident_bytes`); a `Run`
-    held by the caller stays usable until the trace is closed."""
-    return Trace(path, cache_bytes=cache_bytes)
+    held by the caller stays usable until the trace is closed. `runs`: the complete runs' names when
+    the caller listed them already (a worker process summarising a trace its parent opened): they
+    are not listed again, a thousand runs cost a few hundred milliseconds to list."""
+    return Trace(path, cache_bytes=cache_bytes, runs=runs)

@@ -7,6 +7,7 @@ every dataset of every run to find damaged chunks.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -80,18 +81,20 @@ def plain_attr(value):
 def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple, required: bool = True):
     """Read attribute `key` as a plain value of type `kind`, recording a problem when it is not."""
     try:
-        if key not in obj.attrs:
+        name = key.encode()
+        if not h5py.h5a.exists(obj.id, name):
             if required:
                 problems.append(Problem(where, f"expected attribute {key!r}"))
             else:
                 problems.append(Problem(where, f"expected attribute {key!r} (optional)", "warning"))
             return None
-        size = h5py.h5a.open(obj.id, key.encode()).get_storage_size()
+        attr = h5py.h5a.open(obj.id, name)
+        size = attr.get_storage_size()
         if size > MAX_ATTR_BYTES:
             problems.append(Problem(where, f"expected attribute {key!r} of at most {MAX_ATTR_BYTES} bytes, "
                                            f"found {size}"))
             return None
-        value = plain_attr(obj.attrs[key])
+        value = plain_attr(_attr_value(attr))
         if isinstance(value, str) and len(value) > MAX_ATTR_BYTES:
             problems.append(Problem(where, f"expected attribute {key!r} of at most {MAX_ATTR_BYTES} "
                                            f"characters, found {len(value)}"))
@@ -104,6 +107,32 @@ def _attr(obj, key: str, where: str, problems: list[Problem], kind: type | tuple
         problems.append(Problem(where, f"expected attribute {key!r} of type {names}, found {value!r:.60}"))
         return None
     return value
+
+
+def _attr_value(attr: h5py.h5a.AttrID):
+    """The value of an open attribute, as h5py's `obj.attrs[key]` gives it (that opens the attribute
+    again, and `_attr` read some forty attributes per run)."""
+    shape = attr.shape
+    if shape is None:  # an empty dataspace
+        return h5py.Empty(attr.dtype)
+    dtype = attr.dtype
+    mtype = h5py.h5t.py_create(dtype)
+    if dtype.subdtype is not None:  # numpy has no top-level array types: read as a larger array
+        dtype, subshape = dtype.subdtype
+        shape = shape + subshape
+    arr = np.zeros(shape, dtype=dtype, order="C")
+    attr.read(arr, mtype=mtype)
+    string = h5py.check_string_dtype(dtype)
+    if string and string.length is None:  # variable-length strings are read as bytes
+        text = [b.decode("utf-8", "surrogateescape") for b in arr.flat]
+        arr = np.array(text, dtype=dtype).reshape(arr.shape)
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def attr_or_none(obj, key: str, kind: type | tuple):
+    """Attribute `key` of `obj` as a plain value of type `kind`, read with `_attr`'s size checks, or
+    None when it is missing, too large or not such a value."""
+    return _attr(obj, key, "", [], kind, required=False)
 
 
 def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, required: bool = True):
@@ -129,11 +158,48 @@ def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, r
 ABSENT = object()
 
 
-def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True):
+class Dataset(h5py.Dataset):
+    """An h5py Dataset that converts its HDF5 type to a numpy dtype once (h5py converts it on every
+    `.dtype`, and checking and reading a run asked some forty times per run); a dataset's type never
+    changes."""
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.id.dtype
+
+
+def _open_object(parent, path: str, read_only: bool | None = None):
+    """The object at `path` under `parent` (a dataset as `Dataset`, else its low-level id), or None
+    when nothing is there: what `parent.get(path)` gives, without the cost h5py's high-level lookup
+    adds per call (a File object made to ask the mode), which was much of checking a run.
+    `read_only`: whether the file is open read-only (`_read_only`), when the caller knows."""
+    head = path.rpartition("/")[0]
+    if head and "/" not in head and not parent.id.links.exists(head.encode()):
+        return None  # asked this way, a missing group costs HDF5 no error stack
+    try:
+        oid = h5py.h5o.open(parent.id, path.encode())
+    except KeyError:
+        return None
+    if isinstance(oid, h5py.h5d.DatasetID):
+        return Dataset(oid, readonly=_read_only(parent) if read_only is None else read_only)
+    return oid
+
+
+def _read_only(obj) -> bool:
+    """Whether `obj`'s file is open read-only (an h5py Dataset then keeps its shape)."""
+    return h5py.h5i.get_file_id(obj.id).get_intent() == h5py.h5f.ACC_RDONLY
+
+
+#: What a non-dataset object is called in problems (h5py's class names, lower case).
+_KINDS = {h5py.h5g.GroupID: "group", h5py.h5t.TypeID: "datatype"}
+
+
+def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True,
+             read_only: bool | None = None):
     """The dataset at `path`, None (a problem recorded) when it is not a usable one, or ABSENT when it
-    is optional and missing."""
+    is optional and missing (`read_only`: see `_open_object`)."""
     n_before = len(problems)
-    obj = _safe(lambda: parent.get(path), where, problems, "a readable object")
+    obj = _safe(lambda: _open_object(parent, path, read_only), where, problems, "a readable object")
     if obj is None:
         if not required and len(problems) == n_before:
             return ABSENT
@@ -141,7 +207,8 @@ def _dataset(parent, path: str, where: str, problems: list[Problem], required: b
             problems.append(Problem(where, "expected dataset, found nothing"))
         return None
     if not isinstance(obj, h5py.Dataset):
-        problems.append(Problem(where, f"expected dataset, found {type(obj).__name__.lower()}"))
+        kind = next((k for t, k in _KINDS.items() if isinstance(obj, t)), type(obj).__name__.lower())
+        problems.append(Problem(where, f"expected dataset, found {kind}"))
         return None
     declared = _safe(lambda: _declared_bytes(obj), where, problems, "a readable dataset")
     if declared is None:
@@ -311,10 +378,11 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         del values[key]
     shapes = {}
     present = set()
+    read_only = _safe(lambda: _read_only(group), where, problems, "a readable group")
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
         required = spec.required and spec.path not in not_recorded
-        ds = _dataset(group, spec.path, ds_where, problems, required)
+        ds = _dataset(group, spec.path, ds_where, problems, required, read_only)
         if ds is ABSENT:
             continue  # one of the logits forms (which one is checked below), or not recorded
         present.add(spec.path)

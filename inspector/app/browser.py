@@ -72,18 +72,30 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self.infos: dict[str, RunInfo] = {}
         self.stats: dict[str, RunStats] = {}
         self.unusable: dict[str, str] = {}   # run name -> why it cannot be shown
+        #: Each run's condition as listed with the trace, before its attributes are checked: its rows
+        #: start in their groups, so summaries only fill cells and never move rows.
+        self.conditions: dict[str, str] = {}
         self.chosen_reference: str | None = None
         self.groups: list[Group] = []
         self._where: dict[str, tuple[int, int]] = {}   # run -> (group, row in group)
         self._refs: dict[str, str] | None = None
+        self._order: dict[str, int] = {}   # run -> position in `names` (write order)
+        self._firsts: dict = {}       # the first run of each request and condition among `infos`
+        self._last_index = -1         # the highest write order among `infos`
+        self._heading_refs: dict[str, tuple] = {}   # group -> ((refs version, runs), its references)
+        self._refs_version = 0                      # counts the changes of `_refs`
         self._marks: dict[tuple[str, str], str] = {}  # (run, reference) -> mark, once both are summarised
 
     def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
-                 stats: dict[str, RunStats] | None = None) -> None:
-        """Rows for `names` (then any unusable run not among them); `infos` and `stats` known so far."""
+                 stats: dict[str, RunStats] | None = None, conditions: dict[str, str] | None = None) -> None:
+        """Rows for `names` (then any unusable run not among them); `infos` and `stats` known so far;
+        `conditions` the listed condition of runs whose attributes are still to be read."""
         self.beginResetModel()
         self.names = list(names) + [n for n in unusable if n not in names]
+        self.conditions = dict(conditions or {})
+        self._order = {n: i for i, n in enumerate(self.names)}
         self.infos = dict(infos)
+        self._last_index = max((i.index for i in self.infos.values()), default=-1)
         self.unusable = dict(unusable)
         self.stats = dict(stats or {})
         self._marks = {}
@@ -103,24 +115,39 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if not batch:
             return
         old_refs = self.refs
+        # Runs arriving after every run known (write order, as the summary reads them) change no
+        # earlier run's reference: theirs are found without recomputing every run's.
+        later = (all(info.name not in self.infos for info, _ in batch)
+                 and min(info.index for info, _ in batch) > self._last_index)
         moved = []
         for info, stats in batch:
             if self.group_key(info.name) != info.condition:
                 moved.append(info.name)
             self.infos[info.name] = info
+            self._last_index = max(self._last_index, info.index)
             if stats is not None:
                 self.stats[info.name] = stats
-        self._refs = None
         if moved:
             self._move_rows(moved)
-        new_refs = self.refs
         added = {info.name for info, _ in batch}
-        changed = added | {n for n, ref in new_refs.items() if ref in added or old_refs.get(n) != ref}
-        self._changed_rows(changed)
+        if later:
+            self._refs = {**old_refs, **references([info for info, _ in batch], self.chosen_reference,
+                                                   self._firsts, self.infos)}
+            self._refs_version += 1
+            changed = added
+            # A heading changes when its runs move or it gains a reference.
+            headings = bool(moved) or any(self._refs[n] == n for n in added)
+        else:
+            self._refs = None
+            new_refs = self.refs
+            changed = added | {n for n, ref in new_refs.items() if ref in added or old_refs.get(n) != ref}
+            headings = True
+        self._changed_rows(changed, headings)
 
     def mark_unusable(self, name: str, why: str) -> None:
         self.unusable[name] = why
         if name not in self.names:
+            self._order[name] = len(self.names)
             self.names.append(name)
         self.regroup()
 
@@ -128,7 +155,9 @@ class RunTableModel(QtCore.QAbstractItemModel):
     def refs(self) -> dict[str, str]:
         """Reference run of each run whose attributes are known."""
         if self._refs is None:
-            self._refs = references(list(self.infos.values()), self.chosen_reference)
+            self._refs_version += 1
+            self._firsts = {}
+            self._refs = references(list(self.infos.values()), self.chosen_reference, self._firsts)
         return self._refs
 
     def set_reference(self, name: str | None) -> None:
@@ -136,8 +165,9 @@ class RunTableModel(QtCore.QAbstractItemModel):
         self._refs = None
         self._changed_all()
 
-    def _changed_rows(self, names: set[str]) -> None:
-        """dataChanged for the rows of `names`, one span per group, and for their groups' headings."""
+    def _changed_rows(self, names: set[str], headings: bool = True) -> None:
+        """dataChanged for the rows of `names`, one span per group, and (`headings`) for the groups'
+        headings (a changed heading repaints the view)."""
         last = len(COLUMNS) - 1
         spans: dict[int, tuple[int, int]] = {}
         for name in names:
@@ -145,7 +175,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
                 g, r = self._where[name]
                 lo, hi = spans.get(g, (r, r))
                 spans[g] = (min(lo, r), max(hi, r))
-        for g in range(len(self.groups)):  # headings count their runs and name their references
+        for g in range(len(self.groups) if headings else 0):  # they count runs, name references
             self.dataChanged.emit(self.index(g, 0), self.index(g, last))
         for g, (lo, hi) in sorted(spans.items()):
             parent = self.index(g, 0)
@@ -176,7 +206,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if name in self.unusable:
             return DAMAGED
         info = self.infos.get(name)
-        return PENDING if info is None else info.condition
+        return self.conditions.get(name, PENDING) if info is None else info.condition
 
     def _grouped(self) -> list[Group]:
         groups: dict[str, Group] = {}
@@ -271,15 +301,25 @@ class RunTableModel(QtCore.QAbstractItemModel):
             return f"reading run attributes… ({runs})"
         if group.key == DAMAGED:
             return f"incomplete or damaged ({runs}): cannot be shown"
-        refs = list(dict.fromkeys(self.refs.get(name, name) for name in group.names if name in self.infos))
+        refs = self._group_refs(group)
         ref = (f" · ref {refs[0]}" if len(refs) == 1 else
                f" · {len(refs)} refs (one per request)" if refs else "")
         return f"{group.key or '(no condition)'} · {runs}{ref}"
 
+    def _group_refs(self, group: Group) -> list[str]:
+        """The references of a group's runs, in write order (kept until the references or the
+        groups change: a heading is drawn often, and a group may hold thousands of runs)."""
+        refs = self.refs
+        key = (self._refs_version, len(group.names))
+        if self._heading_refs.get(group.key, (None,))[0] != key:
+            found = list(dict.fromkeys(refs.get(name, name) for name in group.names if name in self.infos))
+            self._heading_refs[group.key] = (key, found)
+        return self._heading_refs[group.key][1]
+
     def group_tip(self, group: Group) -> str:
         if group.key in (PENDING, DAMAGED):
             return self.group_title(group)
-        refs = list(dict.fromkeys(self.refs.get(name, name) for name in group.names if name in self.infos))
+        refs = self._group_refs(group)
         return (f"condition {group.key or '(none)'}: {len(group.names)} runs. Each run is compared with the "
                 f"reference of its request in this condition (marked ref): {', '.join(refs) or '…'}")
 
@@ -384,7 +424,9 @@ class RunTableModel(QtCore.QAbstractItemModel):
     def _value(self, info: RunInfo, c: int, sort: bool):
         stats = self.stats.get(info.name)
         if c == COL["#"]:
-            return info.index
+            # Sorted by the listing's write order, known before the run is read: a summary arriving
+            # then never moves a row (a moved row makes the view lay out every row again).
+            return self._order.get(info.name, info.index) if sort else info.index
         if c == COL["run"]:
             return info.name
         if c == COL["label"]:
@@ -438,14 +480,14 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if role == Qt.ItemDataRole.ToolTipRole and c == COL["run"]:
             return name
         if role == SORT_ROLE:
-            return name if c == COL["run"] else -1
+            return name if c == COL["run"] else self._order.get(name, -1) if c == COL["#"] else -1
         return None
 
     def _unusable_data(self, name: str, c: int, role):
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole) and c == COL["run"]:
             return f"{name}: {self.unusable[name]}"  # spans the row: the reason stays in view
         if role == SORT_ROLE:
-            return name if c == COL["run"] else ""
+            return name if c == COL["run"] else self._order.get(name, -1) if c == COL["#"] else ""
         if role == Qt.ItemDataRole.ForegroundRole:
             return QtGui.QColor("#999999")
         return None
@@ -485,8 +527,12 @@ class RunBrowser(QtWidgets.QWidget):
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
         self.table = QtWidgets.QTreeView()
         self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.sortByColumn(COL["#"], Qt.SortOrder.AscendingOrder)
+        # The header sorts through `_sort` (what `setSortingEnabled` would wire to the proxy).
+        header = self.table.header()
+        header.setSectionsClickable(True)
+        header.setSortIndicatorShown(True)
+        header.setSortIndicator(COL["#"], Qt.SortOrder.AscendingOrder)
+        header.sortIndicatorChanged.connect(self._sort)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setAlternatingRowColors(True)
@@ -515,10 +561,10 @@ class RunBrowser(QtWidgets.QWidget):
         self._applying = False
 
     def set_runs(self, names: list[str], infos: dict[str, RunInfo], unusable: dict[str, str],
-                 stats: dict[str, RunStats] | None = None) -> None:
-        """Show the runs `names` (attributes and stats known so far in `infos`, `stats`) and, greyed,
-        those that cannot be shown (name -> why)."""
-        self.model.set_runs(names, infos, unusable, stats)
+                 stats: dict[str, RunStats] | None = None, conditions: dict[str, str] | None = None) -> None:
+        """Show the runs `names` (attributes and stats known so far in `infos`, `stats`; the listed
+        `conditions` group the others) and, greyed, those that cannot be shown (name -> why)."""
+        self.model.set_runs(names, infos, unusable, stats, conditions)
         # The run column fits the longest name (indented under its group), up to RUN_WIDTH_MAX.
         bold = QtGui.QFont(self.table.font())
         bold.setBold(True)  # each reference run is in bold
@@ -527,6 +573,15 @@ class RunBrowser(QtWidgets.QWidget):
         widths = {**WIDTHS, "run": min(max(WIDTHS["run"], fit), RUN_WIDTH_MAX)}
         self.fit.set_widths([widths[c.title] for c in COLUMNS])
         self._structure_changed()
+
+    def _sort(self, column: int, order) -> None:
+        """Sort by `column`. By write order, ascending, the model's own order is shown as it is: the
+        proxy sorting thousands of rows calls the model back twice per comparison (seconds at
+        10,000 runs), and keeping them sorted as summaries arrive calls it back again."""
+        if column == COL["#"] and order == Qt.SortOrder.AscendingOrder:
+            self.proxy.sort(-1)
+        else:
+            self.proxy.sort(column, order)
 
     def _folded(self, index, folded: bool) -> None:
         key = index.data(GROUP_ROLE)

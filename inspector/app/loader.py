@@ -9,16 +9,17 @@ window's thread never waits for the interpreter lock.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import pickle
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from inspector.figure_data.browser import first_divergent_run, run_info
-from inspector.figure_data.run_summaries import IN_THREAD_MAX, summaries_in_workers, summarise
+from inspector.figure_data.browser import RunInfo, first_divergent_run, run_info
+from inspector.figure_data.run_summaries import IN_THREAD_MAX, Workers, summarise
 from inspector.qt import QtCore, Signal
-from traces import TraceError, open_trace
+from traces import Trace, TraceError, open_trace
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,25 @@ def _emit(signal, *args) -> bool:
 INCOMPLETE = "incomplete: the recording stopped before this run was finished"
 
 
+@dataclass
+class Opened:
+    """An open trace and what the window needs to show it at once."""
+
+    trace: Trace
+    first: RunInfo | None              # the run to show first (see `open_first`)
+    unusable: dict[str, str]           # run -> why it cannot be shown
+    conditions: dict[str, str]         # run -> its listed condition (`Trace.run_conditions`)
+    #: Worker processes started for summarising the runs (a trace of more than IN_THREAD_MAX runs):
+    #: the receiver hands them to `SummaryJob` or closes them.
+    workers: Workers | None = None
+
+
 class OpenSignals(QtCore.QObject):
-    opened = Signal(object, object, object)   # (Trace, first usable RunInfo or None, {run: why unusable})
-    failed = Signal(str, str)                 # (path, message)
+    opened = Signal(object)      # Opened
+    failed = Signal(str, str)    # (path, message)
 
 
-def open_first(path: str):
+def open_first(path: str, listed: Callable[[int], None] | None = None):
     """Open `path` and read the attributes of its first usable run only (and, to pick the run shown
     first, the probe tokens of at most `first_divergent_run`'s limit of runs), so a trace of
     thousands of runs opens as fast as one of a single run; raises TraceError for the file.
@@ -49,12 +63,15 @@ def open_first(path: str):
     Returns (trace, info of the run to show first: the first divergent probe run, else the first
     usable one, or None; unusable runs: name -> why). A run that
     fails its checks does not make the file unusable; the others are checked later (`SummaryJob`).
+    `listed(n)` is called with the number of complete runs as soon as they are listed.
     """
     trace = open_trace(path)
     # While a recording adds runs, its incomplete run is the one being written: it shows once done.
     unusable = {} if trace.recording else {name: INCOMPLETE for name in trace.incomplete_runs}
     first = None
     try:
+        if listed is not None:
+            listed(len(trace.run_names))
         for name in trace.run_names:
             try:
                 first = run_info(trace.run(name))
@@ -74,18 +91,32 @@ def open_first(path: str):
     return trace, first, unusable
 
 
+def start_workers(path: str, n_runs: int) -> Workers | None:
+    """Worker processes for summarising `n_runs` runs of `path`, or None when they run in a thread
+    (at most IN_THREAD_MAX) or cannot start (the summary then runs in a thread)."""
+    if n_runs <= IN_THREAD_MAX:
+        return None
+    try:
+        return Workers(path)
+    except OSError as exc:
+        log.warning("could not start worker processes for %s (%s); summarising in a thread", path, exc)
+        return None
+
+
 class OpenJob(QtCore.QRunnable):
-    """Opens a trace; emits `opened(trace, first_info, unusable)` or `failed(path, message)`."""
+    """Opens a trace; emits `opened(Opened)` or `failed(path, message)`. The summary's worker
+    processes start as soon as the runs are listed, so they are ready when the window is."""
 
     def __init__(self, path: str) -> None:
         super().__init__()
         self.path = path
         self.signals = OpenSignals()
+        self._workers: Workers | None = None
         self.setAutoDelete(True)
 
     def run(self) -> None:
         try:
-            trace, first, unusable = open_first(self.path)
+            trace, first, unusable = open_first(self.path, listed=self._start)
         except TraceError as exc:
             log.info("could not open %s: %s", self.path, exc)
             _emit(self.signals.failed, self.path, str(exc))
@@ -94,30 +125,55 @@ class OpenJob(QtCore.QRunnable):
             _emit(self.signals.failed, self.path,
                   f"{self.path}: could not be opened ({type(exc).__name__}: {exc})")
         else:
-            if not _emit(self.signals.opened, trace, first, unusable):
+            try:  # read here, off the window's thread (a few thousand attributes)
+                conditions = trace.run_conditions
+            except TraceError as exc:
+                log.warning("listing the conditions of %s: %s", self.path, exc)
+                conditions = {}
+            opened = Opened(trace, first, unusable, conditions, self._workers)
+            self._workers = None
+            if not _emit(self.signals.opened, opened):
                 trace.close()
+                if opened.workers is not None:
+                    opened.workers.close()
+        finally:
+            if self._workers is not None:  # failed after they started
+                self._workers.close()
+                self._workers = None
+
+    def _start(self, n_runs: int) -> None:
+        self._workers = start_workers(self.path, n_runs)
 
 
 class SummarySignals(QtCore.QObject):
-    summarised = Signal(object, object)   # (RunInfo, RunStats)
+    summarised = Signal(object)           # [(RunInfo, RunStats), ...] in write order
     progress = Signal(int, int)           # (done, total)
     finished = Signal()
     failed = Signal(str, str)             # (run name, message)
 
 
+#: Summaries sent to the window at once (one queued call for many runs), and the longest a
+#: summary waits to be sent (seconds).
+EMIT_RUNS = 64
+EMIT_WAIT_S = 0.05
+
+
 class SummaryJob(QtCore.QRunnable):
     """Checks each run and reads its attributes, drops and focus-row completion, in write order;
-    cancel with `cancel()`.
+    cancel with `cancel()`. More than IN_THREAD_MAX runs are summarised by worker processes (those
+    `workers` started when the trace opened, else new ones), so the window's thread never waits for
+    the interpreter lock.
 
-    The job shares the interpreter lock with the GUI thread, so `pause(seconds)` holds it between
-    two runs while the user navigates: a layer switch then repaints at full speed.
+    In a thread, the job shares the interpreter lock with the GUI thread, so `pause(seconds)` holds
+    it between two runs while the user navigates: a layer switch then repaints at full speed.
     """
 
-    def __init__(self, path: str, names: list[str]) -> None:
+    def __init__(self, path: str, names: list[str], workers: Workers | None = None) -> None:
         super().__init__()
         self.path = path
         self.names = list(names)
         self.signals = SummarySignals()
+        self._workers = workers
         self._cancel = threading.Event()
         self._resume_at = 0.0   # time.monotonic() before which the job waits between runs
         self.setAutoDelete(True)
@@ -138,16 +194,20 @@ class SummaryJob(QtCore.QRunnable):
         return self._cancel.is_set()
 
     def run(self) -> None:
+        workers, self._workers = self._workers, None
         try:
             done = 0
-            if len(self.names) > IN_THREAD_MAX:  # worker processes: the window's thread stays free
+            # Worker processes: the window's thread stays free.
+            if len(self.names) > IN_THREAD_MAX and not self._cancel.is_set():
                 try:
-                    with contextlib.closing(summaries_in_workers(self.path, self.names,
-                                                                 self._cancel.is_set)) as summaries:
-                        done = self._report(summaries)
+                    workers = workers or Workers(self.path)
+                    done = self._report(workers.summaries(self.names, self._cancel.is_set))
                 except (OSError, EOFError, pickle.UnpicklingError) as exc:
                     log.warning("summarising %s in worker processes failed (%s); going on here",
                                 self.path, exc)
+            if workers is not None:
+                workers.close()
+                workers = None
             if done < len(self.names) and not self._cancel.is_set():
                 try:
                     trace = open_trace(self.path)
@@ -159,21 +219,37 @@ class SummaryJob(QtCore.QRunnable):
                 finally:
                     trace.close()
         finally:
+            if workers is not None:
+                workers.close()
             _emit(self.signals.finished)
 
     def _report(self, summaries, done: int = 0) -> int:
-        """Emit each summary (pausing between them as asked); the number of runs reported."""
+        """Emit the summaries in batches (pausing between runs as asked); the number of runs reported."""
         total = len(self.names)
+        batch: list = []
+        sent = time.monotonic()
+
+        def send() -> bool:
+            nonlocal batch, sent
+            alive = not batch or _emit(self.signals.summarised, batch)
+            batch, sent = [], time.monotonic()
+            return alive and _emit(self.signals.progress, done, total)
+
         for name, info, stats, why in summaries:
+            done += 1
             if why is not None:
                 log.warning("run %s of %s is unusable: %s", name, self.path, why)
-                alive = _emit(self.signals.failed, name, why)
+                if not (send() and _emit(self.signals.failed, name, why)):
+                    self._cancel.set()
             else:
-                alive = _emit(self.signals.summarised, info, stats)
-            done += 1
-            if not (alive and _emit(self.signals.progress, done, total)):
-                self._cancel.set()
-            self._wait_while_paused()
+                batch.append((info, stats))
+                if (len(batch) >= EMIT_RUNS or time.monotonic() - sent >= EMIT_WAIT_S) and not send():
+                    self._cancel.set()
+            if time.monotonic() < self._resume_at:
+                if not send():
+                    self._cancel.set()
+                self._wait_while_paused()
             if self._cancel.is_set():
-                break
+                return done
+        send()
         return done

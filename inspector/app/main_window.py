@@ -14,12 +14,12 @@ from inspector.app.browser import RunBrowser
 from inspector.app.details import DetailsPanel
 from inspector.app.errors import open_error_text, show_error
 from inspector.app.live import LiveFollower
-from inspector.app.loader import OpenJob, SummaryJob
+from inspector.app.loader import Opened, OpenJob, SummaryJob
 from inspector.app.menus import build_menus, fill_recent
 from inspector.app.navigator import NavigationBar
 from inspector.app.settings import Settings
 from inspector.app.welcome import WelcomePage
-from inspector.figure_data.browser import RunInfo, first_divergent_run
+from inspector.figure_data.browser import first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
 from inspector.state.signals import InspectorState
 from inspector.views import View, view_classes
@@ -197,9 +197,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self._busy(f"Opening {os.path.basename(path)}…")
         self.pool.start(job)
 
-    def _opened(self, trace, first: RunInfo | None, unusable: dict[str, str]) -> None:
+    def _opened(self, opened: Opened) -> None:
+        trace, first, unusable = opened.trace, opened.first, opened.unusable
         if trace.path != self._pending:  # a newer open request superseded this one
             trace.close()
+            if opened.workers is not None:
+                opened.workers.close()
             return
         self._pending = None
         self._stop_summary()
@@ -224,7 +227,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.state.set_trace(trace, infos, set(unusable))
         if old is not None:
             old.close()
-        self.browser.set_runs(list(trace.run_names), infos, unusable, stats)
+        self.browser.set_runs(list(trace.run_names), infos, unusable, stats, opened.conditions)
         self.settings.add_recent(trace.path)
         # The platform adds the application's name ("example.h5 — moe-inspector").
         self.setWindowTitle(os.path.basename(trace.path))
@@ -243,8 +246,10 @@ class MainWindow(QtWidgets.QMainWindow):
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
             self._start_summary(trace.path, [n for n in trace.run_names
-                                             if n not in unusable and n not in stats])
+                                             if n not in unusable and n not in stats], opened.workers)
         else:
+            if opened.workers is not None:
+                opened.workers.close()
             self._idle(f"{os.path.basename(trace.path)}: no usable runs"
                        + (f" ({len(unusable)} incomplete or damaged)" if unusable else ""))
         self._show_details()
@@ -306,9 +311,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # -- background summaries ---------------------------------------------------------------------
 
-    def _start_summary(self, path: str, names: list[str]) -> None:
-        job = SummaryJob(path, names)
-        job.signals.summarised.connect(lambda info, stats, j=job: self._summarised(j, info, stats))
+    def _start_summary(self, path: str, names: list[str], workers=None) -> None:
+        job = SummaryJob(path, names, workers)
+        job.signals.summarised.connect(lambda batch, j=job: self._summarised(j, batch))
         job.signals.failed.connect(lambda name, message, j=job: self._run_unusable(j, name, message))
         job.signals.progress.connect(self._summary_progress)
         job.signals.finished.connect(lambda j=job: self._summary_done(j))
@@ -323,11 +328,12 @@ class MainWindow(QtWidgets.QMainWindow):
             f"{os.path.basename(path)}: {len(names)} runs · reading drops and completions…")
         self.pool.start(job)
 
-    def _summarised(self, job: SummaryJob, info: RunInfo, stats) -> None:
+    def _summarised(self, job: SummaryJob, batch: list) -> None:
         if job is not self._summary_job:  # from a job of a file closed since
             return
-        self.state.add_info(info)
-        self._summary_rows.append((info, stats))
+        for info, _ in batch:
+            self.state.add_info(info)
+        self._summary_rows += batch
         if not self._batch_timer.isActive():
             self._batch_timer.start()
 

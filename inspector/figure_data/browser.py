@@ -153,16 +153,22 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
     return None if len(a) == len(b) else n
 
 
-def default_references(infos: Sequence[RunInfo]) -> dict[str, str]:
-    """Reference run of each run for its focus request (`traces.analysis.reference`)."""
+def default_references(infos: Sequence[RunInfo], firsts: dict | None = None) -> dict[str, str]:
+    """Reference run of each run for its focus request (`traces.analysis.reference`). `firsts` (kept
+    by the caller) holds the first run of each request and condition of earlier calls, for infos
+    that all come after those (write order): it is updated."""
     ordered = sorted(infos, key=lambda i: i.index)
-    return reference.default_references((i.name, i.focus_request, i.compared_in) for i in ordered)
+    return reference.default_references(((i.name, i.focus_request, i.compared_in) for i in ordered),
+                                        firsts)
 
 
-def references(infos: Sequence[RunInfo], chosen: str | None) -> dict[str, str]:
-    """Reference of each run; a `chosen` run replaces the default for every run of its request."""
-    refs = default_references(infos)
-    by_name = {i.name: i for i in infos}
+def references(infos: Sequence[RunInfo], chosen: str | None, firsts: dict | None = None,
+               known: Mapping[str, RunInfo] | None = None) -> dict[str, str]:
+    """Reference of each run; a `chosen` run replaces the default for every run of its request.
+    `firsts`: see `default_references`; `known` the infos by name the chosen run is among (default:
+    `infos`)."""
+    refs = default_references(infos, firsts)
+    by_name = {i.name: i for i in infos} if known is None else known
     if chosen in by_name:
         request = by_name[chosen].focus_request
         for info in infos:

@@ -8,6 +8,8 @@ the trace once and summarises runs in chunks, and the results come back in write
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pickle
 import subprocess
@@ -52,35 +54,88 @@ def workers() -> int:
     return max(1, min(4, cpus))
 
 
-def summaries_in_workers(path: str, names: Sequence[str], cancelled: Callable[[], bool],
-                         n_workers: int | None = None) -> Iterator[Summary]:
-    """The summaries of `names`, in order, computed by worker processes (each opens `path` once and
-    takes every n-th chunk of runs); stops early when `cancelled()`. OSError (or EOFError) when a
-    worker cannot run.
+class Workers:
+    """Worker processes for summarising the runs of the trace at `path`, started ahead of the work:
+    their interpreters import while the window opens the trace (about a second on a loaded machine).
 
-    The workers are plain child interpreters (`python -m` this module) fed through pipes, not
+    `summaries(names, cancelled)` hands them the runs once (each opens `path` once and takes every
+    n-th chunk of runs); `close()` ends them (done, or never used). The workers are plain child
+    interpreters (running this module, at a lower priority) fed through pipes, not
     `multiprocessing`: that re-imports the main script in each child, which a script without a
-    `__main__` guard (one that starts the app) cannot take."""
-    chunks = [list(names[i:i + CHUNK]) for i in range(0, len(names), CHUNK)]
-    n = max(1, min(n_workers or workers(), len(chunks)))
-    path_entries = [_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
-    procs = [subprocess.Popen([sys.executable, "-m", __name__, path], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, env=env) for _ in range(n)]
-    try:
-        found = scanned(path)  # this process looked through the file already: the workers need not
-        for k, proc in enumerate(procs):
-            pickle.dump((found, chunks[k::n]), proc.stdin)
+    `__main__` guard (one that starts the app) cannot take. OSError when a worker cannot start."""
+
+    def __init__(self, path: str, n_workers: int | None = None) -> None:
+        self.path = path
+        path_entries = [_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
+        self._procs: list[subprocess.Popen] = []
+        try:
+            for _ in range(n_workers or workers()):
+                proc = subprocess.Popen([sys.executable, "-c", _START, path],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                self._procs.append(proc)
+                _widen(proc.stdout)
+        except BaseException:
+            self.close()
+            raise
+        self._used = False
+
+    def summaries(self, names: Sequence[str], cancelled: Callable[[], bool]) -> Iterator[Summary]:
+        """The summaries of `names`, in order; stops early when `cancelled()`. OSError (or EOFError)
+        when a worker fails. Once per set of workers."""
+        if self._used:
+            raise RuntimeError("these workers were handed their runs already")
+        self._used = True
+        chunks = [list(names[i:i + CHUNK]) for i in range(0, len(names), CHUNK)]
+        procs = self._procs[:max(1, min(len(self._procs), len(chunks)))]
+        found = scanned(self.path)  # this process looked through the file already: the workers need not
+        for k, proc in enumerate(self._procs):
+            pickle.dump((found, chunks[k::len(procs)] if k < len(procs) else []), proc.stdin)
             proc.stdin.close()
         for i in range(len(chunks)):
-            yield from pickle.load(procs[i % n].stdout)  # our own child's answer
+            yield from pickle.load(procs[i % len(procs)].stdout)  # our own child's answer
             if cancelled():
                 return
-    finally:
-        for proc in procs:
+
+    def close(self) -> None:
+        for proc in self._procs:
             proc.kill()
             proc.wait()
-            proc.stdout.close()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None and not pipe.closed:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+        self._procs = []
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def summaries_in_workers(path: str, names: Sequence[str], cancelled: Callable[[], bool],
+                         n_workers: int | None = None) -> Iterator[Summary]:
+    """The summaries of `names`, in order, computed by worker processes started now (`Workers`)."""
+    with Workers(path, n_workers) as procs:
+        yield from procs.summaries(names, cancelled)
+
+
+#: Scheduling priority the workers give up (`os.nice`): the window's thread, which handles the
+#: user's events, runs first when the two compete for a core.
+NICENESS = 5
+#: A worker's program: lower its priority before its imports (they take a few hundred ms), then serve.
+_START = (f"import os, runpy\nos.nice({NICENESS})\n"
+          f"runpy.run_module({__name__!r}, run_name='__main__', alter_sys=True)")
+
+#: Bytes a worker may write ahead of the reader (Linux; 64 KiB by default): a whole trace's summaries
+#: at a thousand runs per worker, so a paused reader does not stop the workers.
+PIPE_BYTES = 1 << 20
+
+
+def _widen(pipe) -> None:
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or above the system's maximum
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 #: The folder holding the `inspector` package, for the workers' import path.
@@ -90,9 +145,14 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 def _serve(path: str) -> None:
     """A worker: read the parent's heap scan and the chunks of run names, write each chunk's
     summaries."""
-    found, chunks = pickle.load(sys.stdin.buffer)
+    try:
+        found, chunks = pickle.load(sys.stdin.buffer)
+    except EOFError:  # closed unused
+        return
+    if not chunks:
+        return
     remember_scan(found)
-    with open_trace(path) as trace:
+    with open_trace(path, runs=[n for names in chunks for n in names]) as trace:
         for names in chunks:
             pickle.dump(summarise(trace, names), sys.stdout.buffer)
             sys.stdout.buffer.flush()

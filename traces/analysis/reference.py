@@ -23,10 +23,12 @@ def condition_of(attrs: Mapping) -> str:
     return f"routing {knobs}, {attrs.get('kernel_mode', '')}".strip(", ")
 
 
-def default_references(runs: Iterable[tuple[str, int, str]]) -> dict[str, str]:
+def default_references(runs: Iterable[tuple[str, int, str]],
+                       first: dict[tuple[int, str], str] | None = None) -> dict[str, str]:
     """The reference of each run: `runs` are (name, request, condition) in write order, and each one's
-    reference is the first run of its request and condition."""
-    first: dict[tuple[int, str], str] = {}
+    reference is the first run of its request and condition. `first` ((request, condition) -> run)
+    holds those of runs before `runs`, when the caller keeps it across calls; it is updated."""
+    first = {} if first is None else first
     out: dict[str, str] = {}
     for name, request, condition in runs:
         out[name] = first.setdefault((request, condition), name)
