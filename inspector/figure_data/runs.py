@@ -60,6 +60,7 @@ class RunsData:
     reference: int                 # index into `choices`
     prompt_len: int
     n_new: int                     # new tokens compared
+    cropped: bool                  # some completion is longer than n_new (compared over the shortest)
     n_unique: int                  # U(N)
     mode_count: int
     mode_share: float
@@ -244,7 +245,8 @@ def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, voca
     splits = tuple((analysis.prompt_len + p.index, p.counts) for p in analysis.branch_points)
     return RunsData(
         request=analysis.request, condition=condition, choices=tuple(choices), reference=reference,
-        prompt_len=analysis.prompt_len, n_new=comp.n_new_tokens, n_unique=comp.n_unique,
+        prompt_len=analysis.prompt_len, n_new=comp.n_new_tokens,
+        cropped=any(r.tokens.shape[0] - r.prompt_len > comp.n_new_tokens for r in rows), n_unique=comp.n_unique,
         mode_count=comp.mode_count, mode_share=comp.mode_share, headline=comp.describe(),
         first_split=first_split_text(analysis), labels=labels, order=order, clusters=clusters,
         t_star=np.asarray(analysis.t_star),

@@ -53,7 +53,7 @@ def headline_html(data: RunsData, style: FigureStyle, brief: bool = False,
     names = (f" Run names shortened to what differs ({html.escape(names_key[0])} = "
              f"{html.escape(names_key[1]).replace('-', '-&#8288;')})." if names_key else "")
     compared = (f"Completions compared over their first {data.n_new} new tokens (the shortest completion's "
-                f"length).")
+                f"length)." if data.cropped else "")
     if brief:
         return (f'<div style="color: {style.foreground};"><span style="font-size: {style.font_size + 1}pt;">'
                 f"<b>{html.escape(data.headline)}</b></span><br>{html.escape(data.first_split)}.<br>"
