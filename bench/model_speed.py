@@ -47,6 +47,7 @@ from model.generate import generate  # noqa: E402
 from model.layers import SwiGLU  # noqa: E402
 from model.recorder import Recorder  # noqa: E402
 from model.routing import RoutingPolicy, route  # noqa: E402
+from model.step import StepInputs  # noqa: E402
 from model.tokenizer import encode  # noqa: E402
 
 
@@ -120,7 +121,8 @@ def decode_parts(model, policy, B: int, keys: int = 128):
     cache = model.new_cache(B)
 
     def forward(mode):
-        return lambda: model(tokens, policy, valid=valid, positions=positions, kernel_mode=mode, cache=cache)
+        step = StepInputs(valid=valid, positions=positions, cache=cache)
+        return lambda: model(tokens, policy, kernel_mode=mode, step=step)
     return [
         ("decode step forward, bi / native", forward),
         (f"  attention over {keys} keys, one layer", lambda mode: lambda: kernels.attention(
