@@ -8,6 +8,7 @@ from pathlib import Path
 import cairosvg
 import numpy as np
 import pytest
+from png_pixels import png_rgb, rgb
 from pypdf import PdfReader
 
 from inspector.cli import main
@@ -30,28 +31,6 @@ DPI = 200.0
 BIG_PAGE_DPI = 120.0
 #: Marked cells sampled per marks item.
 SAMPLES = 12
-
-
-def rgb(image) -> np.ndarray:
-    """[H, W, 3] uint8 of a QImage."""
-    from inspector.qt import QtGui
-
-    image = image.convertToFormat(QtGui.QImage.Format.Format_RGB888)
-    rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
-    return rows[:, :image.width() * 3].reshape(image.height(), image.width(), 3).copy()
-
-
-def png_rgb(data: bytes) -> np.ndarray:
-    from inspector.qt import QtGui
-
-    image = QtGui.QImage.fromData(data)
-    assert not image.isNull()
-    flat = QtGui.QImage(image.size(), QtGui.QImage.Format.Format_RGB32)
-    flat.fill(QtGui.QColor("#ffffff"))
-    painter = QtGui.QPainter(flat)
-    painter.drawImage(0, 0, image)
-    painter.end()
-    return rgb(flat)
 
 
 def near(image: np.ndarray, x: float, y: float, color, reach: int = 1) -> float:

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import cairosvg
 import numpy as np
 import pytest
+from png_pixels import png_gray
 from pypdf import PdfReader
 
 from inspector.cli import main
@@ -29,22 +30,6 @@ BLOCK = 8
 
 def export(trace_path, view: str, out, *options: str) -> int:
     return main(["export", str(trace_path), "--view", view, *options, "-o", str(out)])
-
-
-def gray(png: bytes) -> np.ndarray:
-    """[H, W] float grayscale of PNG bytes (read by Qt, with white under transparent parts)."""
-    from inspector.qt import QtGui
-
-    image = QtGui.QImage.fromData(png)
-    assert not image.isNull()
-    flat = QtGui.QImage(image.size(), QtGui.QImage.Format.Format_RGB32)
-    flat.fill(QtGui.QColor("#ffffff"))
-    painter = QtGui.QPainter(flat)
-    painter.drawImage(0, 0, image)
-    painter.end()
-    gray8 = flat.convertToFormat(QtGui.QImage.Format.Format_Grayscale8)
-    rows = np.frombuffer(gray8.constBits(), np.uint8).reshape(gray8.height(), gray8.bytesPerLine())
-    return rows[:, :gray8.width()].astype(np.float64)
 
 
 def blocks(image: np.ndarray) -> np.ndarray:
@@ -103,8 +88,8 @@ def test_svg_drawn_by_cairosvg_looks_like_the_png(qapp, trace_path, tmp_path, vi
     generic = ("sans-serif", "monospace")
     assert families and all(f.startswith("DejaVu Sans") and f.split(",")[-1].strip() in generic
                             for f in families), families
-    expected = gray(png.read_bytes())
-    drawn = gray(cairosvg.svg2png(url=str(svg), output_width=expected.shape[1],
+    expected = png_gray(png.read_bytes())
+    drawn = png_gray(cairosvg.svg2png(url=str(svg), output_width=expected.shape[1],
                                   output_height=expected.shape[0]))
     assert drawn.shape == expected.shape
     a, b = blocks(expected).ravel(), blocks(drawn).ravel()
@@ -158,7 +143,7 @@ def test_text_clips_span_the_page_so_wider_glyphs_are_not_cut(tmp_path):
     assert _box([float(v) for v in re.findall(r"[-\d.]+", path)]) == (0, 10, 336, 40)
 
     def ink_right(data: bytes) -> int:
-        columns = np.nonzero((gray(cairosvg.svg2png(bytestring=data))[10:40] < 128).any(0))[0]
+        columns = np.nonzero((png_gray(cairosvg.svg2png(bytestring=data))[10:40] < 128).any(0))[0]
         return int(columns.max())
     # a line longer than its box: the box's clip ends it at x = 316, the widened one at the page's edge
     long = svg.replace(line.encode(), f"{line} {line}".encode())

@@ -88,16 +88,7 @@ def _text_boxes(canvas: Canvas) -> list[tuple[str, QtCore.QRectF, QtWidgets.QGra
                     boxes.append((text, item.mapRectToScene(rect), item))
                 block = block.next()
         elif isinstance(item, pg.AxisItem) and item.style["showValues"]:
-            image = QtGui.QImage(8, 8, QtGui.QImage.Format.Format_ARGB32)
-            painter = QtGui.QPainter(image)
-            try:
-                painter.setFont(item.style["tickFont"] or item.font())
-                specs = item.generateDrawSpecs(painter)
-            finally:
-                painter.end()
-            for rect, _flags, text in (specs[2] if specs else []):
-                if text.strip():
-                    boxes.append((text, item.mapRectToScene(QtCore.QRectF(rect)), item))
+            boxes += [(text, item.mapRectToScene(rect), item) for text, rect in _tick_labels(item)]
             for text, rect in getattr(item, "placed", []):  # the labels a marks axis drew
                 boxes.append((text, item.mapRectToScene(rect.adjusted(3, 1, -3, -1)), item))
     return boxes
