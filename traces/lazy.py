@@ -49,8 +49,16 @@ class LazyArray:
         return f"<LazyArray {self.where} [{dims}] {self.dtype}>"
 
     def read(self) -> np.ndarray:
-        """The whole dataset as an array."""
-        return self[...]
+        """The whole dataset as an array (read straight into it: no index to plan)."""
+        if not self.shape or 0 in self.shape:
+            return self[...]
+        out = np.empty(self.shape, dtype=self.dtype)
+        try:
+            self._ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+        except Exception as exc:  # as in __getitem__
+            raise TraceError(self._file_path, self.where, f"readable data ({type(exc).__name__}: {exc})") \
+                from exc
+        return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         out = self.read()

@@ -160,12 +160,22 @@ ABSENT = object()
 
 class Dataset(h5py.Dataset):
     """An h5py Dataset that converts its HDF5 type to a numpy dtype once (h5py converts it on every
-    `.dtype`, and checking and reading a run asked some forty times per run); a dataset's type never
-    changes."""
+    `.dtype`, and checking and reading a run asked some forty times per run; a dataset's type never
+    changes) and keeps its shape without h5py's lock (some thirty times per run)."""
 
     @functools.cached_property
     def dtype(self) -> np.dtype:
         return self.id.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """As h5py's (kept once read when the file is read-only), at a plain attribute's cost."""
+        shape = self.__dict__.get("_shape")
+        if shape is None:
+            shape = self.id.shape
+            if self._readonly:
+                self.__dict__["_shape"] = shape
+        return shape
 
 
 def _open_object(parent, path: str, read_only: bool | None = None):
