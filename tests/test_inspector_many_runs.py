@@ -144,6 +144,27 @@ def test_workers_started_ahead_summarise_as_the_thread_does_or_end_unused(trace_
     assert all(p.returncode is not None for p in procs)
 
 
+def test_workers_handed_runs_early_answer_any_subset_in_order(trace_path):
+    """The open hands the workers every run as soon as they are listed; the summary then asks for
+    those still unknown (a few were read, or found damaged, meanwhile): it gets exactly those."""
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        here = {s[0]: s for s in summarise(trace, names)}
+    wanted = [n for i, n in enumerate(names) if i % 3 and i != 38]
+    with Workers(str(trace_path), 2) as workers:
+        workers.submit(names)
+        assert workers.covers(wanted) and not workers.covers([*wanted, "run_missing"])
+        with pytest.raises(RuntimeError):
+            workers.submit(names)
+        there = list(workers.summaries(wanted, lambda: False))
+    assert [s[0] for s in there] == wanted
+    assert [s[1] for s in there] == [here[n][1] for n in wanted]
+    with Workers(str(trace_path), 2) as workers:
+        workers.submit(names[:5])
+        with pytest.raises(ValueError):
+            next(workers.summaries(names[:6], lambda: False))
+
+
 def test_browser_shows_write_order_unsorted_and_sorts_by_the_header(qtbot, trace_path):
     """By write order, ascending (the default), the proxy leaves the rows as the model holds them
     (sorting thousands of rows through Python callbacks took seconds); a header click sorts."""
