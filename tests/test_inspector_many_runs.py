@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunBrowser, RunTableModel
+from inspector.app.loader import OpenJob
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
 from inspector.figure_data.browser import references
@@ -60,8 +61,11 @@ def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot
     assert sum(proxy.rowCount(proxy.index(g, 0)) for g in range(proxy.rowCount())) == len(names)
 
 
-def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, tmp_path, monkeypatch):
+@pytest.mark.parametrize("early", [False, True])  # workers started once listed, or as the open begins
+def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, tmp_path, monkeypatch, early):
     monkeypatch.setattr("inspector.app.loader.IN_THREAD_MAX", 5)  # 40 runs: the worker processes
+    if early:
+        monkeypatch.setattr("inspector.app.loader.EARLY_START_BYTES", 0)
     settings = Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
     w = MainWindow(settings)
     qtbot.addWidget(w)
@@ -72,6 +76,26 @@ def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, t
     assert w.browser.count.text().startswith("40 runs")
     w.close()
     w.wait_for_jobs()
+
+
+def test_workers_started_as_the_open_begins_end_when_the_trace_has_few_runs(qtbot, trace_path, monkeypatch):
+    monkeypatch.setattr("inspector.app.loader.EARLY_START_BYTES", 0)  # 40 runs: a thread's work
+    procs = []
+
+    def workers(path):
+        started = Workers(path, 2)
+        procs.extend(started._procs)
+        return started
+
+    monkeypatch.setattr("inspector.app.loader.Workers", workers)
+    job = OpenJob(str(trace_path))
+    job.setAutoDelete(False)
+    opened = []
+    job.signals.opened.connect(opened.append)
+    job.run()
+    assert len(opened) == 1 and opened[0].workers is None and opened[0].first is not None
+    opened[0].trace.close()
+    assert len(procs) == 2 and all(p.returncode is not None for p in procs)
 
 
 def test_listed_conditions_are_the_checked_ones(trace_path):
