@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunBrowser, RunTableModel
+from inspector.app.loader import OpenJob
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
 from inspector.figure_data.browser import references
@@ -60,8 +61,11 @@ def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot
     assert sum(proxy.rowCount(proxy.index(g, 0)) for g in range(proxy.rowCount())) == len(names)
 
 
-def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, tmp_path, monkeypatch):
+@pytest.mark.parametrize("early", [False, True])  # workers started once listed, or as the open begins
+def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, tmp_path, monkeypatch, early):
     monkeypatch.setattr("inspector.app.loader.IN_THREAD_MAX", 5)  # 40 runs: the worker processes
+    if early:
+        monkeypatch.setattr("inspector.app.loader.EARLY_START_BYTES", 0)
     settings = Settings(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
     w = MainWindow(settings)
     qtbot.addWidget(w)
@@ -72,6 +76,26 @@ def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, t
     assert w.browser.count.text().startswith("40 runs")
     w.close()
     w.wait_for_jobs()
+
+
+def test_workers_started_as_the_open_begins_end_when_the_trace_has_few_runs(qtbot, trace_path, monkeypatch):
+    monkeypatch.setattr("inspector.app.loader.EARLY_START_BYTES", 0)  # 40 runs: a thread's work
+    procs = []
+
+    def workers(path):
+        started = Workers(path, 2)
+        procs.extend(started._procs)
+        return started
+
+    monkeypatch.setattr("inspector.app.loader.Workers", workers)
+    job = OpenJob(str(trace_path))
+    job.setAutoDelete(False)
+    opened = []
+    job.signals.opened.connect(opened.append)
+    job.run()
+    assert len(opened) == 1 and opened[0].workers is None and opened[0].first is not None
+    opened[0].trace.close()
+    assert len(procs) == 2 and all(p.returncode is not None for p in procs)
 
 
 def test_listed_conditions_are_the_checked_ones(trace_path):
@@ -142,6 +166,27 @@ def test_workers_started_ahead_summarise_as_the_thread_does_or_end_unused(trace_
     procs = list(unused._procs)
     unused.close()
     assert all(p.returncode is not None for p in procs)
+
+
+def test_workers_handed_runs_early_answer_any_subset_in_order(trace_path):
+    """The open hands the workers every run as soon as they are listed; the summary then asks for
+    those still unknown (a few were read, or found damaged, meanwhile): it gets exactly those."""
+    with open_trace(trace_path) as trace:
+        names = list(trace.run_names)
+        here = {s[0]: s for s in summarise(trace, names)}
+    wanted = [n for i, n in enumerate(names) if i % 3 and i != 38]
+    with Workers(str(trace_path), 2) as workers:
+        workers.submit(names)
+        assert workers.covers(wanted) and not workers.covers([*wanted, "run_missing"])
+        with pytest.raises(RuntimeError):
+            workers.submit(names)
+        there = list(workers.summaries(wanted, lambda: False))
+    assert [s[0] for s in there] == wanted
+    assert [s[1] for s in there] == [here[n][1] for n in wanted]
+    with Workers(str(trace_path), 2) as workers:
+        workers.submit(names[:5])
+        with pytest.raises(ValueError):
+            next(workers.summaries(names[:6], lambda: False))
 
 
 def test_browser_shows_write_order_unsorted_and_sorts_by_the_header(qtbot, trace_path):

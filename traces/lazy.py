@@ -49,12 +49,40 @@ class LazyArray:
         return f"<LazyArray {self.where} [{dims}] {self.dtype}>"
 
     def read(self) -> np.ndarray:
-        """The whole dataset as an array."""
-        return self[...]
+        """The whole dataset as an array (read straight into it: no index to plan)."""
+        if not self.shape or 0 in self.shape:
+            return self[...]
+        out = np.empty(self.shape, dtype=self.dtype)
+        try:
+            self._ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+        except Exception as exc:  # as in __getitem__
+            raise TraceError(self._file_path, self.where, f"readable data ({type(exc).__name__}: {exc})") \
+                from exc
+        return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         out = self.read()
         return out if dtype is None else out.astype(dtype)
+
+    def _read_box(self, box) -> np.ndarray:
+        """The box (per axis: an index, or a non-empty (start, stop, step) with step > 0) read as one
+        hyperslab straight into its array: what `dataset[box]` gives, without h5py's selection
+        machinery (most of a small read's cost, and reading a run's summary reads a few)."""
+        start, count, stride = [], [], []
+        for b in box:
+            if isinstance(b, tuple):
+                start.append(b[0])
+                count.append(len(range(*b)))
+                stride.append(b[2])
+            else:
+                start.append(b)
+                count.append(1)
+                stride.append(1)
+        space = self._ds.id.get_space()
+        space.select_hyperslab(tuple(start), tuple(count), tuple(stride))
+        out = np.empty(tuple(count), dtype=self.dtype)
+        self._ds.id.read(h5py.h5s.create_simple(tuple(count)), space, out)
+        return out.reshape(tuple(c for c, b in zip(count, box, strict=True) if isinstance(b, tuple)))
 
     def __getitem__(self, key) -> np.ndarray:
         box, local = _plan(key, self.shape)
@@ -62,7 +90,8 @@ class LazyArray:
             return np.zeros(_box_shape(box), dtype=self.dtype)[tuple(local)] if local else \
                 np.zeros(_box_shape(box), dtype=self.dtype)
         try:
-            data = self._ds[tuple(slice(*b) if isinstance(b, tuple) else b for b in box)]
+            data = self._read_box(box) if self.shape and self.dtype.kind in "biuf" else \
+                self._ds[tuple(slice(*b) if isinstance(b, tuple) else b for b in box)]
         except Exception as exc:  # h5py raises OSError, RuntimeError, KeyError, ... on damaged files
             raise TraceError(self._file_path, self.where, f"readable data ({type(exc).__name__}: {exc})") \
                 from exc

@@ -15,6 +15,7 @@ same reader reads both.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -218,7 +219,13 @@ def logits_form(paths) -> tuple[str | None, str]:
 
 def dtype_ok(spec: DatasetSpec, dtype: np.dtype) -> bool:
     """Whether `dtype` is one of the dtypes the spec accepts."""
-    return np.dtype(dtype).name in spec.dtypes
+    return _dtype_name(dtype) in spec.dtypes
+
+
+@functools.cache
+def _dtype_name(dtype: np.dtype) -> str:
+    """numpy's name of `dtype` (worked out anew on every `.name`, a few µs each)."""
+    return np.dtype(dtype).name
 
 
 def chunk_shape(spec: DatasetSpec, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:

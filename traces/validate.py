@@ -160,12 +160,35 @@ ABSENT = object()
 
 class Dataset(h5py.Dataset):
     """An h5py Dataset that converts its HDF5 type to a numpy dtype once (h5py converts it on every
-    `.dtype`, and checking and reading a run asked some forty times per run); a dataset's type never
-    changes."""
+    `.dtype`, and checking and reading a run asked some forty times per run; a dataset's type never
+    changes), keeps its shape without h5py's lock (some thirty times per run), and makes its transfer
+    property list only when it is read (a run's check opens 17 datasets, a summary reads 5)."""
+
+    def __init__(self, bind: h5py.h5d.DatasetID, *, readonly: bool = False) -> None:
+        # As h5py's, less the transfer property list it makes for every dataset (made on first read).
+        if not isinstance(bind, h5py.h5d.DatasetID):
+            raise ValueError(f"{bind} is not a DatasetID")
+        h5py.HLObject.__init__(self, bind)
+        self._readonly = readonly
+        self._cache_props = {}
+
+    @functools.cached_property
+    def _dxpl(self) -> h5py.h5p.PropDXID:
+        return h5py.h5p.create(h5py.h5p.DATASET_XFER)
 
     @functools.cached_property
     def dtype(self) -> np.dtype:
         return self.id.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """As h5py's (kept once read when the file is read-only), at a plain attribute's cost."""
+        shape = self.__dict__.get("_shape")
+        if shape is None:
+            shape = self.id.shape
+            if self._readonly:
+                self.__dict__["_shape"] = shape
+        return shape
 
 
 def _open_object(parent, path: str, read_only: bool | None = None):

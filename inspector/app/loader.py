@@ -10,6 +10,7 @@ window's thread never waits for the interpreter lock.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import threading
 import time
@@ -55,7 +56,7 @@ class OpenSignals(QtCore.QObject):
     failed = Signal(str, str)    # (path, message)
 
 
-def open_first(path: str, listed: Callable[[int], None] | None = None):
+def open_first(path: str, listed: Callable[[list[str]], None] | None = None):
     """Open `path` and read the attributes of its first usable run only (and, to pick the run shown
     first, the probe tokens of at most `first_divergent_run`'s limit of runs), so a trace of
     thousands of runs opens as fast as one of a single run; raises TraceError for the file.
@@ -63,7 +64,7 @@ def open_first(path: str, listed: Callable[[int], None] | None = None):
     Returns (trace, info of the run to show first: the first divergent probe run, else the first
     usable one, or None; unusable runs: name -> why). A run that
     fails its checks does not make the file unusable; the others are checked later (`SummaryJob`).
-    `listed(n)` is called with the number of complete runs as soon as they are listed.
+    `listed(names)` is called with the complete runs as soon as they are listed.
     """
     trace = open_trace(path)
     # While a recording adds runs, its incomplete run is the one being written: it shows once done.
@@ -71,7 +72,7 @@ def open_first(path: str, listed: Callable[[int], None] | None = None):
     first = None
     try:
         if listed is not None:
-            listed(len(trace.run_names))
+            listed(list(trace.run_names))
         for name in trace.run_names:
             try:
                 first = run_info(trace.run(name))
@@ -91,11 +92,15 @@ def open_first(path: str, listed: Callable[[int], None] | None = None):
     return trace, first, unusable
 
 
-def start_workers(path: str, n_runs: int) -> Workers | None:
-    """Worker processes for summarising `n_runs` runs of `path`, or None when they run in a thread
-    (at most IN_THREAD_MAX) or cannot start (the summary then runs in a thread)."""
-    if n_runs <= IN_THREAD_MAX:
-        return None
+#: A file this large starts the summary's worker processes as its open begins, before its runs are
+#: listed (their imports take a few hundred ms): more than IN_THREAD_MAX runs of the smallest
+#: recordings (about 200 KB a run). The workers are closed if it holds fewer runs.
+EARLY_START_BYTES = 32 << 20
+
+
+def start_workers(path: str) -> Workers | None:
+    """Worker processes for summarising the runs of `path`, or None when they cannot start (the
+    summary then runs in a thread)."""
     try:
         return Workers(path)
     except OSError as exc:
@@ -104,19 +109,24 @@ def start_workers(path: str, n_runs: int) -> Workers | None:
 
 
 class OpenJob(QtCore.QRunnable):
-    """Opens a trace; emits `opened(Opened)` or `failed(path, message)`. The summary's worker
-    processes start as soon as the runs are listed, so they are ready when the window is."""
+    """Opens a trace; emits `opened(Opened)` or `failed(path, message)`. For a trace of more than
+    IN_THREAD_MAX runs, the summary's worker processes start as the open begins (a large file) or as
+    soon as the runs are listed, and are handed the runs at once (but `known`, the runs the window
+    summarised already): they work while the window shows the first run."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, known: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.path = path
+        self.known = known
         self.signals = OpenSignals()
         self._workers: Workers | None = None
         self.setAutoDelete(True)
 
     def run(self) -> None:
         try:
-            trace, first, unusable = open_first(self.path, listed=self._start)
+            if _size(self.path) >= EARLY_START_BYTES:
+                self._workers = start_workers(self.path)
+            trace, first, unusable = open_first(self.path, listed=self._listed)
         except TraceError as exc:
             log.info("could not open %s: %s", self.path, exc)
             _emit(self.signals.failed, self.path, str(exc))
@@ -141,8 +151,29 @@ class OpenJob(QtCore.QRunnable):
                 self._workers.close()
                 self._workers = None
 
-    def _start(self, n_runs: int) -> None:
-        self._workers = start_workers(self.path, n_runs)
+    def _listed(self, names: list[str]) -> None:
+        todo = [n for n in names if n not in self.known]
+        if len(todo) <= IN_THREAD_MAX:
+            if self._workers is not None:
+                self._workers.close()
+                self._workers = None
+            return
+        if self._workers is None:
+            self._workers = start_workers(self.path)
+        if self._workers is not None:
+            try:
+                self._workers.submit(todo)
+            except OSError as exc:  # a worker died: the summary starts new ones
+                log.warning("handing %s to worker processes failed (%s)", self.path, exc)
+                self._workers.close()
+                self._workers = None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # open_first says why
+        return 0
 
 
 class SummarySignals(QtCore.QObject):
@@ -200,6 +231,9 @@ class SummaryJob(QtCore.QRunnable):
             # Worker processes: the window's thread stays free.
             if len(self.names) > IN_THREAD_MAX and not self._cancel.is_set():
                 try:
+                    if workers is not None and not workers.covers(self.names):
+                        workers.close()  # handed other runs (the file changed since the open)
+                        workers = None
                     workers = workers or Workers(self.path)
                     done = self._report(workers.summaries(self.names, self._cancel.is_set))
                 except (OSError, EOFError, pickle.UnpicklingError) as exc:

@@ -190,7 +190,10 @@ class MainWindow(QtWidgets.QMainWindow):
         """Start opening `path` in the background; `open_finished` tells the outcome."""
         path = os.path.abspath(os.fspath(path))
         self._pending = path
-        job = OpenJob(path)
+        model = self.browser.model
+        reloading = self._restore_selection is not None and self._restore_selection[0] == path
+        # On a reload the runs read already need no summary again (unless the file was replaced).
+        job = OpenJob(path, frozenset([*model.stats, *model.unusable]) if reloading else frozenset())
         job.signals.opened.connect(self._opened)
         job.signals.failed.connect(self._failed)
         self._open_job = job

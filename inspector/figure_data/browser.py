@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inspector.figure_data.tokens import preview
-from traces import TraceError
+from traces import TraceError, schema
 from traces.analysis import divergence, reference
 
 
@@ -130,12 +130,13 @@ def run_info(run) -> RunInfo:
 
 def run_stats(run, vocab: Sequence[str], focus_row: int) -> RunStats:
     """Read the load tables and the focus row to count drops and decode the completion."""
-    requested = int(np.asarray(run.requested[...], dtype=np.int64).sum())
-    kept = int(np.asarray(run.load_kept[...], dtype=np.int64).sum())
-    T = run.row_length(focus_row)
+    requested = int(run.requested.read().sum(dtype=np.int64))
+    kept = int(run.load_kept.read().sum(dtype=np.int64))
+    tokens = run.tokens[focus_row]                        # the row read once: its length, completion
+    T = int(np.count_nonzero(tokens != schema.MISSING))   # as Run.row_length
     row_kept = run.kept[:, focus_row, :T]                 # [L, T, K]
     prompt_len = int(run.prompt_len[focus_row])
-    completion = np.asarray(run.tokens[focus_row, prompt_len:T])
+    completion = tokens[prompt_len:T].copy()
     return RunStats(
         name=run.name, batch_dropped=requested - kept, batch_requested=requested,
         focus_dropped=int((~row_kept).sum()), prompt_len=prompt_len, completion=completion,

@@ -58,8 +58,9 @@ class Workers:
     """Worker processes for summarising the runs of the trace at `path`, started ahead of the work:
     their interpreters import while the window opens the trace (about a second on a loaded machine).
 
-    `summaries(names, cancelled)` hands them the runs once (each opens `path` once and takes every
-    n-th chunk of runs); `close()` ends them (done, or never used). The workers are plain child
+    `submit(names)` hands them the runs once (each opens `path` once and takes every n-th chunk of
+    runs), `summaries(names, cancelled)` reads what they found; `close()` ends them (done, or never
+    used). The workers are plain child
     interpreters (running this module, at a lower priority) fed through pipes, not
     `multiprocessing`: that re-imports the main script in each child, which a script without a
     `__main__` guard (one that starts the app) cannot take. OSError when a worker cannot start."""
@@ -79,21 +80,49 @@ class Workers:
             self.close()
             raise
         self._used = False
+        self._submitted: list[str] | None = None
+        self._chunks = 0
+        self._busy: list[subprocess.Popen] = []
 
-    def summaries(self, names: Sequence[str], cancelled: Callable[[], bool]) -> Iterator[Summary]:
-        """The summaries of `names`, in order; stops early when `cancelled()`. OSError (or EOFError)
-        when a worker fails. Once per set of workers."""
-        if self._used:
+    def submit(self, names: Sequence[str]) -> None:
+        """Hand the workers the runs `names` now (each opens `path` once and takes every n-th chunk),
+        before anyone reads their summaries: they work while the window shows the first run. Once
+        per set of workers; `summaries` submits what it is asked when nothing was."""
+        if self._submitted is not None:
             raise RuntimeError("these workers were handed their runs already")
-        self._used = True
-        chunks = [list(names[i:i + CHUNK]) for i in range(0, len(names), CHUNK)]
-        procs = self._procs[:max(1, min(len(self._procs), len(chunks)))]
+        self._submitted = list(names)
+        chunks = [self._submitted[i:i + CHUNK] for i in range(0, len(self._submitted), CHUNK)]
+        self._chunks = len(chunks)
+        self._busy = self._procs[:max(1, min(len(self._procs), len(chunks)))]
         found = scanned(self.path)  # this process looked through the file already: the workers need not
         for k, proc in enumerate(self._procs):
-            pickle.dump((found, chunks[k::len(procs)] if k < len(procs) else []), proc.stdin)
+            pickle.dump((found, chunks[k::len(self._busy)] if k < len(self._busy) else []), proc.stdin)
             proc.stdin.close()
-        for i in range(len(chunks)):
-            yield from pickle.load(procs[i % len(procs)].stdout)  # our own child's answer
+
+    def covers(self, names: Sequence[str]) -> bool:
+        """Whether `summaries(names)` can be answered: nothing submitted yet, or `names` among the
+        runs submitted (in the same order)."""
+        return self._submitted is None or set(names) <= set(self._submitted)
+
+    def summaries(self, names: Sequence[str], cancelled: Callable[[], bool]) -> Iterator[Summary]:
+        """The summaries of `names`, in order (those submitted, or submitted now: `covers`); stops
+        early when `cancelled()`. OSError (or EOFError) when a worker fails. Once per set of workers."""
+        if self._used:
+            raise RuntimeError("these workers were read from already")
+        if not self.covers(names):
+            raise ValueError("asked for runs these workers were not handed")
+        self._used = True
+        if self._submitted is None:
+            self.submit(names)
+        wanted = set(names)
+        left = len(wanted)
+        for i in range(self._chunks):
+            if left == 0:
+                return
+            for summary in pickle.load(self._busy[i % len(self._busy)].stdout):  # our own child's answer
+                if summary[0] in wanted:
+                    left -= 1
+                    yield summary
             if cancelled():
                 return
 
