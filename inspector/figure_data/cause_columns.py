@@ -33,7 +33,7 @@ class CauseEvent:
 #: The cause's columns, in the order both tables give them.
 COLUMNS = (
     Column("cause", TEXT, "the cause: the one explain's counterfactual reruns confirmed, else the kind of "
-                          "the first difference (the table of causes: docs/experiments.md)",
+                          "the first difference (docs/experiments.md#cause-of-a-divergence)",
            empty="the run does not diverge"),
     Column("confirmed", BOOLEAN, "explain's counterfactual reruns confirmed the cause",
            empty="the run does not diverge"),
@@ -63,6 +63,9 @@ def cause_fields(diverged: bool, cause: str, confirmed: bool, event: CauseEvent 
     }
 
 
+#: When the fields of the dropped candidate are empty.
+NOT_A_DROP = "the first difference is not a dropped candidate"
+
 #: The first difference of a pair and the candidate it dropped, when it is a drop (the pair's table).
 FIRST_DIFFERENCE = (
     Column("first_difference", TEXT, "kind of the first difference of the recorded routing, walking "
@@ -71,21 +74,15 @@ FIRST_DIFFERENCE = (
     Column("first_difference_layer", INTEGER, "its MoE layer",
            empty="the runs do not differ, or only in the next-token logits (no layer)"),
     Column("candidate_run", TEXT, "the run that dropped a candidate at the first difference",
-           empty="the first difference is not a dropped candidate"),
-    Column("candidate_row", INTEGER, "batch row of the dropped candidate in that run",
-           empty="the first difference is not a dropped candidate"),
-    Column("candidate_expert", INTEGER, "the expert that refused it",
-           empty="the first difference is not a dropped candidate"),
-    Column("candidate_choice", INTEGER, "its choice rank (1 = first choice)",
-           empty="the first difference is not a dropped candidate"),
-    Column("candidate_slot", INTEGER, "its place in the expert's queue (0 = first)",
-           empty="the first difference is not a dropped candidate"),
+           empty=NOT_A_DROP),
+    Column("candidate_row", INTEGER, "batch row of the dropped candidate in that run", empty=NOT_A_DROP),
+    Column("candidate_expert", INTEGER, "the expert that refused it", empty=NOT_A_DROP),
+    Column("candidate_choice", INTEGER, "its choice rank (1 = first choice)", empty=NOT_A_DROP),
+    Column("candidate_slot", INTEGER, "its place in the expert's queue (0 = first)", empty=NOT_A_DROP),
     Column("candidate_capacity", INTEGER, "capacity of its group",
-           empty="the first difference is not a dropped candidate, or its capacity is unknown"),
-    Column("candidate_group", INTEGER, "its capacity group", empty="the first difference is not a dropped "
-                                                                   "candidate"),
-    Column("candidate_step", INTEGER, "forward step that routed it", empty="the first difference is not a "
-                                                                           "dropped candidate"),
+           empty=f"{NOT_A_DROP}, or its capacity is unknown"),
+    Column("candidate_group", INTEGER, "its capacity group", empty=NOT_A_DROP),
+    Column("candidate_step", INTEGER, "forward step that routed it", empty=NOT_A_DROP),
 )
 
 

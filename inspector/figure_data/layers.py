@@ -7,16 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inspector.figure_data.table import (
-    GENERATED,
-    INTEGER,
-    LAYER,
-    MODEL_LAYER,
-    POSITION,
-    TOKEN,
-    TOKEN_ID,
-    Column,
-)
+from inspector.figure_data.table import INTEGER, LAYER, MODEL_LAYER, POSITION_COLUMNS, Column
 from inspector.figure_data.tokens import token_labels
 from traces.analysis.layers import model_layer
 from traces.analysis.rows import RowTrace
@@ -69,7 +60,7 @@ class LayersData:
 
 #: The layers table's columns after its context: one row per (layer, position).
 COLUMNS = (
-    LAYER, MODEL_LAYER, POSITION, GENERATED, TOKEN_ID, TOKEN,
+    LAYER, MODEL_LAYER, *POSITION_COLUMNS,
     Column("top1_expert", INTEGER, "the token's first-choice expert at the layer"),
     Column("n_dropped", INTEGER, "the token's chosen experts that refused it at the layer (dropped "
                                  "candidates)"),

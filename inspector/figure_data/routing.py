@@ -15,13 +15,10 @@ import numpy as np
 
 from inspector.figure_data.table import (
     BOOLEAN,
-    GENERATED,
     INTEGER,
     NOT_RECORDED,
     NUMBER,
-    POSITION,
-    TOKEN,
-    TOKEN_ID,
+    POSITION_COLUMNS,
     Column,
     missing,
     not_recorded,
@@ -117,7 +114,7 @@ class RoutingData:
 
 #: The routing table's columns after its context: one row per (position, expert).
 COLUMNS = (
-    POSITION, GENERATED, TOKEN_ID, TOKEN,
+    *POSITION_COLUMNS,
     Column("expert", INTEGER, "expert id"),
     Column("probability", NUMBER, "router probability of the expert for the token (softmax of the "
                                   "router logits, float32)",

@@ -112,6 +112,8 @@ TOKEN_ID = Column("token_id", INTEGER, "token id at the position (the trace's to
 TOKEN = Column("token", TEXT, "display text of the token: line breaks, tabs and control characters "
                               "as visible signs, an empty token as ∅, an id outside the vocabulary in "
                               "angle brackets (token_id is the exact token)")
+#: A position of one row: where it is, whether it was generated, its token.
+POSITION_COLUMNS = (POSITION, GENERATED, TOKEN_ID, TOKEN)
 NOT_RECORDED = Column("not_recorded", TEXT,
                       "the trace data behind this row's empty fields that the run does not hold, space "
                       "separated: routing/router_logits, routing/gate, routing/slot (datasets a serving "

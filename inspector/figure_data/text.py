@@ -8,13 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.table import (
-    GENERATED,
     INTEGER,
     NOT_RECORDED,
     NUMBER,
-    POSITION,
-    TOKEN,
-    TOKEN_ID,
+    POSITION_COLUMNS,
     Column,
     finite,
     not_recorded,
@@ -118,7 +115,7 @@ class TextData:
 
 #: The text table's columns after its context: one row per position.
 COLUMNS = (
-    POSITION, GENERATED, TOKEN_ID, TOKEN,
+    *POSITION_COLUMNS,
     Column("dropped_all_layers", INTEGER, "the token's dropped candidates over all MoE layers"),
     Column("smallest_router_margin", NUMBER, "smallest router margin over the MoE layers: the gap between "
                                              "the router logits of the K-th and (K+1)-th expert",
