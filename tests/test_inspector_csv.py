@@ -8,6 +8,7 @@ missing values are empty fields with `not_recorded` saying why, never 0."""
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from pathlib import Path
@@ -219,7 +220,16 @@ def test_the_writer_refuses_a_table_that_breaks_its_declaration(values, message)
 
 def test_the_writer_writes_each_type_one_way():
     values = {"n": np.array([4, -1], np.int64), "x": missing(np.array([0.1, 2.0], np.float32), [False, True])}
-    assert csv_text(Table(COLUMNS, values)) == "n,x\n4,0.1\n-1,\n"
+    assert csv_text(Table(COLUMNS, values)) == "n,x\r\n4,0.1\r\n-1,\r\n"
+
+
+def test_text_from_a_trace_reads_back_whatever_it_holds():
+    """A run name or condition is the trace's text: line breaks, a lone carriage return, quotes,
+    commas, escape sequences and NUL come back from the csv module as they went in."""
+    texts = ["c\r", "a,b", 'say "hi"', "two\nlines", "\r\n", "\x1b[31mred\x00", "·↵"]
+    table = Table((Column("name", TEXT, "a name"),), {"name": np.array(texts, dtype=object)})
+    rows = list(csv.reader(io.StringIO(csv_text(table), newline=""), strict=True))
+    assert rows == [["name"], *[[t] for t in texts]]
 
 
 # -- one-line errors --------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 - number: the shortest text that reads back to the very value of its own dtype (float32 stays
   float32), never `nan` or `inf`;
 - boolean: `true` or `false`;
-- text: as it is (quoted when it holds a comma, quote or line break).
+- text: as it is (quoted when it holds a comma, quote or line break); rows end in `\r\n` (RFC 4180).
 
 A missing value is an empty field, and only in a column that says when it is empty; a value of the
 wrong type, or a NaN not marked missing, is a `TableError`, not a file. `columns_markdown` writes the
@@ -89,12 +89,14 @@ _TEXTS = {INTEGER: _integers, NUMBER: _numbers, BOOLEAN: _booleans, TEXT: _texts
 
 
 def csv_text(table: Table) -> str:
-    """The table as CSV text (`\\n` line ends, fields quoted only when needed)."""
+    """The table as CSV text (RFC 4180: `\\r\\n` line ends, fields quoted only when needed). A line
+    end of `\\r\\n` makes the writer quote a lone `\\r` too, which a reader would otherwise take for
+    the end of the row."""
     if not isinstance(table, Table):
         raise TableError("only a declared table (inspector.figure_data.table.Table) is written as CSV")
     texts = [column_text(c, table[c.name]) for c in table.columns]
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow([c.name for c in table.columns])
     writer.writerows(zip(*texts, strict=True))
     return out.getvalue()
