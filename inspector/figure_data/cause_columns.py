@@ -43,15 +43,15 @@ COLUMNS = (
     Column("proof_events", INTEGER, "events in the proof (1: one event; more: a 1-minimal set)",
            empty="no proof is stored"),
     Column("cause_position", INTEGER, "position of the cause's event: the proof's first event, else the "
-                                      "first difference", empty="no event (the runs agree)"),
+                                      "first difference", empty="the run does not diverge"),
     Column("cause_layer", INTEGER, "MoE layer of the cause's event",
-           empty="no event, or the event is in the next-token logits (no layer)"),
+           empty="the run does not diverge, or its event is in the next-token logits (no layer)"),
 )
 
 
 def cause_fields(diverged: bool, cause: str, confirmed: bool, event: CauseEvent | None) -> dict[str, object]:
-    """The values of `COLUMNS` for one run (None: empty)."""
-    if event is None:
+    """The values of `COLUMNS` for one run (None: empty); `event` None for a run that does not diverge."""
+    if event is None or not diverged:
         event = CauseEvent(-1, -1)
     return {
         "cause": cause if diverged else None,
