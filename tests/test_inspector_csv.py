@@ -186,6 +186,7 @@ def test_the_cause_is_fields_that_read_back_to_the_analysis(exported, traces):
     v, cause = data.verdict, data.cause
     assert (first["cause"], first["proven"], first["confirmed"]) == (cause.cause, "true", "true")
     assert (int(first["cause_position"]), int(first["cause_layer"])) == cause.event
+    assert int(first["cause_model_layer"]) == data.cause_model_layer
     assert int(first["proof_events"]) == len(cause.cells)
     assert (int(first["first_difference_position"]), int(first["first_difference_layer"])) == \
         (v.position, v.layer)

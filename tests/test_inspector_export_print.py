@@ -283,8 +283,12 @@ def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
     assert f"(model layer {moe_layers[shown]})" not in facts
     assert f"layer {cause_layer}" in data.cause.sentence.lower()
     columns = pair_columns(data, Selection(layer=shown))
-    assert set(columns["cause_layer"]) == {cause_layer}   # integers, as the CSV writes them
-    assert set(columns["cause_model_layer"]) == {moe_layers[cause_layer]}
+    assert set(columns["first_difference_layer"]) == {cause_layer}   # integers, as the CSV writes them
+    if data.verdict.diverged:  # the cause's own layer; a pair that does not diverge has no cause
+        assert set(columns["cause_layer"]) == {cause_layer}
+        assert set(columns["cause_model_layer"]) == {moe_layers[cause_layer]}
+    else:
+        assert columns["cause_layer"].mask.all() and columns["cause_model_layer"].mask.all()
     assert set(columns["layer"]) == {shown} and set(columns["model_layer"]) == {moe_layers[shown]}
 
 
