@@ -24,15 +24,58 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class ParseError(Exception):
+    """A command line argparse cannot read; `main` prints it as one line and exits with status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block) that name the choices of a bad choice."""
+
+    #: The parser of each command (`_parser` fills it), for the options an error names.
+    commands: dict[str, argparse.ArgumentParser]
+
+    def error(self, message: str):
+        raise ParseError(message)
+
+    # argparse's own hooks for `type` and `choices`: the same tests, in the words of the other errors.
+    def _get_value(self, action: argparse.Action, text: str):
+        try:
+            return super()._get_value(action, text)
+        except argparse.ArgumentError:
+            kind = {int: "a whole number", float: "a number"}.get(action.type)
+            if kind is None:
+                raise
+            raise argparse.ArgumentError(None, f"{_flag(action)} expects {kind}, got {text!r}") from None
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        names = [str(c) for c in action.choices]
+        close = difflib.get_close_matches(str(value), names, n=1, cutoff=CLOSE)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise argparse.ArgumentError(None, f"{_flag(action)} must be one of {', '.join(names)}, got "
+                                           f"{value!r}{hint}")
+
+
+#: How alike a mistyped name and a choice must be for the error to suggest it (difflib's ratio).
+CLOSE = 0.75
+
+
+def _flag(action: argparse.Action) -> str:
+    return "/".join(action.option_strings) if action.option_strings else str(action.metavar)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
         prog="moe-inspector",
         description="Record and inspect routing in Mixture-of-Experts language models.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.commands = {}
     for name, help_text in COMMANDS.items():
         module = importlib.import_module(f"inspector.commands.{name}")
-        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(parser.commands[name])
     return parser
 
 
@@ -84,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     argv = _glue_dash_values(argv)
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ParseError as exc:
+        print(_parse_error_line(parser, argv, str(exc)), file=sys.stderr)
+        return 2
     module = importlib.import_module(f"inspector.commands.{args.command}")
     try:
         status = int(module.run(args) or 0)
@@ -98,6 +145,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_went_away()
+
+
+def _parse_error_line(parser: _Parser, argv: list[str], message: str) -> str:
+    """One line for an argparse error: the command, the message, and for an unknown option the
+    command's option nearest to it (or where to find them)."""
+    command = argv[0] if argv and argv[0] in COMMANDS else ""
+    prog = f"moe-inspector {command}".strip()
+    message = message.removeprefix("argument ")
+    if command and message.startswith(("unrecognized arguments", "the following arguments are required")):
+        options = [o for a in parser.commands[command]._actions for o in a.option_strings]
+        unknown = [w.split("=")[0] for w in argv[1:] if w.startswith("-") and w.split("=")[0] not in options]
+        close = difflib.get_close_matches(unknown[0], options, n=1, cutoff=CLOSE) if unknown else []
+        hint = f"did you mean {close[0]}?" if close else f"see moe-inspector {command} --help"
+        message = f"{message} ({hint})"
+    return f"{prog}: error: {message}"
 
 
 def _reader_went_away() -> int:

@@ -277,14 +277,15 @@ def test_routing_csv_holds_the_trace_numbers(trace_path, tmp_path):
     p = np.array(column(out, "probability"), dtype=np.float64)
     np.testing.assert_allclose(p, probs[exp, pos], rtol=1e-6, atol=1e-7)
     assert set(column(out, "run")) == {"r002"} and set(column(out, "request")) == {str(request)}
-    choice = np.array(column(out, "choice"), dtype=int).reshape(T, E)
+    choice = np.array(column(out, "choice")).reshape(T, E)  # 1 = first choice, '' not chosen
     dropped = np.array(column(out, "dropped")).reshape(T, E) == "true"
     kept_col = np.array(column(out, "kept")).reshape(T, E) == "true"
     for t in range(T):
         for k, e in enumerate(expert[t]):
-            assert choice[t, e] == k
+            assert choice[t, e] == str(k + 1)
             assert kept_col[t, e] == kept[t, k] and dropped[t, e] == (not kept[t, k])
-    assert (choice >= 0).sum() == expert.size
+    assert (choice != "").sum() == expert.size
+    assert [int(i) for i in column(out, "token_id")[::E]] == tokens.tolist()
     texts = column(out, "token")[::E]
     assert texts[0] == vocab[int(tokens[0])].replace(" ", "·") or len(texts) == T
 
@@ -342,6 +343,7 @@ def test_divergence_and_runs_csv(trace_path, tmp_path):
     assert np.array(column(out, "position"), dtype=int).tolist() == list(range(len(rows)))
     assert len(rows) >= T
     assert column(out, "token_a")[0] == vocab[int(tokens[0])]
+    assert [int(i) for i in column(out, "token_id_a")[:T]] == tokens.tolist()
     out = tmp_path / "runs.csv"
     assert export(trace_path, "runs", out, "--request", "0", "--condition", "") == 0
     assert column(out, "run") == ["r000", "r001", "r002", "r003"]  # every run holds the probe request
@@ -403,9 +405,10 @@ def test_bad_trace_and_output_exit_2(tmp_path, trace_path, capsys):
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.startswith("moe-inspector export: error: ") and message in err and "Traceback" not in err
-    with pytest.raises(SystemExit) as exc:  # argparse's own errors exit 2 too
-        main(["export", str(trace_path), "--view", "bogus", "-o", str(tmp_path / "x.png")])
-    assert exc.value.code == 2
+    assert main(["export", str(trace_path), "--view", "bogus", "-o", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err  # argparse's own errors are one line too
+    assert err.startswith("moe-inspector export: error: --view must be one of routing, layers")
+    assert len(err.splitlines()) == 1
 
 
 def test_command_runs_without_a_display_and_csv_needs_no_qt(trace_path, tmp_path):
@@ -448,10 +451,13 @@ def test_realistic_trace_exports_readable_figures(qapp, realistic_path, tmp_path
 
 def test_csv_text_quotes_tokens_with_commas_and_quotes():
     from inspector.export.csv import csv_text
+    from inspector.figure_data.table import BOOLEAN, NUMBER, TEXT, Column, Table, finite
 
-    text = csv_text({"token": np.array(['a,b', 'say "hi"', "·"], dtype=object),
-                     "x": np.array([0.1, np.nan, np.inf], dtype=np.float32),
-                     "ok": np.array([True, False, True])})
+    columns = (Column("token", TEXT, "t"), Column("x", NUMBER, "x", empty="not a finite number"),
+               Column("ok", BOOLEAN, "ok"))
+    text = csv_text(Table(columns, {"token": np.array(['a,b', 'say "hi"', "·"], dtype=object),
+                                    "x": finite(np.array([0.1, np.nan, np.inf], dtype=np.float32)),
+                                    "ok": np.array([True, False, True])}))
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows == [["token", "x", "ok"], ["a,b", "0.1", "true"], ['say "hi"', "nan", "false"],
-                    ["·", "inf", "true"]]
+    assert rows == [["token", "x", "ok"], ["a,b", "0.1", "true"], ['say "hi"', "", "false"],
+                    ["·", "", "true"]]

@@ -3,6 +3,7 @@ page preset gives a PDF of its size whose smallest text is 7 pt and whose panels
 figure that cannot fit fails with exit 2, the fit check sees texts over each other, words broken
 by wrapping and linked panels showing other positions, and the cause names its own layer."""
 
+import csv
 import math
 import re
 import unicodedata
@@ -235,19 +236,20 @@ def test_headless_defaults_pick_a_divergent_run_and_say_so(trace_path, tmp_path,
     assert (first["request"], first["run"], first["row"], first["layer"]) == found.groups()
 
 
-def test_csv_says_dropless_and_no_cause_in_words(trace_path, tmp_path):
+def test_csv_says_dropless_and_no_cause_as_empty_fields(trace_path, tmp_path):
     with open_trace(trace_path) as trace:
         runs = trace.run_names
     out = tmp_path / "load.csv"
     assert export(trace_path, "load", out, "--run", runs[0]) == 0
-    capacity = [line.split(",")[-1] for line in out.read_text().splitlines()[1:]]
-    assert all(c == "dropless" or int(c) >= 0 for c in capacity)
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert all((r["capacity"] == "") == (r["dropless"] == "true") for r in rows)
+    assert all(r["capacity"] == "" or int(r["capacity"]) >= 0 for r in rows)
     out = tmp_path / "runs.csv"
     assert export(trace_path, "runs", out, "--condition", "") == 0
-    header, *rows = [line.split(",") for line in out.read_text().splitlines()]
-    for row in rows:
-        values = dict(zip(header, row, strict=False))
-        assert (values["cause"] == "") == (int(values["t_star"]) < 0)
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    for values in rows:
+        assert (values["cause"] == "") == (values["t_star"] == "")
+        assert values["t_star"] == "" or int(values["t_star"]) >= 0
 
 
 def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
@@ -281,8 +283,12 @@ def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
     assert f"(model layer {moe_layers[shown]})" not in facts
     assert f"layer {cause_layer}" in data.cause.sentence.lower()
     columns = pair_columns(data, Selection(layer=shown))
-    assert set(columns["cause_layer"]) == {str(cause_layer)}
-    assert set(columns["cause_model_layer"]) == {str(moe_layers[cause_layer])}
+    assert set(columns["first_difference_layer"]) == {cause_layer}   # integers, as the CSV writes them
+    if data.verdict.diverged:  # the cause's own layer; a pair that does not diverge has no cause
+        assert set(columns["cause_layer"]) == {cause_layer}
+        assert set(columns["cause_model_layer"]) == {moe_layers[cause_layer]}
+    else:
+        assert columns["cause_layer"].mask.all() and columns["cause_model_layer"].mask.all()
     assert set(columns["layer"]) == {shown} and set(columns["model_layer"]) == {moe_layers[shown]}
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from inspector.cli import _parser
 from inspector.export import SPECS, Selection, ViewSpec, read_export
+from inspector.figure_data.table import INTEGER, POSITION, Column, TableSpec
 from inspector.specs.registry import spec_of, view_names
 from inspector.specs.selection import pick_row, pick_run
 from inspector.views import VIEWS, WIDGETS, widget_class
@@ -54,8 +55,12 @@ def read_drops(trace, sel: Selection) -> DropsData:
     return DropsData(run.name, row.row, drops(row.expert, row.kept).sum(axis=0))
 
 
-def drops_columns(data: DropsData, sel: Selection) -> dict[str, np.ndarray]:
+def drops_values(data: DropsData, sel: Selection) -> dict[str, np.ndarray]:
     return {"position": np.arange(data.dropped.size), "dropped": data.dropped}
+
+
+drops_columns = TableSpec((POSITION, Column("dropped", INTEGER, "dropped candidates over all layers")),
+                          "one row per position", drops_values)
 
 
 def drops_stem(data: DropsData) -> list[object]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.table import INTEGER, LAYER, MODEL_LAYER, POSITION_COLUMNS, Column
 from inspector.figure_data.tokens import token_labels
 from traces.analysis.layers import model_layer
 from traces.analysis.rows import RowTrace
@@ -22,6 +23,7 @@ class LayersData:
     n_experts: int
     model_layers: list[int]  # [L] model layer number of each MoE layer
     labels: list[str]        # [T]
+    tokens: np.ndarray       # [T] token ids
     prompt_len: int
     top1: np.ndarray         # [L, T] first-choice expert, image in row-major order (y = layer)
     expert: np.ndarray       # [L, T, K] chosen experts
@@ -42,15 +44,27 @@ class LayersData:
         return t.astype(np.int64), l.astype(np.int64), self.n_dropped[l, t]
 
     def to_columns(self) -> dict[str, np.ndarray]:
-        """One row per (layer, position): the table a CSV export writes."""
+        """One row per (layer, position): the values of `COLUMNS`."""
         L, T = self.top1.shape
         return {
             "layer": np.repeat(np.arange(L), T),
+            "model_layer": np.repeat(np.asarray(self.model_layers, dtype=np.int64), T),
             "position": np.tile(np.arange(T), L),
+            "generated": np.tile(np.arange(T) >= self.prompt_len, L),
+            "token_id": np.tile(np.asarray(self.tokens, dtype=np.int64), L),
             "token": np.tile(np.array(self.labels, dtype=object), L),
             "top1_expert": self.top1.reshape(-1),
             "n_dropped": self.n_dropped.reshape(-1),
         }
+
+
+#: The layers table's columns after its context: one row per (layer, position).
+COLUMNS = (
+    LAYER, MODEL_LAYER, *POSITION_COLUMNS,
+    Column("top1_expert", INTEGER, "the token's first-choice expert at the layer"),
+    Column("n_dropped", INTEGER, "the token's chosen experts that refused it at the layer (dropped "
+                                 "candidates)"),
+)
 
 
 def layers_figure_data(row: RowTrace, *, vocab: Sequence[str],
@@ -62,7 +76,7 @@ def layers_figure_data(row: RowTrace, *, vocab: Sequence[str],
     return LayersData(
         run=row.run, row=row.row, request=row.request, n_experts=int(row.router_logits.shape[2]),
         model_layers=[model_layer(moe_layers, l) for l in range(row.n_layers)],
-        labels=token_labels(vocab, row.tokens), prompt_len=row.prompt_len,
+        labels=token_labels(vocab, row.tokens), tokens=np.asarray(row.tokens), prompt_len=row.prompt_len,
         top1=np.ascontiguousarray(expert[:, :, 0]), expert=expert, kept=kept,
         n_dropped=(~kept).sum(axis=-1).astype(np.int64),
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.table import BOOLEAN, INTEGER, REQUEST, Column, missing
 from traces.analysis.load import ExpertLoad, expert_load
 from traces.analysis.rows import LayerArrays
 from traces.schema import ABSENT_GROUP, DROPLESS_CAPACITY
@@ -49,20 +50,39 @@ class LoadData:
                     and np.array_equal((self.row_kept + self.row_dropped).sum(axis=0), self.requested))
 
     def to_columns(self) -> dict[str, np.ndarray]:
-        """One row per (row, expert) with the expert's totals: the table a CSV export writes."""
+        """One row per (row, expert) with the expert's totals: the values of `COLUMNS`."""
         B, E = self.row_kept.shape
+        dropless = self.capacity == DROPLESS_CAPACITY
         return {
             "row": np.repeat(np.arange(B), E),
-            "request": np.repeat(np.asarray(self.request_ids), E),
+            "request": np.repeat(np.asarray(self.request_ids, dtype=np.int64), E),
             "probe": np.repeat(np.arange(B) == self.probe_row, E),
             "expert": np.tile(np.arange(E), B),
             "row_kept": self.row_kept.reshape(-1),
             "row_dropped": self.row_dropped.reshape(-1),
             "expert_requested": np.tile(self.requested, B),
             "expert_kept": np.tile(self.kept, B),
-            "capacity": np.full(B * E, "dropless" if self.capacity == DROPLESS_CAPACITY else self.capacity,
-                                dtype=object),
+            "capacity": missing(np.full(B * E, self.capacity, dtype=np.int64),
+                                np.full(B * E, self.capacity < 0)),
+            "dropless": np.full(B * E, dropless),
         }
+
+
+#: The load table's columns after its context: one row per (batch row, expert).
+COLUMNS = (
+    Column("row", INTEGER, "batch row"),
+    REQUEST,
+    Column("probe", BOOLEAN, "the row is the run's probe"),
+    Column("expert", INTEGER, "expert id"),
+    Column("row_kept", INTEGER, "the row's candidates the expert kept in this group and step"),
+    Column("row_dropped", INTEGER, "the row's candidates the expert dropped in this group and step"),
+    Column("expert_requested", INTEGER, "candidates sent to the expert in this group and step, all rows "
+                                        "(the trace's load tables)"),
+    Column("expert_kept", INTEGER, "candidates the expert kept in this group and step, all rows"),
+    Column("capacity", INTEGER, "the group's capacity: candidates each expert keeps",
+           empty="the group has no capacity (dropless)"),
+    Column("dropless", BOOLEAN, "the group keeps every candidate (no capacity)"),
+)
 
 
 def load_figure_data(load: ExpertLoad, group: int) -> LoadData:

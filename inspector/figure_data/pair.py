@@ -15,12 +15,26 @@ import numpy as np
 
 from inspector.figure_data.divergence_cause import CauseText, cause_text
 from inspector.figure_data.routing import RoutingData, routing_figure_data
+from inspector.figure_data.table import (
+    BOOLEAN,
+    GENERATED,
+    INTEGER,
+    NOT_RECORDED,
+    NUMBER,
+    POSITION,
+    TEXT,
+    Column,
+    finite,
+    missing,
+    not_recorded,
+)
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
 from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.curves import PairCurves, RoutingDifferences
 from traces.analysis.layers import model_layer
 from traces.analysis.measures import drops
+from traces.toplogits import TopLogits
 
 #: What differs at a (layer, position), most telling last; codes index this tuple.
 CELL_KINDS = ("identical", "router logits only", "weights", "kept set", "experts", "not compared")
@@ -121,6 +135,8 @@ class PairData:
     logit_margin: np.ndarray    # [T] A's top-1 minus top-2 logit
     drops_a: np.ndarray         # [T] A's dropped candidates over all layers (NaN past A's end)
     drops_b: np.ndarray         # [T]
+    logits_recorded: np.ndarray  # [T] both rows hold next-token logits at t (an engine's top-k logits
+                                 # leave the prompt out)
     text_a: CompletionText      # A's text for the completion panel
     text_b: CompletionText
     verdict: Verdict
@@ -208,22 +224,82 @@ class PairData:
         return "\n".join(lines)
 
     def to_columns(self) -> dict[str, np.ndarray]:
-        """One row per position: the table a CSV export writes."""
+        """One row per position: the values of `COLUMNS`."""
         T = self.length
+        positions = np.arange(T)
+        compared = positions < self.compared
+        unrecorded = compared & ~self.logits_recorded
+        strip = self.strip()  # [3, T] 1 holds, 0 not, -1 not compared
+        columns = {"position": positions, "generated": positions >= self.prompt_len}
+        for name, data in (("a", self.a), ("b", self.b)):
+            past = positions >= data.n_positions
+            ids = np.zeros(T, np.int64)
+            ids[~past] = data.tokens
+            labels = np.array([*data.labels, *[""] * (T - data.n_positions)], dtype=object)
+            columns[f"token_id_{name}"] = missing(ids, past)
+            columns[f"token_{name}"] = missing(labels, past)
         return {
-            "position": np.arange(T),
-            "token_a": np.array([self.token("A", t) for t in range(T)], dtype=object),
-            "token_b": np.array([self.token("B", t) for t in range(T)], dtype=object),
-            "compared": np.arange(T) < self.compared,
-            "kl": self.kl,
-            "max_logit_difference": self.logit_diff,
-            "logit_margin_a": self.logit_margin,
-            "dropped_a": self.drops_a,
-            "dropped_b": self.drops_b,
-            f"experts_changed_layer_{self.layer}": self.changed[self.layer],
-            f"dropped_a_only_layer_{self.layer}": self.dropped_a_only[self.layer],
-            f"dropped_b_only_layer_{self.layer}": self.dropped_b_only[self.layer],
+            **columns,
+            "compared": compared,
+            "kl": finite(np.where(unrecorded, np.nan, self.kl)),
+            "max_logit_difference": finite(np.where(unrecorded, np.nan, self.logit_diff)),
+            "logit_margin_a": finite(np.where(unrecorded, np.nan, self.logit_margin)),
+            "dropped_a": _counts(self.drops_a),
+            "dropped_b": _counts(self.drops_b),
+            "experts_changed": missing(strip[0] == 1, strip[0] < 0),
+            "dropped_a_only": missing(strip[1] == 1, strip[1] < 0),
+            "dropped_b_only": missing(strip[2] == 1, strip[2] < 0),
+            "not_recorded": not_recorded({"logits": unrecorded}),
         }
+
+
+def _counts(values: np.ndarray) -> np.ma.MaskedArray:
+    """Counts held as floats (NaN past a row's end) as integers, empty where NaN."""
+    gone = np.isnan(values)
+    return missing(np.where(gone, 0, values).astype(np.int64), gone)
+
+
+def logits_recorded(row: RowTrace) -> np.ndarray:
+    """[T] whether `row` holds next-token logits at each position: top-k logits leave a position out
+    with MISSING ids (a serving engine's, the prompt's), full logits hold every position."""
+    if row.logits is None:
+        return np.zeros(row.length, dtype=bool)
+    if isinstance(row.logits, TopLogits):
+        return np.asarray(row.logits.index[:, 0]) >= 0
+    return np.ones(row.length, dtype=bool)
+
+
+#: The pair table's columns after its context: one row per position.
+COLUMNS = (
+    POSITION, GENERATED,
+    Column("token_id_a", INTEGER, "A's token id at the position", empty="past the end of A's row"),
+    Column("token_a", TEXT, "display text of A's token (as token)", empty="past the end of A's row"),
+    Column("token_id_b", INTEGER, "B's token id at the position", empty="past the end of B's row"),
+    Column("token_b", TEXT, "display text of B's token (as token)", empty="past the end of B's row"),
+    Column("compared", BOOLEAN, "the position is compared: it lies before t*, where both runs read the "
+                                "same tokens"),
+    Column("kl", NUMBER, "KL(P_A || P_B) of the next-token distributions after the token (with top-k "
+                         "logits a lower bound: see exact_logits)", unit="nats",
+           empty="not compared, or the next-token logits were not recorded there (see not_recorded)"),
+    Column("max_logit_difference", NUMBER, "max |logit difference| of the next-token logits over the "
+                                           "vocabulary (with top-k logits over the ids both runs kept, a "
+                                           "lower bound)", unit="logit",
+           empty="not compared, the next-token logits were not recorded there, or the top-k lists share "
+                 "no id"),
+    Column("logit_margin_a", NUMBER, "A's top-1 minus top-2 next-token logit", unit="logit",
+           empty="not compared, or the next-token logits were not recorded there"),
+    Column("dropped_a", INTEGER, "A's dropped candidates at the position over all MoE layers",
+           empty="past the end of A's row"),
+    Column("dropped_b", INTEGER, "B's dropped candidates at the position over all MoE layers",
+           empty="past the end of B's row"),
+    Column("experts_changed", BOOLEAN, "the chosen experts differ at the MoE layer shown (layer)",
+           empty="not compared"),
+    Column("dropped_a_only", BOOLEAN, "an expert both runs chose was dropped in A and kept in B, at the "
+                                      "layer shown", empty="not compared"),
+    Column("dropped_b_only", BOOLEAN, "an expert both runs chose was dropped in B and kept in A, at the "
+                                      "layer shown", empty="not compared"),
+    NOT_RECORDED,
+)
 
 
 def _num(x: float) -> str:
@@ -295,6 +371,7 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         logit_margin=_pad(curves.logit_margin, T),
         drops_a=_pad(drops(a.expert, a.kept).sum(axis=0).astype(np.float64), T),
         drops_b=_pad(drops(b.expert, b.kept).sum(axis=0).astype(np.float64), T),
+        logits_recorded=_pad(logits_recorded(a)[:C] & logits_recorded(b)[:C], T, False),
         text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
         verdict=verdict, cause=cause,
         cause_model_layer=model_layer(moe_layers, cause_layer) if cause_layer >= 0 else None,

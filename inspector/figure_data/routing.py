@@ -13,10 +13,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.table import (
+    BOOLEAN,
+    INTEGER,
+    NOT_RECORDED,
+    NUMBER,
+    POSITION_COLUMNS,
+    Column,
+    missing,
+    not_recorded,
+)
 from inspector.figure_data.tokens import token_labels
 from traces.analysis.displacement import capacity_text
 from traces.analysis.layers import model_layer
 from traces.analysis.rows import RowTrace
+from traces.schema import DROPLESS_CAPACITY
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -67,24 +78,63 @@ class RoutingData:
         return t.astype(np.int64), self.expert[t, k].astype(np.int64)
 
     def to_columns(self) -> dict[str, np.ndarray]:
-        """One row per (position, expert): the table a CSV export writes."""
+        """One row per (position, expert): the values of `COLUMNS`."""
         E, T = self.probs.shape
-        pos = np.repeat(np.arange(T), E)
-        exp = np.tile(np.arange(E), T)
-        choice = np.full((T, E), -1, dtype=np.int64)
-        kept = np.zeros((T, E), dtype=bool)
-        for k in range(self.expert.shape[1]):
-            choice[np.arange(T), self.expert[:, k]] = k
-            kept[np.arange(T), self.expert[:, k]] = self.kept[:, k]
+        t, k = np.nonzero(self.expert >= 0)  # every chosen candidate
+        e = self.expert[t, k]
+        chosen, kept = np.zeros((T, E), dtype=bool), np.zeros((T, E), dtype=bool)
+        choice, slot = np.zeros((T, E), np.int64), np.zeros((T, E), np.int64)
+        gate = np.zeros((T, E), self.gate.dtype)
+        chosen[t, e], choice[t, e], kept[t, e] = True, k + 1, self.kept[t, k]
+        gate[t, e], slot[t, e] = self.gate[t, k], self.slot[t, k]
+        no_router = np.full((T, E), not self.probabilities)
+        no_gate, no_slot = chosen & np.isnan(gate), chosen & (slot < 0)
+        capacity = np.repeat(self.capacity, E)
         return {
-            "position": pos,
+            "position": np.repeat(np.arange(T), E),
+            "generated": np.repeat(np.arange(T) >= self.prompt_len, E),
+            "token_id": np.repeat(np.asarray(self.tokens, dtype=np.int64), E),
             "token": np.repeat(np.array(self.labels, dtype=object), E),
-            "expert": exp,
-            "probability": self.probs.T.reshape(-1),
-            "choice": choice.reshape(-1),
-            "kept": kept.reshape(-1) & (choice.reshape(-1) >= 0),
-            "dropped": ~kept.reshape(-1) & (choice.reshape(-1) >= 0),
+            "expert": np.tile(np.arange(E), T),
+            "probability": missing(self.probs.T, no_router).reshape(-1),
+            "choice": missing(choice, ~chosen).reshape(-1),
+            "kept": (chosen & kept).reshape(-1),
+            "dropped": (chosen & ~kept).reshape(-1),
+            "gate": missing(gate, ~chosen | no_gate).reshape(-1),
+            "slot": missing(slot, ~chosen | no_slot).reshape(-1),
+            "step": np.repeat(self.step, E),
+            "group": np.repeat(self.group, E),
+            "capacity": missing(capacity, capacity < 0),
+            "dropless": capacity == DROPLESS_CAPACITY,
+            "not_recorded": not_recorded({"routing/router_logits": no_router.reshape(-1),
+                                          "routing/gate": no_gate.reshape(-1),
+                                          "routing/slot": no_slot.reshape(-1)}),
         }
+
+
+#: The routing table's columns after its context: one row per (position, expert).
+COLUMNS = (
+    *POSITION_COLUMNS,
+    Column("expert", INTEGER, "expert id"),
+    Column("probability", NUMBER, "router probability of the expert for the token (softmax of the "
+                                  "router logits, float32)",
+           empty="the run's router logits were not recorded"),
+    Column("choice", INTEGER, "the expert's rank among the token's chosen experts (1 = first choice)",
+           empty="the expert was not chosen for the token"),
+    Column("kept", BOOLEAN, "the expert was chosen for the token and computed it"),
+    Column("dropped", BOOLEAN, "the expert was chosen for the token but refused it: its queue was full "
+                               "(slot >= capacity)"),
+    Column("gate", NUMBER, "weight of the expert's output in the token's sum (0 when dropped)",
+           empty="the expert was not chosen, or the run's gates were not recorded"),
+    Column("slot", INTEGER, "the candidate's place in the expert's queue within its group (0 = first)",
+           empty="the expert was not chosen, or the run's slots were not recorded"),
+    Column("step", INTEGER, "forward step that routed the token (0 = the prompt's)"),
+    Column("group", INTEGER, "the token's capacity group within its step"),
+    Column("capacity", INTEGER, "capacity of the token's group: candidates each expert keeps",
+           empty="the group has no capacity (dropless) or its capacity is unknown"),
+    Column("dropless", BOOLEAN, "the token's group keeps every candidate (no capacity)"),
+    NOT_RECORDED,
+)
 
 
 def routing_figure_data(row: RowTrace, layer: int, *, vocab: Sequence[str], capacity: np.ndarray,

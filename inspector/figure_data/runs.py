@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.cause_columns import COLUMNS as CAUSE_COLUMNS
+from inspector.figure_data.cause_columns import CauseEvent, cause_fields
 from inspector.figure_data.divergence_source import RunChoice, find_record
+from inspector.figure_data.table import INTEGER, RUN, TEXT, Column, column_values, missing
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis import BranchNode, ExplainRecord, RequestAnalysis, analyse_request
 from traces.analysis.cause_table import colour, meaning, settles
 from traces.analysis.divergence import leaves
 from traces.analysis.explain_table import summarize_causes
-from traces.analysis.proof import NO_PROOF
 from traces.schema import MISSING
 
 
@@ -78,8 +80,8 @@ class RunsData:
     run_causes: tuple[str, ...]    # [N] cause shown per run ('identical' for runs that agree)
     run_confirmed: tuple[bool, ...]  # [N]
     n_divergent: int
-    run_events: tuple[str, ...] = ()  # [N] the proven event ('proven at position 31, layer 0') or
-                                      # 'first difference (no proof yet)'; '' for runs that agree
+    run_events: tuple[CauseEvent | None, ...] = ()  # [N] the event each run's cause points at (None
+                                                    # for runs that agree)
 
     @property
     def n_runs(self) -> int:
@@ -106,7 +108,7 @@ class RunsData:
             lines.append("the reference run")
         elif self.t_star[r] >= 0:
             confirmed = " (confirmed by counterfactual)" if self.run_confirmed[r] else ""
-            event = f", {self.run_events[r]}" if self.run_events and self.run_events[r] else ""
+            event = f", {self.run_events[r].describe()}" if self.run_events and self.run_events[r] else ""
             lines.append(f"first differs from the reference at position {int(self.t_star[r])}; cause "
                          f"{self.run_causes[r]}{confirmed}{event}")
         else:
@@ -117,20 +119,39 @@ class RunsData:
         return "\n".join(lines)
 
     def to_columns(self) -> dict[str, np.ndarray]:
-        """One row per run: the table a CSV export writes."""
-        # A run that never diverges has no cause (its verdict's label is for the figure).
-        causes = [c if t >= 0 else "" for c, t in zip(self.run_causes, self.t_star, strict=True)]
+        """One row per run: the values of `COLUMNS`."""
+        events = self.run_events or (None,) * self.n_runs
+        fields = [cause_fields(bool(t >= 0), c, k, e) for t, c, k, e in
+                  zip(self.t_star, self.run_causes, self.run_confirmed, events, strict=True)]
+        fields = [{**f, "cause_meaning": meaning(f["cause"]) if f["cause"] else None} for f in fields]
         return {
             "run": np.array([c.run for c in self.choices], dtype=object),
-            "row": np.array([c.row for c in self.choices]),
-            "condition": np.array([c.condition for c in self.choices], dtype=object),
-            "completion": self.labels,
-            "t_star": self.t_star,
-            "cause": np.array(causes, dtype=object),
-            "cause_meaning": np.array([meaning(c) for c in causes], dtype=object),
-            "confirmed": np.array(self.run_confirmed),
-            "cause_event": np.array(list(self.run_events) or [""] * self.n_runs, dtype=object),
+            "row": np.array([c.row for c in self.choices], dtype=np.int64),
+            "condition": missing(np.array([c.condition for c in self.choices], dtype=object),
+                                 [not c.condition for c in self.choices]),
+            "completion": np.asarray(self.labels, dtype=np.int64),
+            "t_star": missing(self.t_star, self.t_star < 0),
+            **{c.name: column_values([f[c.name] for f in fields], c) for c in _CAUSE_COLUMNS},
         }
+
+
+#: The cause's columns of the runs table: the cause, its meaning, then where its event is.
+_CAUSE_COLUMNS = (CAUSE_COLUMNS[0],
+                  Column("cause_meaning", TEXT, "what the cause means, in the words of the table of causes",
+                         empty="the run does not diverge"),
+                  *CAUSE_COLUMNS[1:])
+
+#: The runs table's columns after its context: one row per run.
+COLUMNS = (
+    RUN,
+    Column("row", INTEGER, "batch row of the run holding the request"),
+    Column("condition", TEXT, "the run's condition (what was varied)", empty="the run has no condition"),
+    Column("completion", INTEGER, "id of the run's completion among the distinct ones (0 = the most "
+                                  "common)"),
+    Column("t_star", INTEGER, "t*: first position where the run's tokens leave the reference's",
+           empty="the run gives the reference's tokens"),
+    *_CAUSE_COLUMNS,
+)
 
 
 def completion_clusters(tree: BranchNode, labels: np.ndarray, n_new: int) -> tuple[np.ndarray, np.ndarray]:
@@ -197,9 +218,10 @@ def first_split_text(analysis: RequestAnalysis) -> str:
 
 
 def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], choices: Sequence[RunChoice],
-                ) -> tuple[tuple[CauseRow, ...], tuple[str, ...], tuple[bool, ...], str, tuple[str, ...]]:
+                ) -> tuple[tuple[CauseRow, ...], tuple[str, ...], tuple[bool, ...], str,
+                           tuple[CauseEvent | None, ...]]:
     """Rows of the cause table, the cause and confirmation shown per run, the summary line, and per
-    run the proven event (or 'first difference (no proof yet)').
+    run the event its cause points at (the proof's, else the first difference; None: no divergence).
 
     A run's record must compare it with the same reference run; its confirmed cause replaces the guess.
     """
@@ -212,12 +234,11 @@ def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], cho
         confirmed.append(settled and v.diverged and settles(record.confirmed_cause))
         proven.append(bool(confirmed[-1] and record.proven))
         if not v.diverged:
-            events.append("")
+            events.append(None)
         elif proven[-1]:
-            size = f" ({record.proof_size} events, minimal set)" if record.proof_size > 1 else ""
-            events.append(f"proven at position {record.proof_position}, layer {record.proof_layer}{size}")
+            events.append(CauseEvent(record.proof_position, record.proof_layer, record.proof_size))
         else:
-            events.append(NO_PROOF)
+            events.append(CauseEvent(v.position, v.layer))
     diverged = [v.diverged for v in analysis.verdicts]
     summary = summarize_causes(causes, diverged)
 

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.table import (
+    INTEGER,
+    NOT_RECORDED,
+    NUMBER,
+    POSITION_COLUMNS,
+    Column,
+    finite,
+    not_recorded,
+)
 from inspector.figure_data.tokens import display_token, token_text
 from traces.analysis.measures import drops, router_margin
 from traces.analysis.rows import RowTrace
@@ -36,6 +45,7 @@ class TextData:
     row: int
     request: int
     texts: list[str]          # [T] display text of each token (spaces kept, line breaks shown)
+    tokens: np.ndarray        # [T] token ids
     prompt_len: int
     n_candidates: int         # K, candidates per token per layer
     drops: np.ndarray         # [L, T] dropped candidates per layer
@@ -86,16 +96,36 @@ class TextData:
             f"smallest router margin {self.margin[worst, t]:.3g} (logit gap) at layer {worst}",
         ])
 
-    def to_columns(self) -> dict[str, np.ndarray]:
-        """One row per position: the table a CSV export writes."""
+    def to_columns(self, mode: str = SHADE_MODES[0], layer: int = 0) -> dict[str, np.ndarray]:
+        """One row per position, shaded in `mode` of `SHADE_MODES` (at `layer`): the values of `COLUMNS`."""
         T = self.n_positions
+        no_router = np.isnan(self.margin).all(axis=0)  # [T] the run's router logits not recorded
+        shade, _ = self.shade(mode, layer)
         return {
             "position": np.arange(T),
-            "token": np.array(self.texts, dtype=object),
             "generated": np.arange(T) >= self.prompt_len,
+            "token_id": np.asarray(self.tokens, dtype=np.int64),
+            "token": np.array(self.texts, dtype=object),
             "dropped_all_layers": self.drops.sum(axis=0),
-            "smallest_router_margin": self.smallest_margin,
+            "smallest_router_margin": finite(self.smallest_margin),
+            "shade": finite(np.asarray(shade, dtype=np.float64)),
+            "not_recorded": not_recorded({"routing/router_logits": no_router}),
         }
+
+
+#: The text table's columns after its context: one row per position.
+COLUMNS = (
+    *POSITION_COLUMNS,
+    Column("dropped_all_layers", INTEGER, "the token's dropped candidates over all MoE layers"),
+    Column("smallest_router_margin", NUMBER, "smallest router margin over the MoE layers: the gap between "
+                                             "the router logits of the K-th and (K+1)-th expert",
+           unit="logit", empty="the run's router logits were not recorded, or every expert is chosen "
+                               "(no (K+1)-th expert)"),
+    Column("shade", NUMBER, "the strip's shade of the token in the mode shade_by names, from 0 (none) to 1 "
+                            "(strongest)",
+           empty="shade_by is margin and the run's router logits were not recorded"),
+    NOT_RECORDED,
+)
 
 
 def text_figure_data(row: RowTrace, *, vocab: Sequence[str]) -> TextData:
@@ -103,7 +133,8 @@ def text_figure_data(row: RowTrace, *, vocab: Sequence[str]) -> TextData:
     K = row.kept.shape[-1]
     return TextData(
         run=row.run, row=row.row, request=row.request,
-        texts=[display_token(token_text(vocab, int(i))) for i in row.tokens], prompt_len=row.prompt_len,
+        texts=[display_token(token_text(vocab, int(i))) for i in row.tokens], tokens=np.asarray(row.tokens),
+        prompt_len=row.prompt_len,
         n_candidates=K, drops=drops(row.expert, row.kept).astype(np.int64),
         margin=router_margin(row.router_logits, K).astype(np.float64),
     )

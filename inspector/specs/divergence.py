@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from inspector.figure_data.cause_columns import COLUMNS as CAUSE_COLUMNS
+from inspector.figure_data.cause_columns import (
+    FIRST_DIFFERENCE,
+    CauseEvent,
+    cause_fields,
+    first_difference_fields,
+)
 from inspector.figure_data.divergence_source import (
     DivergenceSource,
     RunChoice,
     table_reference,
 )
+from inspector.figure_data.pair import COLUMNS as PAIR_COLUMNS
+from inspector.figure_data.runs import COLUMNS as RUNS_COLUMNS
 from inspector.figure_data.runs import runs_figure_data
+from inspector.figure_data.table import BOOLEAN, INTEGER, REQUEST, TEXT, Column, TableSpec
 from inspector.specs.selection import Selection, SelectionError, in_range, with_context
 from traces.analysis.reference import reference_index
 
@@ -115,26 +125,53 @@ def read_runs(trace, sel: Selection):
     return data
 
 
-def pair_columns(data, sel: Selection) -> dict[str, np.ndarray]:
-    v = data.verdict
-    position, layer = data.cause_event
-    has_layer = layer >= 0 and data.cause_model_layer is not None
-    # The cause event's own layer, whatever layer the figure shows ("" when it has none): the proven
-    # cause's lead event, else the first difference ("proven" says which).
+def _pair_values(data, sel: Selection) -> dict[str, np.ndarray]:
+    cause = data.cause
+    position, layer = cause.event
+    event = CauseEvent(position, layer, len(cause.cells) if cause.proven else 0)
+    fields = cause_fields(data.verdict.diverged, cause.cause, cause.confirmed, event)
+    # The cause event's own layer, whatever layer the figure shows: the proven cause's lead event, else
+    # the first difference ("proven" says which).
     context = {"request": data.request, "run_a": data.run_a, "row_a": data.a.row, "run_b": data.run_b,
                "row_b": data.b.row, "layer": data.layer, "model_layer": data.model_layer,
-               "t_star": data.t_star, "cause": data.cause.cause if v.diverged else "",
-               "proven": ("yes" if data.cause.proven else "no") if v.diverged else "",
-               "cause_position": str(position) if position >= 0 else "",
-               "cause_layer": str(layer) if has_layer else "",
-               "cause_model_layer": str(data.cause_model_layer) if has_layer else ""}
+               "exact_logits": data.exact_logits, "t_star": data.t_star if data.t_star >= 0 else None,
+               **fields,
+               "cause_model_layer": data.cause_model_layer if fields["cause_layer"] is not None else None,
+               **first_difference_fields(data.verdict)}
     return in_range(with_context(context, data.to_columns()), sel)
 
 
-def runs_columns(data, sel: Selection) -> dict[str, np.ndarray]:
+def _runs_values(data, sel: Selection) -> dict[str, np.ndarray]:
     context = {"request": data.request, "reference": data.reference_run, "n_new": data.n_new,
                "n_unique": data.n_unique}
     return with_context(context, data.to_columns())
+
+
+pair_columns = TableSpec(
+    (REQUEST,
+     Column("run_a", TEXT, "run A, the reference"),
+     Column("row_a", INTEGER, "batch row of run A holding the request"),
+     Column("run_b", TEXT, "run B, compared with A"),
+     Column("row_b", INTEGER, "batch row of run B holding the request"),
+     Column("layer", INTEGER, "MoE layer shown (the experts_changed, dropped_a_only and dropped_b_only "
+                              "columns)"),
+     Column("model_layer", INTEGER, "the model's own number of that MoE layer"),
+     Column("exact_logits", BOOLEAN, "both runs hold full next-token logits (false: a run holds top-k "
+                                     "logits, and kl and max_logit_difference are lower bounds)"),
+     Column("t_star", INTEGER, "t*: first position where B's tokens leave A's",
+            empty="B gives A's tokens over the positions compared"),
+     *CAUSE_COLUMNS,
+     Column("cause_model_layer", INTEGER, "the model's own number of cause_layer", empty="cause_layer is "
+                                                                                         "empty"),
+     *FIRST_DIFFERENCE, *PAIR_COLUMNS),
+    "one row per position", _pair_values)
+runs_columns = TableSpec(
+    (REQUEST,
+     Column("reference", TEXT, "the reference run every run is compared with"),
+     Column("n_new", INTEGER, "new tokens compared (the shortest completion's)"),
+     Column("n_unique", INTEGER, "U(N): distinct completions among the runs"),
+     *RUNS_COLUMNS),
+    "one row per run", _runs_values)
 
 
 def pair_stem(data) -> list[object]:

@@ -9,12 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from inspector.figure_data.layers import COLUMNS as LAYERS_COLUMNS
 from inspector.figure_data.layers import read_layers as read_layers_data
+from inspector.figure_data.load import COLUMNS as LOAD_COLUMNS
 from inspector.figure_data.load import load_data
+from inspector.figure_data.routing import COLUMNS as ROUTING_COLUMNS
 from inspector.figure_data.routing import read_routing as read_routing_data
+from inspector.figure_data.table import (
+    INTEGER,
+    LAYER,
+    MODEL_LAYER,
+    REQUEST,
+    ROW,
+    RUN,
+    TEXT,
+    Column,
+    TableSpec,
+)
+from inspector.figure_data.text import COLUMNS as TEXT_COLUMNS
 from inspector.figure_data.text import SHADE_MODES
 from inspector.figure_data.text import read_text as read_text_data
 from inspector.specs.selection import (
+    SHADE_BY_NAME,
     Selection,
     SelectionError,
     check_layer,
@@ -67,30 +83,48 @@ def read_load(trace, sel: Selection):
 
 # -- tables -----------------------------------------------------------------------------------------
 
-def routing_columns(data, sel: Selection) -> dict[str, np.ndarray]:
+def _routing_values(data, sel: Selection) -> dict[str, np.ndarray]:
     context = {"run": data.run, "request": data.request, "row": data.row, "layer": data.layer,
                "model_layer": data.model_layer}
     return in_range(with_context(context, data.to_columns()), sel)
 
 
-def layers_columns(data, sel: Selection) -> dict[str, np.ndarray]:
+def _layers_values(data, sel: Selection) -> dict[str, np.ndarray]:
     context = {"run": data.run, "request": data.request, "row": data.row}
-    columns = data.to_columns()
-    columns["model_layer"] = np.asarray(data.model_layers)[columns["layer"]]
-    return in_range(with_context(context, columns), sel)
+    return in_range(with_context(context, data.to_columns()), sel)
 
 
-def text_columns(data, sel: Selection) -> dict[str, np.ndarray]:
-    context = {"run": data.run, "request": data.request, "row": data.row}
-    columns = data.to_columns()
-    shade, _ = data.shade(sel.shade, sel.layer)
-    columns["shade"] = np.asarray(shade, dtype=np.float64)
-    return with_context(context, columns)
+def _text_values(data, sel: Selection) -> dict[str, np.ndarray]:
+    by = next(name for name, mode in SHADE_BY_NAME.items() if mode == sel.shade)
+    context = {"run": data.run, "request": data.request, "row": data.row, "shade_by": by,
+               "shade_layer": sel.layer if sel.shade == SHADE_BY_NAME["layer-drops"] else None}
+    return with_context(context, data.to_columns(sel.shade, sel.layer))
 
 
-def load_columns(data, sel: Selection) -> dict[str, np.ndarray]:
+def _load_values(data, sel: Selection) -> dict[str, np.ndarray]:
     context = {"run": data.run, "step": data.step, "layer": data.layer, "group": data.group}
     return with_context(context, data.to_columns())
+
+
+ROW_CONTEXT = (RUN, REQUEST, ROW)
+routing_columns = TableSpec((*ROW_CONTEXT, LAYER, MODEL_LAYER, *ROUTING_COLUMNS),
+                            "one row per (position, expert)", _routing_values)
+layers_columns = TableSpec((*ROW_CONTEXT, *LAYERS_COLUMNS), "one row per (layer, position)", _layers_values)
+text_columns = TableSpec(
+    (*ROW_CONTEXT,
+     Column("shade_by", TEXT, "what the shade column shows (--shade): drops (dropped candidates over all "
+                              "layers), layer-drops (at shade_layer), margin (smallest router margin)"),
+     Column("shade_layer", INTEGER, "MoE layer of the layer-drops shading", empty="shade_by is not "
+                                                                                   "layer-drops"),
+     *TEXT_COLUMNS),
+    "one row per position", _text_values)
+load_columns = TableSpec(
+    (RUN,
+     Column("step", INTEGER, "forward step shown (0 = the prompt's)"),
+     LAYER,
+     Column("group", INTEGER, "capacity group shown within the step"),
+     *LOAD_COLUMNS),
+    "one row per (batch row, expert)", _load_values)
 
 
 # -- file stems -------------------------------------------------------------------------------------

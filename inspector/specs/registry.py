@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
+from inspector.figure_data.table import Table, TableError, TableSpec
 from inspector.specs import divergence, figures
 from inspector.specs.selection import Selection, SelectionError
 from traces import TraceError
@@ -35,7 +34,8 @@ class ViewSpec:
     read: Callable[[Any, Selection], Any]          # (open trace, selection) -> figure data
     figure: str                                    # builder (layout, style, data, selection, fit): a
                                                    # name in DRAW_MODULE, or "module:name"
-    columns: Callable[[Any, Selection], dict[str, np.ndarray]]   # the table behind the figure
+    columns: TableSpec                             # the table behind the figure: its declared columns
+                                                   # and their values (data, selection) -> Table
     stem: Callable[[Any], list[object]]            # what the file name says after the view's name
     options: tuple[str, ...] = ()                  # Selection fields the view reads
     inches: tuple[float, float] = (10.0, 5.0)      # usual page (width, height) in inches
@@ -107,9 +107,12 @@ class Export:
     def spec(self) -> ViewSpec:
         return SPECS[self.view]
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """The table behind the figure (one array per column, equal lengths)."""
-        return self.spec.columns(self.data, self.selection)
+    def columns(self) -> Table:
+        """The table behind the figure: its declared columns and one array per column."""
+        table = self.spec.columns(self.data, self.selection)
+        if not isinstance(table, Table):
+            raise TableError(f"the {self.view} view declares no columns (its columns must be a TableSpec)")
+        return table
 
     def draw(self, layout, style, fit: int = 0):
         """Draw the figure into a `pg.GraphicsLayout` with `style` in layout `fit`; returns the builder."""

@@ -98,10 +98,15 @@ def check_layer(run, layer: int) -> int:
 # -- tables ---------------------------------------------------------------------------------------
 
 def with_context(context: Mapping[str, object], columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`columns` preceded by constant columns naming what they belong to (run, row, layer...)."""
+    """`columns` preceded by constant columns naming what they belong to (run, row, layer...); a
+    value None is an empty field."""
     n = len(next(iter(columns.values()))) if columns else 0
-    out = {name: np.full(n, value, dtype=object if isinstance(value, str) else None)
-           for name, value in context.items()}
+    out = {}
+    for name, value in context.items():
+        if value is None:
+            out[name] = np.ma.masked_all(n, dtype=object)
+        else:
+            out[name] = np.full(n, value, dtype=object if isinstance(value, str) else None)
     out.update(columns)
     return out
 
