@@ -8,6 +8,7 @@ import os
 from traces import fingerprint, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
+from traces.route_check import RouteCheck
 
 
 def _size(n: float) -> str:
@@ -53,6 +54,12 @@ def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
         lines.append(f"      kernel mode: {run.attrs['kernel_mode']}")
     if run.not_recorded:
         lines.append(f"      not recorded (by its engine): {', '.join(sorted(run.not_recorded))}")
+        check = run.attrs.get("route_check")
+        lines.append(f"      {RouteCheck.from_attr(check).describe()}" if isinstance(check, dict)
+                     else "      routes not checked against the router")
+    if run.cached_tokens is not None and (run.cached_tokens != 0).any():
+        cached = " ".join("?" if c < 0 else str(int(c)) for c in run.cached_tokens)
+        lines.append(f"      prompt tokens from the prefix cache, per row: {cached}")
     return lines
 
 

@@ -23,7 +23,7 @@ class EngineOutput:
     generated: list[int]  # [G] generated ids
     routed: np.ndarray  # [P + G - 1, L, K] expert ids of every token fed to the model
     logprobs: list[dict[int, float]]  # [G] per generated token: id -> log-probability (top-k + sampled)
-    cached_tokens: int = 0  # prompt tokens served from the prefix cache (their routing is the cache's)
+    cached_tokens: int = 0  # prompt tokens from the prefix cache (routed as the cache's), -1 unknown
 
     def __post_init__(self) -> None:
         expected = len(self.prompt) + len(self.generated) - 1
