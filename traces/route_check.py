@@ -66,11 +66,12 @@ class RouteCheck:
     def refusal(self) -> str:
         """Why these routes cannot be the router's ('' when they can)."""
         if self.repeated or self.out_of_range:
-            what = " and ".join(part for part in (
-                f"{self.repeated} name one expert twice" if self.repeated else "",
-                f"{self.out_of_range} name an expert out of range" if self.out_of_range else "") if part)
-            return (f"of {self.tokens} recorded (layer, token) routes {what} "
-                    f"(e.g. {list(self.example)})")
+            what = "; ".join(part for part in (
+                f"{self.repeated} of {self.tokens} (layer, token) routes name one expert twice"
+                if self.repeated else "",
+                f"{self.out_of_range} of {self.tokens} name an expert out of range" if self.out_of_range
+                else "") if part)
+            return f"{what} (e.g. {list(self.example)})"
         if self.checked and self.agreement < REFUSE_BELOW:
             return (f"only {self.agreement:.1%} of {self.checked} checked (layer, token) routes are the "
                     f"router's top-K in the Hugging Face model ({self.dtype})")
@@ -93,7 +94,7 @@ class RouteCheck:
         text = (f"routes checked on rows {rows}: {self.agreeing} of {self.checked} (layer, token) pairs "
                 f"agree with the router ({self.dtype})")
         if self.near_ties:
-            text += f", {self.near_ties} disagree at near ties"
+            text += f", {self.near_ties} disagree{'s' if self.near_ties == 1 else ''} at a near tie"
         if self.logprob_difference == self.logprob_difference:
             text += f"; log-probabilities differ by up to {self.logprob_difference:.3g}"
         return text

@@ -154,7 +154,8 @@ def run(args, settings, progress: ProgressFn = no_progress):
     engine = start_engine(args, settings)
     reference = rec = None
     try:
-        reference, rec = prepare(args, settings, engine, pool, tokenizer, config)
+        reference, rec = prepare(settings, engine, pool, tokenizer, config,
+                                 route_check=not getattr(args, "no_route_check", False))
         return RECORDERS[settings.experiment](settings, rec, progress)
     except (EngineError, ExperimentError) as exc:
         kept = rec.kept(rec.close()) if rec is not None else "; no trace written"
@@ -168,9 +169,9 @@ def run(args, settings, progress: ProgressFn = no_progress):
         engine.close()
 
 
-def prepare(args, settings, engine, pool: RequestPool, tokenizer, config):
-    """(the route check's reference or None, the recording): the engine's first answer (the probe, one
-    token) checked before any trace is written."""
+def prepare(settings, engine, pool: RequestPool, tokenizer, config, route_check: bool = True):
+    """(the route check's reference or None, the recording) of `settings.experiment` through the
+    started `engine`: its first answer (the probe, one token) checked before any trace is written."""
     from model.hf.families import family_of
     from model.hf.moe_layers import engine_rows
     from model.vllm.route_check import RouterReference
@@ -181,11 +182,11 @@ def prepare(args, settings, engine, pool: RequestPool, tokenizer, config):
     try:
         layers = engine_rows(config, first.routed.shape[1])
     except ValueError as exc:
-        raise ExperimentError(f"--engine {args.engine}: {exc}") from None
+        raise ExperimentError(f"--engine {engine.name}: {exc}") from None
     served = engine.settings()
     n_experts = family_of(config.model_type).num_experts(config)
     reference = None
-    if not getattr(args, "no_route_check", False):
+    if route_check:
         reference = RouterReference(settings.hf_model, served["dtype"])
         check = reference.check(run_arrays([first], 1, LOGPROBS, layers=layers), 0, settings.seed, n_experts)
         try:

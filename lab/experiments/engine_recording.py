@@ -42,7 +42,8 @@ def refuse_unless_routed(check, settings: dict, what: str) -> None:
     """RoutesRefused naming the likely cause when `check` (a RouteCheck, or None: not checked) refuses."""
     reason = check.refusal() if check is not None else ""
     if reason:
-        raise RoutesRefused(f"--engine {settings['name']}: {what}: {reason}; {likely_cause(settings)}")
+        raise RoutesRefused(f"--engine {settings['name']}: the routes of {what} cannot be the router's: "
+                            f"{reason}; {likely_cause(settings)}")
 
 
 class EngineRecording:

@@ -53,8 +53,7 @@ def from_completion_choice(prompt: list[int], choice: dict, cached_tokens: int =
     """An `EngineOutput` from one `choices[i]` of `/v1/completions` asked with token-id prompts,
     `logprobs` and `return_tokens_as_token_ids` (tokens come as `token_id:123`)."""
     if not choice.get("routed_experts"):
-        raise ValueError("the server returned no routed experts: start it with "
-                         "--enable-return-routed-experts")
+        raise ValueError("no routed experts came back: start the server with --enable-return-routed-experts")
     lp = choice.get("logprobs") or {}
     generated = [_token_id(t) for t in lp.get("tokens") or []]
     tops = lp.get("top_logprobs") or []

@@ -39,6 +39,10 @@ class ReplyError(EngineError):
     """The address answered, but not as a vLLM server does (an HTTP error, a reply that is not JSON)."""
 
 
+class Unreachable(EngineError):
+    """The address did not answer, or stopped answering (its reason, e.g. 'Connection refused')."""
+
+
 class ServerEngine:
     """The server at `url` serving the folder `model`; `generate` sends one composition as concurrent
     requests. `dtype` is the caller's statement of the server's dtype (checked when the server shows
@@ -84,8 +88,7 @@ class ServerEngine:
         except urllib.error.HTTPError as exc:
             raise ReplyError(f"{self.url}{path}: HTTP {exc.code}{_error_detail(exc)}") from None
         except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise EngineError(f"{self.url}{path}: {reason}") from None
+            raise Unreachable(str(getattr(exc, "reason", None) or exc)) from None
         if text:
             return raw.decode(errors="replace")
         try:
@@ -103,6 +106,8 @@ class ServerEngine:
             return dict(models[0])
         except ReplyError as exc:
             raise EngineError(f"{self.url} is not a vLLM server ({exc})") from None
+        except Unreachable as exc:
+            raise EngineError(f"no server answers at {self.url} ({exc})") from None
         except (KeyError, TypeError, IndexError, ValueError):
             raise EngineError(f"{self.url} is not a vLLM server (its /v1/models lists no model)") from None
 
@@ -145,7 +150,10 @@ class ServerEngine:
         body = {"model": self.model, "prompt": list(prompt), "max_tokens": max_new_tokens + 1,
                 "temperature": 0.0, "logprobs": self.logprobs, "ignore_eos": True, "stream": False,
                 "return_tokens_as_token_ids": True}
-        reply = self._request("/v1/completions", body, TIMEOUT_S)
+        try:
+            reply = self._request("/v1/completions", body, TIMEOUT_S)
+        except Unreachable as exc:
+            raise EngineError(f"the server at {self.url} stopped answering ({exc})") from None
         try:
             details = (reply.get("usage") or {}).get("prompt_tokens_details")
             cached = -1 if details is None else int(details.get("cached_tokens") or 0)
