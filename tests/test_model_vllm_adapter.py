@@ -42,13 +42,13 @@ def engine_attrs(name: str, outputs: list[EngineOutput], **extra) -> dict:
     """The run attributes `lab.experiments.engine_recording` writes, with a passing route check."""
     arrays = run_arrays(outputs, 6, 4)
     tokens, repeated, out, example = structure(arrays["routing/expert"], 8)
-    check = RouteCheck(rows=(0,), checked=tokens, agreeing=tokens, near_ties=0, tokens=tokens, repeated=repeated,
-                       out_of_range=out, example=example, dtype="float32", seed=0)
-    return {"request_ids": np.arange(len(outputs), dtype=np.int32), "probe_row": 0, "batch_size": len(outputs),
-            "max_new_tokens": 6, "label": name, "condition": "engine", "experiment": "example", "routing": {},
-            "kernel_mode": "native", "seed": 0, "wall_time_s": 0.1, "not_recorded": list(ENGINE_NOT_RECORDED),
-            "topk_values": "log_probs", "cached_tokens": cached_tokens(outputs), "route_check": check.to_attr(),
-            **extra}
+    check = RouteCheck(rows=(0,), checked=tokens, agreeing=tokens, near_ties=0, tokens=tokens,
+                       repeated=repeated, out_of_range=out, example=example, dtype="float32", seed=0)
+    return {"request_ids": np.arange(len(outputs), dtype=np.int32), "probe_row": 0,
+            "batch_size": len(outputs), "max_new_tokens": 6, "label": name, "condition": "engine",
+            "experiment": "example", "routing": {}, "kernel_mode": "native", "seed": 0, "wall_time_s": 0.1,
+            "not_recorded": list(ENGINE_NOT_RECORDED), "topk_values": "log_probs",
+            "cached_tokens": cached_tokens(outputs), "route_check": check.to_attr(), **extra}
 
 
 @pytest.fixture(scope="module")

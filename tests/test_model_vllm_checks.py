@@ -16,7 +16,7 @@ from test_model_vllm_adapter import GENERATED, META, PROMPT, _output, engine_att
 from inspector.cli import main
 from inspector.figure_data.pair import ROUTER_LOGITS, WEIGHTS, difference_kinds
 from model.vllm.arrays import run_arrays
-from traces import TraceError, TraceWriter, open_trace, validate
+from traces import TraceError, TraceWriter, open_trace
 from traces.analysis import pair_curves
 from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.rows import RowTrace
@@ -40,7 +40,7 @@ def test_structure_counts_repeated_and_out_of_range_experts():
 
 
 def test_compare_counts_agreement_and_near_ties():
-    z = np.array([[[3.0, 2.0, 1.0, 0.0], [1.0, 1.0 + 2 ** -8, 0.0, 5.0], [0.0, 1.0, 2.0, 3.0]]])  # [L=1, T=3, E=4]
+    z = np.array([[[3.0, 2.0, 1.0, 0.0], [1.0, 1.0 + 2 ** -8, 0.0, 5.0], [0.0, 1.0, 2.0, 3.0]]])  # [L, T, E]
     recorded = np.array([[[1, 0], [0, 3], [0, 1]]])  # agrees; swapped at a near tie; wrong
     assert compare(recorded, z, "bfloat16") == (3, 1, 1)  # 2^-8 at scale 5 is within 8 bf16 epsilons
     assert compare(recorded, z, "float32") == (3, 1, 0)  # far beyond 8 float32 epsilons
@@ -114,7 +114,8 @@ def test_a_loop_and_an_engine_compare_as_log_probabilities():
     curves = pair_curves(loop, engine)
     hand = np.abs((loop.logits.value - 8.4) - engine.logits.value).max(axis=-1)  # log-probabilities
     np.testing.assert_allclose(curves.max_logit_diff, hand, atol=1e-6)
-    assert curves.values == "log-probability" and np.nanmax(curves.max_logit_diff) == pytest.approx(0.03, 1e-5)
+    assert curves.values == "log-probability"
+    assert np.nanmax(curves.max_logit_diff) == pytest.approx(0.03, 1e-5)
     verdict, diff = explain_pair_with_differences(loop, engine)
     assert diff.logits is None and "gate" not in diff.compared and "router_logits" not in diff.compared
     assert verdict.cause == "identical" and verdict.root is None
