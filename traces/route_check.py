@@ -127,6 +127,22 @@ class RouteCheck:
         return check
 
 
+def summarize(checks: list[RouteCheck], engine_runs: int) -> str:
+    """One line over a trace's checked runs: how many were checked and how many pairs agree."""
+    if not checks:
+        return f"routes: none of {engine_runs} engine runs checked against the router"
+    checked, agreeing = sum(c.checked for c in checks), sum(c.agreeing for c in checks)
+    near = sum(c.near_ties for c in checks)
+    worst = max((c.logprob_difference for c in checks if c.logprob_difference == c.logprob_difference),
+                default=math.nan)
+    text = (f"routes: {len(checks)} of {engine_runs} engine runs checked, {agreeing:,} of {checked:,} "
+            f"(layer, token) pairs agree with the router ({agreeing / max(checked, 1):.2%}, "
+            f"{checks[0].dtype}), {near} disagree at a near tie, {checked - agreeing - near} elsewhere")
+    if worst == worst:
+        text += f"; log-probabilities differ by up to {worst:.3g}"
+    return text
+
+
 def _count(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TypeError(f"field {name!r}: expected a count, found {value!r:.40}")

@@ -8,7 +8,7 @@ import os
 from traces import fingerprint, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
-from traces.route_check import RouteCheck
+from traces.route_check import RouteCheck, summarize
 
 
 def _size(n: float) -> str:
@@ -107,6 +107,7 @@ def describe(trace: Trace) -> str:
     ]
     first = None
     total_raw = total_stored = 0
+    checks, engine_runs = [], 0
     for name in trace.run_names + trace.incomplete_runs:
         try:
             run = trace.run(name)
@@ -115,6 +116,10 @@ def describe(trace: Trace) -> str:
             lines.append(f"  {name}  [{state.upper()}]: {exc.where}: {exc.expected}")
             continue
         lines.extend(_run_lines(run, meta.get("routing"), meta.get("kernel_mode")))
+        if run.not_recorded:
+            engine_runs += 1
+            if isinstance(run.attrs.get("route_check"), dict):
+                checks.append(RouteCheck.from_attr(run.attrs["route_check"]))
         storage = run.storage().values()
         total_raw += sum(r for r, _ in storage)
         total_stored += sum(s for _, s in storage)
@@ -123,6 +128,8 @@ def describe(trace: Trace) -> str:
         lines.extend(_dataset_lines(first))
         ratio = f" (ratio {total_stored / total_raw:.2f})" if total_raw else ""
         lines.append(f"all runs: {_size(total_raw)} as arrays, {_size(total_stored)} on disk{ratio}")
+    if engine_runs:
+        lines.append(summarize(checks, engine_runs))
     tables = trace.table_names
     lines.append(f"tables: {', '.join(tables) if tables else 'none'}")
     return "\n".join(lines)
