@@ -107,7 +107,7 @@ def find_folder(checkpoint: str, trace_path: str | Path) -> Path:
 def probe_rows(trace) -> dict[str, list[tuple[str, np.ndarray, int]]]:
     """Per condition, (run, probe row's tokens, prompt length) of every run that holds the probe."""
     out: dict[str, list[tuple[str, np.ndarray, int]]] = {}
-    conditions = trace.run_conditions()
+    conditions = trace.run_conditions
     for name in trace.run_names:
         run = trace.run(name)
         if run.probe_row >= 0:

@@ -256,8 +256,8 @@ def default_engine(engine):
 def test_engine_against_engine_compares_log_probabilities(default_engine, pool, tmp_path):
     """The probe through the project's loop and through vLLM in one trace, in vLLM's own dtype: the
     side-by-side curve is the log-probability difference (by hand: log-softmax of the loop's logits
-    over the engine's recorded top-k, minus the engine's), small, and nothing speaks of the engine's
-    weights or of bitwise differences it did not record."""
+    over the engine's recorded top-k, minus the engine's), within bfloat16 rounding, and nothing
+    speaks of the engine's weights or of bitwise differences it did not record."""
     from transformers import AutoConfig
 
     from inspector.figure_data.pair import ROUTER_LOGITS, WEIGHTS, compare_rows, difference_kinds
@@ -292,7 +292,10 @@ def test_engine_against_engine_compares_log_probabilities(default_engine, pool, 
             loop_lp = np.einsum("tij,ti->tj", match, mine)
             hand = np.where(shared, np.abs(loop_lp - other.logits.value[P - 1:T]), -np.inf).max(axis=-1)
             np.testing.assert_allclose(curve[P - 1:T], hand, atol=1e-6)
-            assert np.nanmax(curve) <= 0.05, (name, np.nanmax(curve))
+            # A rounding of the loop's bfloat16 logits apart at most (2 ulps at their magnitude, 0.125 at
+            # 8-16), where a logit minus a log-probability measured their log-sum-exp (about 8.4).
+            ulp = 2.0 ** (np.floor(np.log2(np.abs(top.value).max())) - 7)
+            assert np.nanmax(curve) <= 2 * ulp, (name, np.nanmax(curve))
             assert comparison.curves.values == "log-probability" and comparison.differences.logits is None
             kinds = difference_kinds(comparison.differences, T)
             assert not np.isin(kinds, (WEIGHTS, ROUTER_LOGITS)).any()

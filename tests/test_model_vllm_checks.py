@@ -120,7 +120,8 @@ def test_a_loop_and_an_engine_compare_as_log_probabilities():
     assert diff.logits is None and "gate" not in diff.compared and "router_logits" not in diff.compared
     assert verdict.cause == "identical" and verdict.root is None
     text = verdict.describe()
-    assert "bitwise" not in text.split(";")[0] and "weights not recorded by the engine" in text
+    assert "agree bitwise" not in text and "the engine records no router logits or weights" in text
+    assert "log-probabilities compared as values, not bitwise" in text
     kinds = difference_kinds(diff, loop.length)
     assert not np.isin(kinds, (WEIGHTS, ROUTER_LOGITS)).any()  # no "weights" or "router logits only" cell
 

@@ -90,8 +90,8 @@ def _event(v: Verdict) -> str:
                 f"after position {v.position} differs (router logits were not recorded; the recorded "
                 f"log-probability margin says how near the tie was).")
     if v.cause == table.OUTPUT_NUMERIC:
-        return (f"Routing is identical up to the divergence; the next-token {v.values}s first differ at "
-                f"position {v.position}: a numeric difference in the expert or attention reductions.")
+        return (f"Routing is identical up to the divergence; the next-token {plural(v.values)} first differ "
+                f"at position {v.position}: a numeric difference in the expert or attention reductions.")
     if v.cause == table.UNEXPLAINED:
         return (f"The tokens differ at position {v.t_star} but no routing or logit difference "
                 f"precedes it (against {pair}).")
@@ -105,12 +105,16 @@ def agreement(v: Verdict) -> str:
         return "agree bitwise on tokens, routing and logits"
     said = [KIND_WORDS[k] for k in ("expert", "kept", "router_logits", "gate") if k in v.parts]
     unrecorded = [KIND_WORDS[k] for k in ("router_logits", "gate") if k not in v.parts]
-    text = f"agree on tokens, {_and(said)}"
-    if unrecorded:
-        text += f" ({_and(unrecorded)} not recorded by the engine)"
+    notes = [f"the engine records no {' or '.join(unrecorded)}"] if unrecorded else []
     if "logits" not in v.parts:
-        text += f"; their next-token {v.values}s are not compared bitwise (not the same operations)"
-    return text
+        notes.append(f"next-token {plural(v.values)} compared as values, not bitwise")
+    text = f"agree on tokens, {_and(said)}"
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def plural(word: str) -> str:
+    """'logit' -> 'logits', 'log-probability' -> 'log-probabilities'."""
+    return word[:-1] + "ies" if word.endswith("y") else word + "s"
 
 
 def _and(words: list[str]) -> str:
