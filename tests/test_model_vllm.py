@@ -15,6 +15,7 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -361,11 +362,15 @@ def test_the_documented_server_records_true_routing_and_how_it_serves(server, tm
 
 
 def test_server_failures_are_one_line_and_keep_the_complete_runs(server, tmp_path, capsys):
-    """Another model's folder, another dtype, and the server gone mid-recording (through a proxy that
+    """Another model's folder (by its name, or by its tokenizer under the served folder's name),
+    another dtype, and the server gone mid-recording (through a proxy that
     stops answering after five completions: the warm-up, the probe alone, a composition of two, then
     the first row of the next)."""
     other = ROOT / "assets" / "tiny-mixtral"
+    namesake = tmp_path / "mixtral-docs"  # another model under the served folder's name
+    shutil.copytree(other, namesake)
     for extra, message in ((["--model", str(other)], f"serves {str(MODEL)!r}"),
+                           (["--model", str(namesake)], "tokenizes the probe into"),
                            (["--dtype", "float32"], "computes in bfloat16")):
         out = tmp_path / "x.h5"
         assert main([*_server_record(server, out), *extra]) == 2
