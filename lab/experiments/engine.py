@@ -187,7 +187,11 @@ def prepare(settings, engine, pool: RequestPool, tokenizer, config, route_check:
     n_experts = family_of(config.model_type).num_experts(config)
     reference = None
     if route_check:
-        reference = RouterReference(settings.hf_model, served["dtype"])
+        try:
+            reference = RouterReference(settings.hf_model, served["dtype"])
+        except (ValueError, OSError) as exc:  # a model the Hugging Face path cannot load
+            raise ExperimentError(f"--engine {engine.name}: the route check cannot load {settings.hf_model} "
+                                  f"({exc}); --no-route-check records the routes unchecked") from None
         check = reference.check(run_arrays([first], 1, LOGPROBS, layers=layers), 0, settings.seed, n_experts)
         try:
             refuse_unless_routed(check, served, "its first answer (the probe, one token)")
