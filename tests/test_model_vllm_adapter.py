@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from inspector.cli import main
-from model.vllm.arrays import ENGINE_NOT_RECORDED, run_arrays
+from model.vllm.arrays import ENGINE_NOT_RECORDED, cached_tokens, run_arrays
 from model.vllm.outputs import EngineOutput, decode_npy, from_completion_choice
 from traces import TraceWriter, open_trace, validate
 from traces.analysis.causes import explain_pair
 from traces.analysis.rows import row_trace
+from traces.route_check import RouteCheck, structure
 
 MODEL = str(Path(__file__).resolve().parents[1] / "assets" / "mixtral-docs")
 PROMPT = [3, 4, 5, 6]
@@ -37,6 +38,19 @@ def _output(generated=GENERATED, change=None, near_tie_at=None) -> EngineOutput:
     return EngineOutput(PROMPT, list(generated), routed, logprobs)
 
 
+def engine_attrs(name: str, outputs: list[EngineOutput], **extra) -> dict:
+    """The run attributes `lab.experiments.engine_recording` writes, with a passing route check."""
+    arrays = run_arrays(outputs, 6, 4)
+    tokens, repeated, out, example = structure(arrays["routing/expert"], 8)
+    check = RouteCheck(rows=(0,), checked=tokens, agreeing=tokens, near_ties=0, tokens=tokens,
+                       repeated=repeated, out_of_range=out, example=example, dtype="float32", seed=0)
+    return {"request_ids": np.arange(len(outputs), dtype=np.int32), "probe_row": 0,
+            "batch_size": len(outputs), "max_new_tokens": 6, "label": name, "condition": "engine",
+            "experiment": "example", "routing": {}, "kernel_mode": "native", "seed": 0, "wall_time_s": 0.1,
+            "not_recorded": list(ENGINE_NOT_RECORDED), "topk_values": "log_probs",
+            "cached_tokens": cached_tokens(outputs), "route_check": check.to_attr(), **extra}
+
+
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("engine") / "engine.h5"
@@ -45,11 +59,7 @@ def trace(tmp_path_factory):
     writer = TraceWriter(path, meta=META, vocab=[f"t{i}" for i in range(30)], requests=["probe"],
                          prompt_tokens=[PROMPT])
     for name, out in runs.items():
-        attrs = {"request_ids": np.array([0], np.int32), "probe_row": 0, "batch_size": 1, "max_new_tokens": 6,
-                 "label": name, "condition": "engine", "experiment": "example", "routing": {},
-                 "kernel_mode": "native", "seed": 0, "wall_time_s": 0.1,
-                 "not_recorded": list(ENGINE_NOT_RECORDED)}
-        writer.add_run(name, attrs=attrs, arrays=run_arrays([out], 6, 4, eos_ids=(1,)))
+        writer.add_run(name, attrs=engine_attrs(name, [out]), arrays=run_arrays([out], 6, 4, eos_ids=(1,)))
     writer.close()
     return path
 

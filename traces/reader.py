@@ -116,6 +116,9 @@ class Run:
         self.batch_size: int = int(attrs["batch_size"])
         #: Datasets this run does not hold because its engine does not give them (traces/absent.py).
         self.not_recorded: frozenset[str] = frozenset(attrs.get("not_recorded") or ())
+        #: Per row, prompt tokens an engine served from its prefix cache (-1 unknown); None: not an engine's.
+        cached = attrs.get("cached_tokens")
+        self.cached_tokens: np.ndarray | None = None if cached is None else np.asarray(cached, np.int64)
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
             if spec.path in found["datasets"]:
@@ -133,7 +136,8 @@ class Run:
             self.dims.update(E=int(E), G=1, S=self.capacity.shape[0])
         self.logits_form: str = schema.logits_form(self.arrays)[0]  # check_run proved there is one
         if self.logits_form == "topk":
-            self.logits = LazyTopLogits({p: self.arrays[p] for p in schema.LOGITS_FORMS["topk"]}, meta["V"])
+            self.logits = LazyTopLogits({p: self.arrays[p] for p in schema.LOGITS_FORMS["topk"]}, meta["V"],
+                                        schema.topk_values(attrs) == "log_probs")
 
     def __repr__(self) -> str:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())

@@ -127,6 +127,15 @@ RUN_ATTRS: dict[str, str] = {
     "index": "order in which the run was written",
     "not_recorded": "JSON list: datasets of ENGINE_OMITTABLE this run does not hold, because the engine "
                     "that generated it does not give them (absent: the run holds them all)",
+    "topk_values": '"logits" (absent: logits unless the run lists not_recorded) or "log_probs": what '
+                   'logits_topk/value holds; an engine returns log-probabilities only (stored with '
+                   'lse = 0), so a pair with such a run compares log-probabilities '
+                   '(traces/analysis/next_token.py)',
+    "cached_tokens": "JSON list [B]: prompt tokens of each row the engine served from its prefix cache "
+                     "(their routing is that of the request that first computed them); -1 where the engine "
+                     "did not say; absent for the project's loop",
+    "route_check": "JSON object: the spot check of an engine's recorded routes against the router "
+                   "(traces/route_check.py); absent for the project's loop",
     "complete": "false until every dataset of the run is written and flushed",
 }
 
@@ -135,9 +144,11 @@ WRITER_RUN_ATTRS = ("index", "complete")
 #: Run attributes without which a run cannot be read (the others only give warnings).
 REQUIRED_RUN_ATTRS = ("request_ids", "probe_row", "batch_size", "index", "complete")
 #: Run attributes a run may leave out without a warning.
-OPTIONAL_RUN_ATTRS = ("not_recorded",)
+OPTIONAL_RUN_ATTRS = ("not_recorded", "topk_values", "cached_tokens", "route_check")
 #: Run attributes stored as JSON text.
-JSON_RUN_ATTRS = ("routing", "not_recorded")
+JSON_RUN_ATTRS = ("routing", "not_recorded", "cached_tokens", "route_check")
+#: What `logits_topk/value` may hold (run attribute `topk_values`).
+TOPK_VALUES = ("logits", "log_probs")
 
 RUN_DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("tokens", ("B", "T"), ("int32",), "prompt + generated token ids, -1 past the row's end"),
@@ -194,6 +205,13 @@ RUN_ARRAY_NAMES: dict[str, str] = {
     d.path: ("load_kept" if d.path == "load/kept" else d.path.rsplit("/", 1)[-1])
     for d in RUN_DATASETS if d.path not in LOGITS_FORMS["topk"]
 }
+
+
+def topk_values(attrs) -> str:
+    """What a run's `logits_topk/value` holds, from its attributes: `topk_values` when given, else
+    "log_probs" for an engine's run (one that lists `not_recorded`; older engine traces lack the
+    attribute) and "logits" for the project's loop."""
+    return str(attrs.get("topk_values") or ("log_probs" if attrs.get("not_recorded") else "logits"))
 
 
 def run_datasets(form: str = "full", not_recorded=()) -> tuple[DatasetSpec, ...]:

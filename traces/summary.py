@@ -8,6 +8,7 @@ import os
 from traces import fingerprint, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
+from traces.route_check import RouteCheck, summarize
 
 
 def _size(n: float) -> str:
@@ -53,6 +54,12 @@ def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
         lines.append(f"      kernel mode: {run.attrs['kernel_mode']}")
     if run.not_recorded:
         lines.append(f"      not recorded (by its engine): {', '.join(sorted(run.not_recorded))}")
+        check = run.attrs.get("route_check")
+        lines.append(f"      {RouteCheck.from_attr(check).describe()}" if isinstance(check, dict)
+                     else "      routes not checked against the router")
+    if run.cached_tokens is not None and (run.cached_tokens != 0).any():
+        cached = " ".join("?" if c < 0 else str(int(c)) for c in run.cached_tokens)
+        lines.append(f"      prompt tokens from the prefix cache, per row: {cached}")
     return lines
 
 
@@ -100,6 +107,7 @@ def describe(trace: Trace) -> str:
     ]
     first = None
     total_raw = total_stored = 0
+    checks, engine_runs = [], 0
     for name in trace.run_names + trace.incomplete_runs:
         try:
             run = trace.run(name)
@@ -108,6 +116,10 @@ def describe(trace: Trace) -> str:
             lines.append(f"  {name}  [{state.upper()}]: {exc.where}: {exc.expected}")
             continue
         lines.extend(_run_lines(run, meta.get("routing"), meta.get("kernel_mode")))
+        if run.not_recorded:
+            engine_runs += 1
+            if isinstance(run.attrs.get("route_check"), dict):
+                checks.append(RouteCheck.from_attr(run.attrs["route_check"]))
         storage = run.storage().values()
         total_raw += sum(r for r, _ in storage)
         total_stored += sum(s for _, s in storage)
@@ -116,6 +128,8 @@ def describe(trace: Trace) -> str:
         lines.extend(_dataset_lines(first))
         ratio = f" (ratio {total_stored / total_raw:.2f})" if total_raw else ""
         lines.append(f"all runs: {_size(total_raw)} as arrays, {_size(total_stored)} on disk{ratio}")
+    if engine_runs:
+        lines.append(summarize(checks, engine_runs))
     tables = trace.table_names
     lines.append(f"tables: {', '.join(tables) if tables else 'none'}")
     return "\n".join(lines)

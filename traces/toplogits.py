@@ -30,6 +30,9 @@ class TopLogits:
     lse: np.ndarray     # [...] log-sum-exp over the whole vocabulary
     chosen: np.ndarray  # [...] logit of the token that follows
     vocab_size: int | None = None  # V, when known
+    #: True when the values are log-probabilities (lse = 0): the logits themselves are not known (an
+    #: engine returns log-probabilities only), so they compare with others as log-probabilities only.
+    logprobs_only: bool = False
 
     def __post_init__(self) -> None:
         for name in ("index", "value", "lse", "chosen"):
@@ -60,13 +63,25 @@ class TopLogits:
         key = key if isinstance(key, tuple) else (key,)
         if any(k is Ellipsis or k is None for k in key) or len(key) > self.lse.ndim:
             raise IndexError("top-k logits index only their leading axes (no Ellipsis, no J axis)")
-        return TopLogits(self.index[key], self.value[key], self.lse[key], self.chosen[key], self.vocab_size)
+        return TopLogits(self.index[key], self.value[key], self.lse[key], self.chosen[key], self.vocab_size,
+                         self.logprobs_only)
 
     def top(self, k: int) -> TopLogits:
         """The k largest of these (k <= J): the same as recording with k."""
         if not 1 <= k <= self.k:
             raise ValueError(f"k = {k} outside 1..{self.k}")
-        return TopLogits(self.index[..., :k], self.value[..., :k], self.lse, self.chosen, self.vocab_size)
+        return TopLogits(self.index[..., :k], self.value[..., :k], self.lse, self.chosen, self.vocab_size,
+                         self.logprobs_only)
+
+    def as_log_probs(self) -> TopLogits:
+        """These values as log-probabilities (`value - lse`, lse 0): what a pair with a run that holds
+        log-probabilities only compares (`traces.analysis.next_token.comparable`)."""
+        if self.logprobs_only:
+            return self
+        lse = self.lse.astype(np.float64)
+        value = np.where(self.index >= 0, self.value.astype(np.float64) - lse[..., None], 0.0)
+        return TopLogits(self.index, value, np.zeros_like(lse), self.chosen.astype(np.float64) - lse,
+                         self.vocab_size, True)
 
     @property
     def log_probs(self) -> np.ndarray:
@@ -77,8 +92,8 @@ class TopLogits:
         return {INDEX: self.index, VALUE: self.value, LSE: self.lse, CHOSEN: self.chosen}
 
     @classmethod
-    def from_schema(cls, arrays, vocab_size: int | None = None) -> TopLogits:
-        return cls(arrays[INDEX], arrays[VALUE], arrays[LSE], arrays[CHOSEN], vocab_size)
+    def from_schema(cls, arrays, vocab_size: int | None = None, logprobs_only: bool = False) -> TopLogits:
+        return cls(arrays[INDEX], arrays[VALUE], arrays[LSE], arrays[CHOSEN], vocab_size, logprobs_only)
 
     @classmethod
     def from_full(cls, logits: np.ndarray, tokens: np.ndarray, k: int,
@@ -110,9 +125,10 @@ class TopLogits:
 class LazyTopLogits:
     """The reader's top-k logits of one run: indexing reads those positions of the four datasets."""
 
-    def __init__(self, arrays: dict, vocab_size: int) -> None:
+    def __init__(self, arrays: dict, vocab_size: int, logprobs_only: bool = False) -> None:
         self._arrays = arrays  # schema path -> LazyArray
         self.vocab_size = vocab_size
+        self.logprobs_only = logprobs_only  # the values are log-probabilities (`TopLogits.logprobs_only`)
         self.shape = arrays[INDEX].shape
         self.dims = arrays[INDEX].dims
 
@@ -128,7 +144,8 @@ class LazyTopLogits:
         if any(k is Ellipsis or k is None for k in key) or len(key) > 2:
             raise IndexError("top-k logits index only their leading axes B and T")
         a = self._arrays
-        return TopLogits(a[INDEX][key], a[VALUE][key], a[LSE][key], a[CHOSEN][key], self.vocab_size)
+        return TopLogits(a[INDEX][key], a[VALUE][key], a[LSE][key], a[CHOSEN][key], self.vocab_size,
+                         self.logprobs_only)
 
     def read(self) -> TopLogits:
         return self[:]

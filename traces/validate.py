@@ -20,6 +20,7 @@ from traces.errors import TraceError
 from traces.heap import HeapScan, scan_heap
 from traces.live import being_written, read_consistently
 from traces.lock import reading
+from traces.route_check import check_problems
 
 
 @dataclass(frozen=True)
@@ -394,7 +395,8 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
             values[key] = list(not_recorded)
         elif key not in schema.REQUIRED_RUN_ATTRS:
             if key in schema.JSON_RUN_ATTRS:
-                values[key] = _json_attr(group, key, where, problems, dict, required=False)
+                kind = list if key == "cached_tokens" else dict
+                values[key] = _json_attr(group, key, where, problems, kind, required=False)
             else:
                 values[key] = _attr(group, key, where, problems, (str, int, float), required=False)
     for key in [k for k, v in values.items() if v is None]:
@@ -436,6 +438,8 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         problems.append(Problem(where, f"expected batch_size = B = {B}, found {batch_size}"))
     if probe_row is not None and B is not None and not -1 <= probe_row < B:
         problems.append(Problem(where, f"expected probe_row in [-1, {B}), found {probe_row}"))
+    problems.extend(Problem(where, message, severity) for severity, message in
+                    _engine_attr_problems(values, B, not_recorded))
     layers = meta.get("moe_layers")
     if layers is not None and dims.get("L") not in (None, len(layers)):
         problems.append(Problem(f"{where}/routing/expert", f"expected L = {len(layers)} (length of "
@@ -444,6 +448,24 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         problems.append(Problem(f"{where}/logits", f"expected V = {meta['V']} (length of vocab), "
                                                    f"found {dims['V']}"))
     return dims, problems
+
+
+def _engine_attr_problems(values: dict, B: int | None,
+                          not_recorded: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(severity, message) of the attributes an engine's run carries: what its top-k values are, its
+    rows' prefix-cached prompt tokens and the spot check of its routes (traces/route_check.py)."""
+    out = []
+    values_kind = values.get("topk_values")
+    if values_kind is not None and values_kind not in schema.TOPK_VALUES:
+        out.append(("error", f"expected attribute 'topk_values' in {schema.TOPK_VALUES}, "
+                             f"found {values_kind!r:.40}"))
+    cached = values.get("cached_tokens")
+    if cached is not None and not (all(isinstance(c, int) and not isinstance(c, bool) and c >= -1
+                                       for c in cached) and (B is None or len(cached) == B)):
+        out.append(("error", f"expected attribute 'cached_tokens' to list {B} counts (-1 unknown), "
+                             f"found {cached!r:.60}"))
+    out.extend(check_problems(values.get("route_check"), bool(not_recorded)))
+    return out
 
 
 def _not_recorded(group, where: str, problems: list[Problem]) -> tuple[str, ...]:

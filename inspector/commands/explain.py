@@ -92,7 +92,7 @@ def _engine_name(path: str) -> str:
 def _engine_trace(args: argparse.Namespace) -> int:
     """A serving engine's runs cannot be intervened on: say so, and make the one check there is (the
     probe alone through the Hugging Face path; docs/engines.md)."""
-    from model.vllm.reference import reference_check
+    from lab.engine_reference import reference_check
 
     try:
         check = reference_check(args.trace, device=args.device)

@@ -22,7 +22,7 @@ from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC, meaning, sett
 from traces.analysis.displacement import capacity_text
 from traces.analysis.explain_table import proof_cells
 from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
-from traces.analysis.verdict_text import ordinal, quoted_token
+from traces.analysis.verdict_text import agreement, ordinal, quoted_token
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
 MAX_LISTED = 6
@@ -104,7 +104,7 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
     confirmed = record is not None and settles(record.confirmed_cause)
     if not v.diverged:
         if cause == IDENTICAL:
-            return "No divergence: runs A and B agree bitwise on tokens, routing and logits.", confirmed
+            return f"No divergence: runs A and B {agreement(v)}.", confirmed
         return (f"No divergence in the completions compared, but the runs differ inside: the first "
                 f"difference is of kind {cause} ({meaning(cause)})."), confirmed
     first = _where(v.position, v.layer, v.prompt_len) if v.position >= 0 else "none"
@@ -211,8 +211,9 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
         facts.append(("router logit difference", f"up to {_num(v.router_delta)}"))
     if v.logit_margin == v.logit_margin:
         flip = "reaches" if v.flip_within_perturbation else "does not reach"
-        facts.append(("top-2 logit margin at t*-1", f"{_num(v.logit_margin)} in A; the logit difference "
-                                                    f"{_num(v.logit_delta)} (x2) {flip} it"))
+        facts.append((f"top-2 {v.values} margin at t*-1",
+                      f"{_num(v.logit_margin)} in A; the {v.values} difference {_num(v.logit_delta)} (x2) "
+                      f"{flip} it"))
         facts.append(("KL at t*-1", f"{_num(v.kl)} nats"))
     if v.root is not None:
         facts.append(("first bitwise difference", v.root.describe()))

@@ -145,6 +145,15 @@ class PairData:
     #: False when a row holds top-k logits: `kl` and `logit_diff` are then lower bounds
     #: (docs/trace-format.md, "Top-k logits"); the margin stays exact.
     exact_logits: bool = True
+    #: "logit", or "log-probability" when a run holds log-probabilities only (an engine's): `logit_diff`
+    #: and `logit_margin` are then log-probability differences and margins.
+    values: str = "logit"
+    #: The kinds of difference `kinds` compares (`RoutingDifferences.compared`): without router logits
+    #: and weights when a run does not record them.
+    parts: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
+    #: Datasets each run does not hold (`Run.not_recorded`; empty for the project's loop).
+    not_recorded_a: frozenset[str] = frozenset()
+    not_recorded_b: frozenset[str] = frozenset()
 
     @property
     def n_layers(self) -> int:
@@ -195,7 +204,7 @@ class PairData:
         lines = [f"position {t} ({part}): A {self.token('A', t)!r} · B {self.token('B', t)!r}"]
         if t < self.compared:
             at_least = "" if self.exact_logits else ">= "  # top-k logits: lower bounds
-            lines.append(f"next-token KL {at_least}{_num(self.kl[t])} nats · max |logit difference| "
+            lines.append(f"next-token KL {at_least}{_num(self.kl[t])} nats · max |{self.values} difference| "
                          f"{at_least}{_num(self.logit_diff[t])} · "
                          f"A's top-2 margin {_num(self.logit_margin[t])}")
         lines.append(f"dropped candidates over all layers: A {_count(self.drops_a[t])} · "
@@ -283,7 +292,9 @@ COLUMNS = (
            empty="not compared, or the next-token logits were not recorded there (see not_recorded)"),
     Column("max_logit_difference", NUMBER, "max |logit difference| of the next-token logits over the "
                                            "vocabulary (with top-k logits over the ids both runs kept, a "
-                                           "lower bound)", unit="logit",
+                                           "lower bound); when either run records log-probabilities only "
+                                           "(an engine's run), both sides' log-probabilities are compared "
+                                           "instead", unit="logit",
            empty="not compared, the next-token logits were not recorded there, or the top-k lists share "
                  "no id"),
     Column("logit_margin_a", NUMBER, "A's top-1 minus top-2 next-token logit", unit="logit",
@@ -375,5 +386,6 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         text_a=completion_text(a, vocab, verdict.t_star), text_b=completion_text(b, vocab, verdict.t_star),
         verdict=verdict, cause=cause,
         cause_model_layer=model_layer(moe_layers, cause_layer) if cause_layer >= 0 else None,
-        exact_logits=curves.exact_logits,
+        exact_logits=curves.exact_logits, values=curves.values, parts=diff.compared,
+        not_recorded_a=a.not_recorded, not_recorded_b=b.not_recorded,
     )

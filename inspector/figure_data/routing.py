@@ -59,6 +59,7 @@ class RoutingData:
     step: np.ndarray         # [T] forward step that routed the token (0 = prefill)
     capacity: np.ndarray     # [T] capacity of the token's group; -2 dropless, -1 unknown
     probabilities: bool = True  # False: the router's logits were not recorded; `probs` holds choice ranks
+    cached: int = 0          # prompt tokens an engine served from its prefix cache (-1 unknown)
 
     @property
     def colour_label(self) -> str:
@@ -172,6 +173,7 @@ def routing_figure_data(row: RowTrace, layer: int, *, vocab: Sequence[str], capa
         gate=np.asarray(row.gate[layer], dtype=np.float32), kept=np.asarray(row.kept[layer], dtype=bool),
         slot=np.asarray(row.slot[layer], dtype=np.int64), group=group,
         step=np.asarray(step, dtype=np.int64), capacity=cap, probabilities=probabilities,
+        cached=row.cached_tokens,
     )
 
 
@@ -186,6 +188,8 @@ def describe_cell(data: RoutingData, t: int, e: int) -> str | None:
     if not (0 <= t < data.n_positions and 0 <= e < data.n_experts):
         return None
     part = "prompt" if t < data.prompt_len else "generation"
+    if t < data.cached:
+        part = "prompt, from the prefix cache: routed when another request first computed it"
     lines = [
         f"position {t} ({part}): {data.labels[t]!r}",
         f"layer {data.layer} (model layer {data.model_layer}) · expert {e}",

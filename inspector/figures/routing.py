@@ -80,6 +80,8 @@ class RoutingFigure:
         self.boundary.setVisible(0 < data.prompt_len < T)
         self.marks.set_mark("boundary", data.prompt_len - 0.5 if 0 < data.prompt_len < T else None,
                             "prompt | generation", self.style.boundary)
+        self.marks.set_mark("cached", data.cached - 0.5 if data.cached > 0 else None, "prefix cache |",
+                            self.style.boundary)
         self.plot.setTitle(
             f"run {data.run} · row {data.row} (request {data.request}) · layer {data.layer} "
             f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped"

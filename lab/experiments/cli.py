@@ -72,8 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "enable_prefix_caching=false")
     parser.add_argument("--url", metavar="URL",
                         help="--engine vllm-server: the server's address, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--no-route-check", action="store_true",
+                        help="--engine: do not check the engine's routes against the Hugging Face router "
+                             "(for a model too large to load beside the engine); info --check then warns "
+                             "that the trace's routes are unchecked")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
-                        help="compute dtype of a --model (default float32)")
+                        help="compute dtype of a --model (default float32; --engine vllm: vLLM's own "
+                             "default; --engine vllm-server: the dtype the server was started with, "
+                             "checked when the server shows it)")
     parser.add_argument("--device-map", choices=("auto",),
                         help="spread a --model too large for one device over all of them (needs accelerate)")
     parser.add_argument("--logits", choices=("auto", "full", "topk"),
@@ -207,8 +213,8 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     if settings.experiment == "against":
         raise ExperimentError("-e against: compares the project's loop with a serving engine; pass --engine "
                               "vllm or vllm-server")
-    if getattr(args, "engine_arg", None) or getattr(args, "url", None):
-        raise ExperimentError("--engine-arg/--url: apply to --engine vllm or vllm-server")
+    if any(getattr(args, flag, None) for flag in ("engine_arg", "url", "no_route_check")):
+        raise ExperimentError("--engine-arg/--url/--no-route-check: apply to --engine vllm or vllm-server")
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device, ExperimentError)
@@ -256,12 +262,15 @@ def _run_engine(args: argparse.Namespace, settings: options.Settings, out, progr
     from lab.experiments.progress import ProgressBar, no_progress
 
     bar = progress or (no_progress if getattr(args, "quiet", False) else ProgressBar(sys.stderr))
+    started = time.time()
     try:
         result = run_engine(args, settings, bar)
-    except KeyboardInterrupt:
-        print(f"moe-inspector record: interrupted: the complete runs are kept in {settings.output}",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        kept = kept_runs(output_paths(settings), started)
+        text = "; ".join(f"{c} complete run{'s' if c != 1 else ''} kept in {p}" for p, c, _ in kept)
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"moe-inspector record: {how}: {text or 'no trace written'}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     finally:
         if isinstance(bar, ProgressBar):
             bar.finish()

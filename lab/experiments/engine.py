@@ -11,13 +11,17 @@ under the one condition an engine offers: its own routing, dropless, its own ker
   loop on transformers' model (dropless, the reference) and through the engine, in one trace.
 
 Capacity conditions, kernel modes and the dense control do not apply: the engine has none.
+
+Before anything is written, the engine's first answer (the probe, one token) is checked: its routes
+must be the router's (`traces.route_check`, against the Hugging Face model in the engine's dtype), and
+a server must serve `--model` and tokenize as its tokenizer does. Every run is checked again before
+it is written. Any engine failure is one `ExperimentError` line saying what the trace kept.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,18 +29,17 @@ import numpy as np
 from lab.experiments import ExperimentError
 from lab.experiments.compositions import random_compositions, read_partners, solo
 from lab.experiments.e1_table import ConditionResult, E1Result, _columns
+from lab.experiments.engine_recording import LOGPROBS, EngineRecording, refuse_unless_routed
 from lab.experiments.example import ExampleResult
 from lab.experiments.measures import unique_completions
 from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import RequestPool
-from model.vllm.arrays import ENGINE_NOT_RECORDED, run_arrays
+from model.vllm.arrays import run_arrays
 
 log = logging.getLogger(__name__)
 
 ENGINES = ("project", "vllm", "vllm-server")
 EXPERIMENTS = ("e1", "example", "against")
-#: Top-k log-probabilities kept per generated token (vLLM's default `max_logprobs`).
-LOGPROBS = 20
 
 
 def parse_engine_args(items: list[str] | None) -> dict:
@@ -80,78 +83,45 @@ def check_options(args, settings) -> None:
 
 
 def start_engine(args, settings):
-    """The engine of `--engine`, started (ExperimentError when it cannot start)."""
+    """The engine of `--engine`, started (ExperimentError when it cannot start). Without `--dtype`
+    the offline engine computes in vLLM's own default; a server in the dtype it was started with."""
     from model.vllm.offline import EngineError, OfflineEngine
 
     try:
         if args.engine == "vllm":
-            return OfflineEngine(settings.hf_model, dtype=settings.dtype, logprobs=LOGPROBS,
-                                 seed=settings.seed, engine_args=parse_engine_args(args.engine_arg))
+            return OfflineEngine(settings.hf_model, dtype=args.dtype, logprobs=LOGPROBS, seed=settings.seed,
+                                 engine_args=parse_engine_args(args.engine_arg), quiet=bool(args.quiet))
         from model.vllm.server import ServerEngine
 
-        return ServerEngine(args.url, logprobs=LOGPROBS)
+        return ServerEngine(args.url, settings.hf_model, logprobs=LOGPROBS, dtype=args.dtype)
     except EngineError as exc:
         raise ExperimentError(f"--engine {args.engine}: {exc}") from None
 
 
-class EngineRecording:
-    """One trace written from an engine's outputs, one run per composition."""
-
-    def __init__(self, path: Path, engine, pool: RequestPool, meta: dict, vocab: list[str], experiment: str,
-                 eos_ids: tuple[int, ...] = ()):
-        from traces import TraceWriter
-
-        self.engine, self.pool, self.experiment, self.eos_ids = engine, pool, experiment, eos_ids
-        self.condition = f"{engine.name}, dropless (the engine's routing and kernels)"
-        try:
-            self.writer = TraceWriter(path, meta=meta, vocab=vocab, requests=list(pool.texts),
-                                      prompt_tokens=[list(t) for t in pool.tokens])
-        except OSError as exc:
-            raise ExperimentError(f"-o/--output: cannot write {path} ({exc})") from None
-        self.routing = meta["routing"]
-
-    def record(self, name: str, comp, max_new_tokens: int, seed: int) -> dict[str, np.ndarray]:
-        started = time.perf_counter()
-        outputs = self.engine.generate(self.pool.prompts(comp), max_new_tokens)
-        wall = time.perf_counter() - started
-        arrays = run_arrays(outputs, max_new_tokens, LOGPROBS, self.eos_ids)
-        attrs = {"request_ids": np.asarray(comp.requests, np.int32), "probe_row": comp.probe_row,
-                 "batch_size": comp.batch_size, "max_new_tokens": max_new_tokens, "label": comp.label,
-                 "condition": self.condition, "experiment": self.experiment, "routing": self.routing,
-                 "kernel_mode": "native", "seed": seed, "wall_time_s": wall,
-                 "not_recorded": list(ENGINE_NOT_RECORDED)}
-        self.writer.add_run(name, attrs=attrs, arrays=arrays)
-        return arrays
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-def trace_meta(folder: str, engine, settings, tokenizer, n_layers: int) -> tuple[dict, list[str]]:
+def trace_meta(folder: str, engine, settings, tokenizer, config) -> tuple[dict, list[str]]:
     """Root attributes and `/vocab` of an engine's trace of the Hugging Face folder `folder`."""
     import torch
-    from transformers import AutoConfig
 
     from model.fingerprint import machine_fingerprint
     from model.hf.bridge import _portable
     from model.hf.families import family_of
+    from model.hf.moe_layers import moe_layers
     from model.hf.vocab import vocab_strings
     from model.routing_policy import RoutingPolicy
 
-    config = AutoConfig.from_pretrained(folder, local_files_only=True)
     family = family_of(config.model_type)
     policy = RoutingPolicy.preset("dropless").replace(top_k=family.top_k(config), score_fn=family.score_fn)
     where = _portable(Path(folder).resolve())
     engine_meta = {**engine.settings(), "experts": family.num_experts(config)}
+    device = "cuda" if engine_meta.get("device") == "cuda" else "cpu"
     meta = {
         "model_config": json.loads(config.to_json_string(use_diff=False)),
-        "moe_layers": moe_layers(config, n_layers),
+        "moe_layers": moe_layers(config),
         "tokenizer": where, "routing": policy.to_dict(), "kernel_mode": "native",
-        "device": engine_meta["device"], "dtype": engine_meta["dtype"],
+        "device": str(engine_meta.get("device") or "server"), "dtype": engine_meta["dtype"],
         "torch_version": str(torch.__version__),
         "seed": int(settings.seed), "model_source": "huggingface",
-        "machine": machine_fingerprint("cuda" if engine_meta["device"] == "cuda" else "cpu"),
-        "checkpoint": where, "engine": engine_meta,
+        "machine": machine_fingerprint(device), "checkpoint": where, "engine": engine_meta,
     }
     return meta, vocab_strings(tokenizer, int(config.vocab_size))
 
@@ -169,105 +139,134 @@ def eos_ids(folder: str, tokenizer) -> tuple[int, ...]:
     return tuple(eos) if isinstance(eos, (list, tuple)) else (() if eos is None else (int(eos),))
 
 
-def moe_layers(config, n_layers: int) -> list[int]:
-    """Decoder-layer index of each of the `n_layers` MoE layers the engine reports."""
-    total = int(config.num_hidden_layers)
-    first = int(getattr(config, "first_k_dense_replace", 0) or 0)
-    if first and total - first == n_layers:
-        return list(range(first, total))
-    return list(range(total - n_layers, total))
-
-
 def run(args, settings, progress: ProgressFn = no_progress):
     """Record `settings.experiment` through the engine of `args.engine`; returns the result table."""
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
+
+    from model.vllm.offline import EngineError
 
     check_options(args, settings)
-    tokenizer = AutoTokenizer.from_pretrained(settings.hf_model, local_files_only=True)
+    folder = settings.hf_model
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
     pool = RequestPool.build(settings.probe, read_partners(settings.partners),
                              encode=lambda text: list(tokenizer(text)["input_ids"]))
     engine = start_engine(args, settings)
+    reference = rec = None
     try:
-        first = engine.generate([list(pool.tokens[0])], 1)[0]  # the engine's layer count, and a warm-up
-        meta, vocab = trace_meta(settings.hf_model, engine, settings, tokenizer, first.routed.shape[1])
-        record = {"e1": record_e1, "example": record_example, "against": record_against}[settings.experiment]
-        return record(settings, engine, pool, meta, vocab, eos_ids(settings.hf_model, tokenizer), progress)
+        reference, rec = prepare(settings, engine, pool, tokenizer, config,
+                                 route_check=not getattr(args, "no_route_check", False))
+        return RECORDERS[settings.experiment](settings, rec, progress)
+    except (EngineError, ExperimentError) as exc:
+        kept = rec.kept(rec.close()) if rec is not None else "; no trace written"
+        prefix = f"--engine {args.engine}: " if isinstance(exc, EngineError) else ""
+        raise ExperimentError(f"{prefix}{exc}{kept}") from None
     finally:
+        if rec is not None:
+            rec.close()
+        if reference is not None:
+            reference.close()
         engine.close()
 
 
-def record_e1(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
-              eos_ids: tuple[int, ...] = (), progress: ProgressFn = no_progress) -> E1Result:
-    """E1 through the engine: one trace (first probe), U(N) per repeat at each new-token count."""
-    s = settings
-    n_max = s.max_new_tokens
-    result = ConditionResult(f"{engine.name}, dropless")
-    rec = EngineRecording(s.output, engine, pool, meta, vocab, "E1", eos_ids)
-    total, done = s.repeats * s.compositions, 0
+def prepare(settings, engine, pool: RequestPool, tokenizer, config, route_check: bool = True):
+    """(the route check's reference or None, the recording) of `settings.experiment` through the
+    started `engine`: its first answer (the probe, one token) checked before any trace is written."""
+    from model.hf.families import family_of
+    from model.hf.moe_layers import engine_rows
+    from model.vllm.route_check import RouterReference
+
+    if hasattr(engine, "check_tokenizer"):
+        engine.check_tokenizer(pool.texts[0], list(pool.tokens[0]))
+    first = engine.generate([list(pool.tokens[0])], 1)[0]  # the engine's layer count, and a warm-up
     try:
-        for r in range(s.repeats):
-            probe_rows = []
-            for i, comp in enumerate(random_compositions(s.seed + r, s.compositions, pool.n_partners,
-                                                         s.batch_sizes)):
-                arrays = rec.record(f"r{r}-c{i:02d}-{engine.name}", comp, n_max, s.seed + r)
-                probe_rows.append(arrays["tokens"][comp.probe_row])
-                done += 1
-                progress(done, total, f"E1 through {engine.name}, repeat {r + 1}, composition {i + 1}")
-            result.cells.append((0, r))
-            for n in s.new_tokens:
-                comp = unique_completions(probe_rows, len(pool.tokens[0]), n)
-                result.unique.setdefault(n, []).append(comp.n_unique)
-                result.mode_share.setdefault(n, []).append(comp.mode_share)
-        notes = [f"Engine: {engine.name} {engine.version}, settings in the trace's engine attribute; "
-                 f"router logits, gates and capacity are not recorded."]
-        out = E1Result(s, pool.n_partners, [result], [s.output], notes)
-        rec.writer.write_table("e1_unique_completions", _columns(out, 0), {"probe": pool.texts[0],
-                                                                         "N": s.compositions})
-    finally:
-        rec.close()
+        layers = engine_rows(config, first.routed.shape[1])
+    except ValueError as exc:
+        raise ExperimentError(f"--engine {engine.name}: {exc}") from None
+    served = engine.settings()
+    n_experts = family_of(config.model_type).num_experts(config)
+    reference = None
+    if route_check:
+        try:
+            reference = RouterReference(settings.hf_model, served["dtype"])
+        except (ValueError, OSError) as exc:  # a model the Hugging Face path cannot load
+            raise ExperimentError(f"--engine {engine.name}: the route check cannot load {settings.hf_model} "
+                                  f"({exc}); --no-route-check records the routes unchecked") from None
+        check = reference.check(run_arrays([first], 1, LOGPROBS, layers=layers), 0, settings.seed, n_experts)
+        try:
+            refuse_unless_routed(check, served, "its first answer (the probe, one token)")
+        except ExperimentError:
+            reference.close()
+            raise
+    meta, vocab = trace_meta(settings.hf_model, engine, settings, tokenizer, config)
+    experiment = {"e1": "E1", "example": "example", "against": "against"}[settings.experiment]
+    rec = EngineRecording(settings.output, engine, pool, meta, vocab, experiment,
+                          eos_ids(settings.hf_model, tokenizer), layers, reference, n_experts)
+    return reference, rec
+
+
+def record_e1(settings, rec: EngineRecording, progress: ProgressFn = no_progress) -> E1Result:
+    """E1 through the engine: one trace (first probe), U(N) per repeat at each new-token count."""
+    s, name = settings, rec.engine.name
+    n_max = s.max_new_tokens
+    result = ConditionResult(f"{name}, dropless")
+    total, done = s.repeats * s.compositions, 0
+    for r in range(s.repeats):
+        probe_rows = []
+        for i, comp in enumerate(random_compositions(s.seed + r, s.compositions, rec.pool.n_partners,
+                                                     s.batch_sizes)):
+            arrays = rec.record(f"r{r}-c{i:02d}-{name}", comp, n_max, s.seed + r)
+            probe_rows.append(arrays["tokens"][comp.probe_row])
+            done += 1
+            progress(done, total, f"E1 through {name}, repeat {r + 1}, composition {i + 1}")
+        result.cells.append((0, r))
+        for n in s.new_tokens:
+            comp = unique_completions(probe_rows, len(rec.pool.tokens[0]), n)
+            result.unique.setdefault(n, []).append(comp.n_unique)
+            result.mode_share.setdefault(n, []).append(comp.mode_share)
+    notes = [f"Engine: {name} {rec.engine.version}, settings in the trace's engine attribute; "
+             f"router logits, gates and capacity are not recorded."]
+    out = E1Result(s, rec.pool.n_partners, [result], [s.output], notes)
+    rec.writer.write_table("e1_unique_completions", _columns(out, 0), {"probe": rec.pool.texts[0],
+                                                                     "N": s.compositions})
+    rec.close()
     return out
 
 
-def record_example(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
-                   eos_ids: tuple[int, ...] = (), progress: ProgressFn = no_progress) -> ExampleResult:
+def record_example(settings, rec: EngineRecording, progress: ProgressFn = no_progress) -> ExampleResult:
     """The probe alone, then `compositions` batches, through the engine."""
-    s = settings
+    s, name = settings, rec.engine.name
     n = s.max_new_tokens
-    comps = random_compositions(s.seed, s.compositions, pool.n_partners, s.batch_sizes)
-    rec = EngineRecording(s.output, engine, pool, meta, vocab, "example", eos_ids)
-    try:
-        rec.record("alone", solo(), n, s.seed)
-        progress(1, 1 + len(comps), f"example through {engine.name}: the probe alone")
-        probe_rows = []
-        for i, comp in enumerate(comps):
-            arrays = rec.record(f"c{i:02d}-{engine.name}", comp, n, s.seed)
-            probe_rows.append(arrays["tokens"][comp.probe_row])
-            progress(2 + i, 1 + len(comps), f"example through {engine.name}: composition {i + 1}")
-    finally:
-        rec.close()
-    u = unique_completions(probe_rows, len(pool.tokens[0]), n)
+    comps = random_compositions(s.seed, s.compositions, rec.pool.n_partners, s.batch_sizes)
+    rec.record("alone", solo(), n, s.seed)
+    progress(1, 1 + len(comps), f"example through {name}: the probe alone")
+    probe_rows = []
+    for i, comp in enumerate(comps):
+        arrays = rec.record(f"c{i:02d}-{name}", comp, n, s.seed)
+        probe_rows.append(arrays["tokens"][comp.probe_row])
+        progress(2 + i, 1 + len(comps), f"example through {name}: composition {i + 1}")
+    rec.close()
+    u = unique_completions(probe_rows, len(rec.pool.tokens[0]), n)
     rows = [(f"probe alone, {rec.condition}", 1, 1, 1.0),
             (rec.condition, len(comps), u.n_unique, u.mode_share)]
     return ExampleResult(s, rows, s.output.stat().st_size)
 
 
-def record_against(settings, engine, pool: RequestPool, meta: dict, vocab: list[str],
-                   eos_ids: tuple[int, ...] = (), progress: ProgressFn = no_progress) -> ExampleResult:
+def record_against(settings, rec: EngineRecording, progress: ProgressFn = no_progress) -> ExampleResult:
     """The probe alone and in `compositions` batches, each through the project's loop (transformers'
-    model, dropless, top-k logits) and through the engine, into one trace: Side by side then shows
-    where the engine's routing first leaves the reference's."""
+    model in the engine's dtype, dropless, top-k logits) and through the engine, into one trace: Side
+    by side then shows where the engine's routing first leaves the reference's."""
     from model.generate import generate
     from model.hf.load import load_hf
     from model.recorder import Recorder
     from model.routing_policy import RoutingPolicy
 
-    s = settings
+    s, pool = settings, rec.pool
     n = s.max_new_tokens
     comps = [solo(), *random_compositions(s.seed, s.compositions, pool.n_partners, s.batch_sizes)]
-    model = load_hf(s.hf_model, dtype=s.dtype)
+    model = rec.reference.model if rec.reference is not None else load_hf(s.hf_model, dtype=rec.meta["dtype"])
     policy = model.adapt_policy(RoutingPolicy.preset("dropless"))
-    loop = f"project loop (transformers, {s.dtype}), dropless"
-    rec = EngineRecording(s.output, engine, pool, meta, vocab, "against", eos_ids)
+    loop = f"project loop (transformers, {rec.meta['dtype']}), dropless"
     rows: dict[str, list[np.ndarray]] = {loop: [], rec.condition: []}
     try:
         for i, comp in enumerate(comps):
@@ -278,15 +277,20 @@ def record_against(settings, engine, pool: RequestPool, meta: dict, vocab: list[
                                         request_ids=comp.requests, probe_row=comp.probe_row, label=comp.label,
                                         condition=loop, experiment="against", seed=s.seed, max_new_tokens=n)
             rows[loop].append(arrays["tokens"][comp.probe_row])
-            arrays = rec.record(f"{name}-{engine.name}", comp, n, s.seed)
+            arrays = rec.record(f"{name}-{rec.engine.name}", comp, n, s.seed)
             rows[rec.condition].append(arrays["tokens"][comp.probe_row])
             progress(i + 1, len(comps), f"against: composition {i + 1} through both")
     finally:
-        rec.close()
-        model.close()
+        if rec.reference is None:
+            model.close()
+    rec.close()
     P = len(pool.tokens[0])
     u = {name: unique_completions(tokens, P, n) for name, tokens in rows.items()}
     both = unique_completions(rows[loop] + rows[rec.condition], P, n)
     table = [(name, len(comps), c.n_unique, c.mode_share) for name, c in u.items()]
     table.append(("both together", 2 * len(comps), both.n_unique, both.mode_share))
     return ExampleResult(s, table, s.output.stat().st_size)
+
+
+#: The recording of each experiment an engine runs.
+RECORDERS = {"e1": record_e1, "example": record_example, "against": record_against}

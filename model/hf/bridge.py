@@ -27,6 +27,7 @@ import torch
 
 from model.hf import kernels as hf_kernels
 from model.hf.families import RouterFamily
+from model.hf.moe_layers import moe_layers
 from model.hf.tap import RouterTap, StepContext
 from model.kernels import check_mode
 from model.routing import RoutingPolicy
@@ -82,7 +83,11 @@ class HFMoEModel:
         self.impose = impose
         cfg = model.config
         layers = model.model.layers
-        moe = [i for i, layer in enumerate(layers) if family.is_moe_block(getattr(layer, "mlp", None))]
+        moe = moe_layers(cfg)
+        found = [i for i, layer in enumerate(layers) if family.is_moe_block(getattr(layer, "mlp", None))]
+        if found != moe:
+            raise ValueError(f"{cfg.model_type}: MoE blocks in decoder layers {found}, but its config "
+                             f"gives {moe} (model.hf.moe_layers)")
         self.config = HFConfigView(
             vocab_size=int(cfg.vocab_size), context=int(cfg.max_position_embeddings), moe_layers=moe,
             n_experts=family.num_experts(cfg), top_k=family.top_k(cfg), model_type=str(cfg.model_type),

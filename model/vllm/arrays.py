@@ -16,10 +16,14 @@ batch meanwhile). Positions are each sequence's own.
   turns its prefix cache off for that request): their ids are -1, their values 0.
 
 The datasets an engine cannot give (router logits, gates, kept, slot, group, loads and capacity)
-are not written; `ENGINE_NOT_RECORDED` names them for the trace's `not_recorded` attribute.
+are not written; `ENGINE_NOT_RECORDED` names them for the trace's `not_recorded` attribute, and
+`cached_tokens` gives the run attribute of that name (each row's prompt tokens served from the
+prefix cache, whose routing is that of the request that first computed them).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -31,11 +35,15 @@ ENGINE_NOT_RECORDED = ENGINE_OMITTABLE
 
 
 def run_arrays(outputs: list[EngineOutput], max_new_tokens: int, k: int,
-               eos_ids: tuple[int, ...] = ()) -> dict[str, np.ndarray]:
+               eos_ids: tuple[int, ...] = (), layers: list[int] | None = None) -> dict[str, np.ndarray]:
     """The run's datasets for the rows' outputs (each asked for `max_new_tokens + 1` tokens without
-    stopping): a row ends after its first token of `eos_ids`, as in the project's loop."""
+    stopping): a row ends after its first token of `eos_ids`, as in the project's loop. `layers` are
+    the rows of the engine's routes that hold the MoE layers (`model.hf.moe_layers.engine_rows`;
+    default all)."""
     if not outputs:
         raise ValueError("a run needs at least one row")
+    if layers is not None:
+        outputs = [dataclasses.replace(o, routed=o.routed[:, layers]) for o in outputs]
     B = len(outputs)
     kept = [min(len(o.generated) - 1, max_new_tokens, _eos_end(o.generated, eos_ids)) for o in outputs]
     if min(kept) < 0:
@@ -72,6 +80,12 @@ def run_arrays(outputs: list[EngineOutput], max_new_tokens: int, k: int,
         "logits_topk/lse": np.zeros((B, T), np.float32),
         "logits_topk/chosen": chosen,
     }
+
+
+def cached_tokens(outputs: list[EngineOutput]) -> list[int]:
+    """Per row, the prompt tokens the engine served from its prefix cache (-1 where it did not say):
+    the run attribute `cached_tokens`."""
+    return [min(o.cached_tokens, len(o.prompt)) for o in outputs]
 
 
 def _eos_end(generated: list[int], eos_ids: tuple[int, ...]) -> int:

@@ -23,7 +23,7 @@ class EngineOutput:
     generated: list[int]  # [G] generated ids
     routed: np.ndarray  # [P + G - 1, L, K] expert ids of every token fed to the model
     logprobs: list[dict[int, float]]  # [G] per generated token: id -> log-probability (top-k + sampled)
-    cached_tokens: int = 0  # prompt tokens served from the prefix cache (their routing is the cache's)
+    cached_tokens: int = 0  # prompt tokens from the prefix cache (routed as the cache's), -1 unknown
 
     def __post_init__(self) -> None:
         expected = len(self.prompt) + len(self.generated) - 1
@@ -53,8 +53,7 @@ def from_completion_choice(prompt: list[int], choice: dict, cached_tokens: int =
     """An `EngineOutput` from one `choices[i]` of `/v1/completions` asked with token-id prompts,
     `logprobs` and `return_tokens_as_token_ids` (tokens come as `token_id:123`)."""
     if not choice.get("routed_experts"):
-        raise ValueError("the server returned no routed experts: start it with "
-                         "--enable-return-routed-experts")
+        raise ValueError("no routed experts came back: start the server with --enable-return-routed-experts")
     lp = choice.get("logprobs") or {}
     generated = [_token_id(t) for t in lp.get("tokens") or []]
     tops = lp.get("top_logprobs") or []

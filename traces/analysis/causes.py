@@ -88,7 +88,8 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
                   prompt_len=ref.prompt_len, compared=compared, t_star=t_star,
                   token=int(other.tokens[t_star]) if t_star >= 0 else -1,
                   ref_token=int(ref.tokens[t_star]) if t_star >= 0 else -1,
-                  root=root, **_token_flip(ref, other, t_star))
+                  root=root, parts=diff.compared, values=next_token.values_word(ref.logits, other.logits),
+                  **_token_flip(ref, other, t_star))
     decision, routing = diff.decision.T, diff.routing.T  # [T, L] in (position, layer) order
     if not ref.router_recorded or not other.router_recorded:
         return _engine_verdict(ref, other, diff, decision, first_logits, t_star, fields), diff

@@ -16,6 +16,10 @@ if TYPE_CHECKING:  # rows.py uses the measures for its per-row caches
     from traces.analysis.rows import RowTrace
 
 
+#: The dataset behind each kind of difference a serving engine may not record.
+RECORDED_AS = {"router_logits": "routing/router_logits", "gate": "routing/gate"}
+
+
 @dataclass(frozen=True, eq=False)
 class RoutingDifferences:
     """[L, T] masks of two rows over positions 0..T-1 (False where either row was not routed)."""
@@ -25,7 +29,11 @@ class RoutingDifferences:
     expert: np.ndarray         # [L, T] chosen experts differ (choice order counts)
     kept: np.ndarray           # [L, T] kept sets differ (as sets of experts)
     gate: np.ndarray           # [L, T] applied weights differ bitwise
-    logits: np.ndarray | None  # [T] next-token logits differ bitwise; None when either lacks logits
+    logits: np.ndarray | None  # [T] next-token logits differ bitwise; None when either lacks logits or
+    #                            they are not comparable bitwise (logits against log-probabilities)
+    #: The kinds of `DIFFERENCE_KINDS` compared: router logits and weights only when both rows hold
+    #: them, the logits only when bitwise comparable. A kind left out is all False above.
+    compared: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
 
     @property
     def decision(self) -> np.ndarray:
@@ -55,18 +63,23 @@ def routing_differences(a: RowTrace, b: RowTrace, length: int | None = None) -> 
     kept = (ka != kb).any(axis=-1) & ~expert
     if expert.any():
         kept[expert] = (kept_sets(ea[expert], ka[expert]) != kept_sets(eb[expert], kb[expert])).any(axis=-1)
+    both = {kind: a.recorded(path) and b.recorded(path) for kind, path in RECORDED_AS.items()}
+    none = np.zeros_like(expert)
     masks = {
-        "router_logits": bitwise_differ(a.router_logits[:, :T], b.router_logits[:, :T]),
+        "router_logits": bitwise_differ(a.router_logits[:, :T], b.router_logits[:, :T])
+        if both["router_logits"] else none,
         "expert": expert,
         "kept": kept,
-        "gate": bitwise_differ(a.gate[:, :T], b.gate[:, :T]),
+        "gate": bitwise_differ(a.gate[:, :T], b.gate[:, :T]) if both["gate"] else none,
     }
     masks = {k: v & routed[None, :] for k, v in masks.items()}
     logits = None
-    if a.logits is not None and b.logits is not None:
+    if a.logits is not None and b.logits is not None and next_token.bitwise_comparable(a.logits, b.logits):
         la, lb, alike = next_token.comparable(a.logits[:T], b.logits[:T], a.tokens, b.tokens)
         logits = next_token.differ(la, lb, lse=alike) & routed
-    return RoutingDifferences(routed=routed, logits=logits, **masks)
+    compared = [k for k in ("router_logits", "expert", "kept", "gate") if both.get(k, True)]
+    compared += ["logits"] if logits is not None else []
+    return RoutingDifferences(routed=routed, logits=logits, compared=tuple(compared), **masks)
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +100,9 @@ class PairCurves:
     #: False when a row holds top-k logits: `kl` is then a lower bound and `max_logit_diff` the
     #: max over the ids both rows kept (`traces.analysis.next_token`); the margin stays exact.
     exact_logits: bool = True
+    #: What the next-token values are compared as: "logit", or "log-probability" when a row holds
+    #: log-probabilities only (an engine's); `max_logit_diff` is then a log-probability difference.
+    values: str = "logit"
 
 
 def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
@@ -120,12 +136,13 @@ def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
         dmax = np.where(routed, next_token.max_difference(la, lb), np.nan)
         margin = np.where(routed, ref.logit_margin[:T], np.nan)
         exact = False
+    values = next_token.values_word(ref.logits, other.logits)
     za, zb = ref.router_logits[:, :T], other.router_logits[:, :T]
     return PairCurves(
         length=T, differences=diff, kl=kl, max_logit_diff=dmax, logit_margin=margin,
         router_margin_ref=ref.router_margin[:, :T], router_margin_other=other.router_margin[:, :T],
         router_delta=np.where(routed, max_logit_difference(za, zb), np.nan),
-        exact_logits=exact,
+        exact_logits=exact, values=values,
     )
 
 

@@ -13,6 +13,13 @@ With full logits every measure is exact. With top-k logits:
 Two rows in different forms are compared in the top-k form: the full one is reduced as the recorder
 would (`TopLogits.from_full`), except its log-sum-exp, which rounds differently from the recorder's
 and so is not compared bitwise.
+
+A row whose values are log-probabilities only (`TopLogits.logprobs_only`: a serving engine returns no
+logits) is compared like with like: both rows as log-probabilities (`value - lse`, restricted to the
+recorded top-k), since logits are only defined up to a constant per position and subtracting a
+log-probability from a logit measures that constant. Such a pair is not compared bitwise unless both
+rows hold log-probabilities (two runs of one engine): the other side's were derived here, not by the
+same operations.
 """
 
 from __future__ import annotations
@@ -39,10 +46,28 @@ def margin(logits) -> np.ndarray:
     return logit_margin(logits)
 
 
+def log_probs_only(logits) -> bool:
+    """Whether these are log-probabilities only (an engine's), not logits."""
+    return is_topk(logits) and logits.logprobs_only
+
+
+def values_word(a, b) -> str:
+    """What a pair's next-token values are compared as: "log-probability" when either row holds
+    log-probabilities only, else "logit" (the word the sentences and labels use)."""
+    return "log-probability" if log_probs_only(a) or log_probs_only(b) else "logit"
+
+
+def bitwise_comparable(a, b) -> bool:
+    """Whether the two rows' next-token values come from the same operations, so that a bitwise
+    difference means something: not when one holds logits and the other log-probabilities only."""
+    return log_probs_only(a) == log_probs_only(b)
+
+
 def comparable(a, b, tokens_a: np.ndarray, tokens_b: np.ndarray):
     """`a` and `b` in one form: both full, or both top-k with the smaller k (`tokens_*` [T] are the
-    rows' tokens, which the top-k form of full logits needs); and whether their log-sum-exps were
-    computed alike (false when one was reduced here), for `differ`."""
+    rows' tokens, which the top-k form of full logits needs), both as log-probabilities when either
+    holds log-probabilities only; and whether their log-sum-exps were computed alike (false when one
+    was reduced here), for `differ`."""
     if not is_topk(a) and not is_topk(b):
         return a, b, True
     alike = is_topk(a) and is_topk(b)
@@ -51,7 +76,10 @@ def comparable(a, b, tokens_a: np.ndarray, tokens_b: np.ndarray):
     if not is_topk(b):
         b = TopLogits.from_full(b, tokens_b[:b.shape[0]], a.k)
     k = min(a.k, b.k)
-    return a.top(k), b.top(k), alike
+    a, b = a.top(k), b.top(k)
+    if a.logprobs_only or b.logprobs_only:
+        a, b = a.as_log_probs(), b.as_log_probs()
+    return a, b, alike
 
 
 def _aligned(a: TopLogits, b: TopLogits):

@@ -25,8 +25,11 @@ import numpy as np
 
 from traces.analysis.measures import log_softmax, router_margin
 from traces.analysis.next_token import margin
-from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES, RUN_DATASETS
+from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES, RUN_DATASETS, topk_values
 from traces.toplogits import TopLogits
+
+#: The dataset of the router's logits (a serving engine's runs do not hold it).
+ROUTER_LOGITS = "routing/router_logits"
 
 #: Attribute name of each per-run array on a run-like object, in schema order.
 ARRAY_NAMES: tuple[str, ...] = tuple(RUN_ARRAY_NAMES.values())
@@ -100,7 +103,8 @@ class RunArrays:
             raise ValueError(f"run {name!r}: dataset {missing[0]} missing")
         named = {RUN_ARRAY_NAMES[p]: a for p, a in arrays.items() if p not in topk}
         if any(p in arrays for p in topk):
-            named["logits"] = TopLogits.from_schema(arrays)
+            only = topk_values(attrs or {}) == "log_probs"
+            named["logits"] = TopLogits.from_schema(arrays, logprobs_only=only)
         return cls(name=name, request_ids=np.asarray(request_ids), probe_row=int(probe_row),
                    attrs=dict(attrs or {}), **named)
 
@@ -189,6 +193,10 @@ class RowTrace:
     logits: np.ndarray | TopLogits | None = None  # [T, V], or the top-k form [T, J]
     #: Gives a whole layer of this row's run, for "who displaced me"; None when not available.
     layer_source: Callable[[int], LayerArrays] | None = field(default=None, repr=False)
+    #: Datasets the row's run does not hold (an engine's run, `Run.not_recorded`): their arrays
+    #: here are the reader's stand-ins, which no comparison reads as recorded values.
+    not_recorded: frozenset[str] = frozenset()
+    cached_tokens: int = 0  # prompt tokens an engine served from its prefix cache, -1 unknown
 
     def __post_init__(self) -> None:
         T = self.tokens.shape[0]
@@ -220,10 +228,16 @@ class RowTrace:
 
     @property
     def router_recorded(self) -> bool:
-        """False for a run whose router logits were not recorded (a serving engine's: the reader
-        gives NaN for them, `Run.not_recorded`)."""
+        """False for a run whose router logits were not recorded (a serving engine's, `Run.not_recorded`:
+        the reader gives NaN for them)."""
+        if self.not_recorded:
+            return ROUTER_LOGITS not in self.not_recorded
         z = np.asarray(self.router_logits[:, :1])
         return not (z.size and np.isnan(z).all())
+
+    def recorded(self, path: str) -> bool:
+        """Whether the row's run holds dataset `path` (`routing/gate`, ...) rather than a stand-in."""
+        return path not in self.not_recorded if path != ROUTER_LOGITS else self.router_recorded
 
     # Per-row quantities every pair with this row needs: computed once, kept with the row.
     @functools.cached_property
@@ -267,6 +281,12 @@ def row_trace(run: Any, b: int, *, logits: bool = True) -> RowTrace:
     row_logits = None
     if logits and getattr(run, "logits", None) is not None:
         row_logits = run.logits[b, :T]  # an array, or the top-k form
+    cached = getattr(run, "cached_tokens", None)
+    if cached is None and hasattr(run, "attrs"):
+        cached = run.attrs.get("cached_tokens")
+    not_recorded = getattr(run, "not_recorded", None)
+    if not_recorded is None:
+        not_recorded = getattr(run, "attrs", {}).get("not_recorded") or ()
     return RowTrace(
         run=run.name, row=b, request=int(run.request_ids[b]), is_probe=(b == int(run.probe_row)),
         prompt_len=int(run.prompt_len[b]), tokens=tokens[:T], step=np.asarray(run.step[b, :T]),
@@ -274,4 +294,5 @@ def row_trace(run: Any, b: int, *, logits: bool = True) -> RowTrace:
         kept=np.asarray(run.kept[:, b, :T]), slot=np.asarray(run.slot[:, b, :T]),
         group=np.asarray(run.group[:, b, :T]), router_logits=np.asarray(run.router_logits[:, b, :T]),
         logits=row_logits, layer_source=functools.partial(layer_routing, run),
+        not_recorded=frozenset(not_recorded), cached_tokens=0 if cached is None else int(cached[b]),
     )

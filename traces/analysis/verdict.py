@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traces.analysis.displacement import Displacement
-from traces.analysis.verdict_text import describe_verdict
+from traces.analysis.verdict_text import KIND_WORDS, describe_verdict
 
 #: What a difference at one place is, in the order checked at a (position, layer).
 DIFFERENCE_KINDS: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
@@ -25,9 +25,7 @@ class Difference:
 
     def describe(self) -> str:
         where = "the next-token logits" if self.layer == LOGITS_LAYER else f"layer {self.layer}"
-        what = {"router_logits": "router logits", "expert": "chosen experts", "kept": "kept set",
-                "gate": "weights", "logits": "logits"}[self.kind]
-        return f"position {self.position}, {where} ({what})"
+        return f"position {self.position}, {where} ({KIND_WORDS[self.kind]})"
 
 
 @dataclass(frozen=True)
@@ -70,6 +68,10 @@ class Verdict:
     logit_margin: float = float("nan")   # reference's top-1 - top-2 logit at t* - 1
     logit_delta: float = float("nan")    # max |logit difference| at t* - 1
     kl: float = float("nan")             # KL(P_ref || P_run) at t* - 1
+    #: The kinds of DIFFERENCE_KINDS compared: an engine's run records no router logits or weights,
+    #: and its log-probabilities are not compared bitwise with the project's logits.
+    parts: tuple[str, ...] = DIFFERENCE_KINDS
+    values: str = "logit"                # next-token values compared as "logit" or "log-probability"
 
     @property
     def diverged(self) -> bool:

@@ -11,6 +11,11 @@ if TYPE_CHECKING:
     from traces.analysis.verdict import Verdict
 
 
+#: What each kind of difference is called in the sentences.
+KIND_WORDS = {"router_logits": "router logits", "expert": "chosen experts", "kept": "kept set",
+              "gate": "weights", "logits": "logits"}
+
+
 def ordinal(n: int) -> str:
     """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
@@ -85,13 +90,35 @@ def _event(v: Verdict) -> str:
                 f"after position {v.position} differs (router logits were not recorded; the recorded "
                 f"log-probability margin says how near the tie was).")
     if v.cause == table.OUTPUT_NUMERIC:
-        return (f"Routing is identical up to the divergence; the next-token logits first differ at position "
-                f"{v.position}: a numeric difference in the expert or attention reductions.")
+        return (f"Routing is identical up to the divergence; the next-token {plural(v.values)} first differ "
+                f"at position {v.position}: a numeric difference in the expert or attention reductions.")
     if v.cause == table.UNEXPLAINED:
         return (f"The tokens differ at position {v.t_star} but no routing or logit difference "
                 f"precedes it (against {pair}).")
-    return (f"Run {v.run} row {v.row} and {pair} agree bitwise on tokens, routing and logits over "
-            f"{v.compared} positions.")
+    return f"Run {v.run} row {v.row} and {pair} {agreement(v)} over {v.compared} positions."
+
+
+def agreement(v: Verdict) -> str:
+    """'agree bitwise on tokens, routing and logits', or, for a pair with an engine's run, what was
+    compared and what was not (`Verdict.parts`)."""
+    if set(KIND_WORDS) <= set(v.parts):
+        return "agree bitwise on tokens, routing and logits"
+    said = [KIND_WORDS[k] for k in ("expert", "kept", "router_logits", "gate") if k in v.parts]
+    unrecorded = [KIND_WORDS[k] for k in ("router_logits", "gate") if k not in v.parts]
+    notes = [f"the engine records no {' or '.join(unrecorded)}"] if unrecorded else []
+    if "logits" not in v.parts:
+        notes.append(f"next-token {plural(v.values)} compared as values, not bitwise")
+    text = f"agree on tokens, {_and(said)}"
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def plural(word: str) -> str:
+    """'logit' -> 'logits', 'log-probability' -> 'log-probabilities'."""
+    return word[:-1] + "ies" if word.endswith("y") else word + "s"
+
+
+def _and(words: list[str]) -> str:
+    return " and ".join(words) if len(words) < 3 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _capacity(v: Verdict, at: str) -> str:
@@ -120,6 +147,6 @@ def _split(v: Verdict, vocab: list[str] | None) -> str:
             f"{quoted_token(vocab, v.ref_token)} in run {v.ref_run}, "
             f"{quoted_token(vocab, v.token)} in run {v.run}")
     if v.logit_margin == v.logit_margin:  # not NaN: logits are at hand
-        text += (f"; the reference's top-2 logit margin at position {v.t_star - 1} was "
-                 f"{_num(v.logit_margin)} against a logit difference of up to {_num(v.logit_delta)}")
+        text += (f"; the reference's top-2 {v.values} margin at position {v.t_star - 1} was "
+                 f"{_num(v.logit_margin)} against a {v.values} difference of up to {_num(v.logit_delta)}")
     return text + "."

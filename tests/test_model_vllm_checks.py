@@ -1,0 +1,189 @@
+"""What an engine's trace is checked against, without vLLM: the route check's counts and verdicts,
+`info --check` on unchecked and failing routes, log-probabilities compared like with like, the MoE
+layers of a Qwen2-MoE config, and the server errors a client meets before any vLLM is involved."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_model_vllm_adapter import GENERATED, META, PROMPT, _output, engine_attrs
+
+from inspector.cli import main
+from inspector.figure_data.pair import ROUTER_LOGITS, WEIGHTS, difference_kinds
+from model.vllm.arrays import run_arrays
+from traces import TraceError, TraceWriter, open_trace
+from traces.analysis import pair_curves
+from traces.analysis.causes import explain_pair_with_differences
+from traces.analysis.rows import RowTrace
+from traces.route_check import MIN_AGREEMENT, REFUSE_BELOW, RouteCheck, compare, sample_rows, structure
+from traces.toplogits import TopLogits
+
+MODEL = str(Path(__file__).resolve().parents[1] / "assets" / "mixtral-docs")
+
+
+def test_structure_counts_repeated_and_out_of_range_experts():
+    expert = np.zeros((2, 3, 5, 2), np.int16)  # [L, B, T, K]: vLLM compiled on a CPU, every route [0, 0]
+    expert[:, 2, 3:] = -1  # past row 2's end
+    routes, repeated, out, example = structure(expert, 8)
+    assert (routes, repeated, out, example) == (2 * 13, 26, 0, (0, 0))
+    expert[..., 1] = np.where(expert[..., 0] >= 0, 1, -1)
+    expert[1, 0, 0] = (3, 8)  # an id past E
+    assert structure(expert, 8)[1:] == (0, 1, (3, 8))
+    check = RouteCheck(rows=(0,), checked=10, agreeing=0, near_ties=0, tokens=26, repeated=26, out_of_range=0,
+                       example=(0, 0), dtype="bfloat16", seed=0)
+    assert check.refusal() == "26 of 26 (layer, token) routes name one expert twice (e.g. [0, 0])"
+
+
+def test_compare_counts_agreement_and_near_ties():
+    z = np.array([[[3.0, 2.0, 1.0, 0.0], [1.0, 1.0 + 2 ** -8, 0.0, 5.0], [0.0, 1.0, 2.0, 3.0]]])  # [L, T, E]
+    recorded = np.array([[[1, 0], [0, 3], [0, 1]]])  # agrees; swapped at a near tie; wrong
+    assert compare(recorded, z, "bfloat16") == (3, 1, 1)  # 2^-8 at scale 5 is within 8 bf16 epsilons
+    assert compare(recorded, z, "float32") == (3, 1, 0)  # far beyond 8 float32 epsilons
+    assert sample_rows(4, 2, seed=0)[0] == 2 and len(set(sample_rows(4, 2, seed=0))) == 2
+    assert sample_rows(1, 0, seed=5) == (0,)
+
+
+@pytest.mark.parametrize(("agreeing", "near", "refused", "warnings"), [
+    (100, 0, False, 0), (99, 1, False, 0), (98, 0, False, 2), (89, 1, True, 2)])
+def test_route_check_thresholds(agreeing, near, refused, warnings):
+    check = RouteCheck(rows=(0, 1), checked=100, agreeing=agreeing, near_ties=near, tokens=200, repeated=0,
+                       out_of_range=0, example=(), dtype="float32", seed=3, logprob_difference=0.01)
+    assert bool(check.refusal()) == refused == (agreeing / 100 < REFUSE_BELOW)
+    assert len(check.warnings()) == warnings and (agreeing / 100 < MIN_AGREEMENT) == (warnings > 0)
+    assert RouteCheck.from_attr(check.to_attr()) == check
+
+
+def _write(path: Path, **attrs) -> Path:
+    out = _output()
+    writer = TraceWriter(path, meta=META, vocab=[f"t{i}" for i in range(30)], requests=["probe"],
+                         prompt_tokens=[PROMPT])
+    writer.add_run("run", attrs=engine_attrs("run", [out], **attrs), arrays=run_arrays([out], 6, 4))
+    writer.close()
+    return path
+
+
+def test_info_check_flags_unchecked_routes_and_fails_fabricated_ones(tmp_path, capsys):
+    unchecked = _write(tmp_path / "unchecked.h5")
+    with __import__("h5py").File(unchecked, "a") as f:
+        del f["runs/run"].attrs["route_check"]
+    assert main(["info", "--check", str(unchecked)]) == 0
+    out = capsys.readouterr().out
+    assert "routes not checked against the router" in out and "0 errors, 1 warnings" in out
+    bad = RouteCheck(rows=(0,), checked=20, agreeing=1, near_ties=0, tokens=20, repeated=20, out_of_range=0,
+                     example=(0, 0), dtype="bfloat16", seed=0)
+    fabricated = _write(tmp_path / "fabricated.h5", route_check=bad.to_attr())
+    assert main(["info", "--check", str(fabricated)]) == 2
+    out = capsys.readouterr().out
+    assert "routes fail the spot check: 20 of 20 (layer, token) routes name one expert twice" in out
+    with open_trace(fabricated) as t, pytest.raises(TraceError, match="routes fail the spot check"):
+        t.run("run")  # nothing draws routes that cannot be the router's
+
+
+def _rows(lse: float, shift: np.ndarray) -> tuple[RowTrace, RowTrace]:
+    """The project loop's row (top-4 logits, log-sum-exp `lse`) and an engine's row of the same tokens
+    (log-probabilities only, `value - lse + shift`)."""
+    T, L, K, E = len(PROMPT) + 3, 2, 2, 8
+    tokens = np.array(PROMPT + GENERATED[:3])
+    expert = np.tile(np.array([0, 1], np.int16), (L, T, 1))
+    index = np.tile(np.array([7, 8, 9, 10], np.int32), (T, 1))
+    value = np.tile(np.array([8.0, 7.5, 6.0, 2.0], np.float32), (T, 1))
+    loop = TopLogits(index, value, np.full(T, lse, np.float32), value[:, 0], 30)
+    engine = TopLogits(index, (value - lse + shift[:, None]).astype(np.float32), np.zeros(T, np.float32),
+                       value[:, 0] - lse, 30, logprobs_only=True)
+
+    def row(name, logits, z, gate, not_recorded=frozenset()):
+        return RowTrace(run=name, row=0, request=0, is_probe=True, prompt_len=len(PROMPT), tokens=tokens,
+                        step=np.zeros(T, np.int16), expert=expert, gate=gate, kept=np.ones((L, T, K), bool),
+                        slot=np.zeros((L, T, K), np.int32), group=np.zeros((L, T), np.int32), router_logits=z,
+                        logits=logits, not_recorded=not_recorded)
+
+    z = np.tile(np.linspace(1, 0, E, dtype=np.float32), (L, T, 1))
+    return (row("alone-project", loop, z, np.full((L, T, K), 0.5, np.float32)),
+            row("alone-vllm", engine, np.full((L, T, E), np.nan, np.float32), np.full((L, T, K), np.nan),
+                frozenset({"routing/router_logits", "routing/gate"})))
+
+
+def test_a_loop_and_an_engine_compare_as_log_probabilities():
+    shift = np.array([0, 0, 0, 0.01, -0.03, 0.02, 0.0])
+    loop, engine = _rows(lse=8.4, shift=shift)
+    curves = pair_curves(loop, engine)
+    hand = np.abs((loop.logits.value - 8.4) - engine.logits.value).max(axis=-1)  # log-probabilities
+    np.testing.assert_allclose(curves.max_logit_diff, hand, atol=1e-6)
+    assert curves.values == "log-probability"
+    assert np.nanmax(curves.max_logit_diff) == pytest.approx(0.03, 1e-5)
+    verdict, diff = explain_pair_with_differences(loop, engine)
+    assert diff.logits is None and "gate" not in diff.compared and "router_logits" not in diff.compared
+    assert verdict.cause == "identical" and verdict.root is None
+    text = verdict.describe()
+    assert "agree bitwise" not in text and "the engine records no router logits or weights" in text
+    assert "log-probabilities compared as values, not bitwise" in text
+    kinds = difference_kinds(diff, loop.length)
+    assert not np.isin(kinds, (WEIGHTS, ROUTER_LOGITS)).any()  # no "weights" or "router logits only" cell
+
+
+def test_moe_layers_of_a_tiny_qwen2_moe():
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from model.hf.bridge import HFMoEModel
+    from model.hf.families import family_of
+    from model.hf.moe_layers import engine_rows, moe_layers
+    from model.hf.tiny import tiny_config
+
+    fields = {k: v for k, v in tiny_config("qwen2_moe", 64).to_dict().items() if k != "layer_types"}
+    config = transformers.Qwen2MoeConfig(**{**fields, "num_hidden_layers": 6, "decoder_sparse_step": 2,
+                                            "mlp_only_layers": [3]})
+    assert moe_layers(config) == [1, 5]  # every 2nd layer, but layer 3 is dense
+    torch.manual_seed(0)
+    hf = transformers.Qwen2MoeForCausalLM(config).eval()
+    assert HFMoEModel(hf, None, family_of("qwen2_moe")).config.moe_layers == [1, 5]
+    assert engine_rows(config, 6) == [1, 5] and engine_rows(config, 2) == [0, 1]  # per decoder or MoE layer
+    with pytest.raises(ValueError, match="reported routes for 4 layers"):
+        engine_rows(config, 4)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def web_page():
+    """A plain HTTP server (not vLLM) on 127.0.0.1, answering every path with an HTML page."""
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_error(404, "Not Found", "<html><body>\n" * 10)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_url_that_is_not_a_vllm_server_is_one_line(web_page, tmp_path, capsys):
+    for url, message in ((web_page, "is not a vLLM server (" + web_page + "/v1/models: HTTP 404)"),
+                         (f"http://127.0.0.1:{_free_port()}", "no server answers at")):
+        out = tmp_path / "x.h5"
+        assert main(["record", "-e", "e1", "--engine", "vllm-server", "--url", url, "--model", MODEL,
+                     "-q", "-o", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err and "<html" not in err, err
+        assert not out.exists()
+
+
+def test_a_reply_without_routed_experts_names_the_server_flag():
+    from model.vllm.outputs import from_completion_choice
+
+    choice = {"logprobs": {"tokens": ["token_id:7"], "token_logprobs": [-0.1], "top_logprobs": [{}]},
+              "routed_experts": None}  # what a server started without --enable-return-routed-experts returns
+    with pytest.raises(ValueError, match="start the server with --enable-return-routed-experts"):
+        from_completion_choice(PROMPT, choice)
