@@ -238,7 +238,14 @@ def test_figures_render_headless_with_both_panels(qtbot, trace_path):
                      for y in range(rect.top() + 2, rect.bottom() - 2, 3)}
             assert len(drawn) > 3  # the heatmap's colours, not an empty box
         assert "A: run alone" in figure.text_a.plain_text() and "B: run crowded" in figure.text_b.plain_text()
-        assert "confirmed by counterfactual" in figure.cause_block.plain_text()
+        # The key names what is drawn: the ★ at the first difference (this table proves nothing), t*,
+        # and no selected position on a page (the line at position 3 is the app's).
+        texts = figure.key.texts()
+        assert "first difference (no proof)" in texts and "proven cause" not in texts
+        assert "t* (the tokens split)" in texts and "selected position" in texts
+        figure.set_selected(None)
+        figure.set_data(data)
+        assert "selected position" not in figure.key.texts()
         overview = pg.GraphicsLayoutWidget()
         qtbot.addWidget(overview)
         overview.resize(1000, 700)

@@ -92,14 +92,14 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
 def _fit(export: Export, page: Page, style, fit_height: bool):
     """(the canvas of the fullest layout that fits, []) or (None, the problems of the closest)."""
     from inspector.export.finish import finish
-    from inspector.export.fit import add_note, problems
+    from inspector.export.fit import problems
     from inspector.export.render import Canvas
 
     closest: list[str] = []
     for fit in range(export.spec.fits):
         canvas = Canvas(page, style.background)
         figure = export.draw(canvas.layout, style, fit)
-        add_note(canvas.layout, style, getattr(figure, "left_out", []))
+        canvas.left_out = list(getattr(figure, "left_out", []))  # named in the caption, not drawn
         finish(canvas, style)
         if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
             _fit_height(canvas, figure, style)
@@ -160,10 +160,30 @@ def _fit_height(canvas, figure, style) -> None:
     finish(canvas, style)
 
 
+def caption_path(path: str | os.PathLike) -> str:
+    """The caption file beside a figure: its name with `.txt`."""
+    return os.path.splitext(os.fspath(path))[0] + ".txt"
+
+
+def _write_caption(path: str, text: str) -> None:
+    """Write a caption whole or not at all: a temporary file in its folder, then renamed."""
+    temporary = f"{path}.part"
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise RenderError(f"{path}: cannot write the caption ({exc.strerror or exc})") from None
+
+
 def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: Page | None = None,
-         style=None, *, fit_height: bool = False) -> Page | None:
-    """Write `export` to `path` as `fmt` (default: from the extension). Returns the page written
-    (None for CSV). Raises RenderError for a bad format, page or path."""
+         style=None, *, fit_height: bool = False, caption: bool = False) -> Page | None:
+    """Write `export` to `path` as `fmt` (default: from the extension); with `caption` (a figure
+    format), also its caption beside it (`caption_path`): the figure in words and what a compact
+    layout left out. Returns the page written (None for CSV). Raises RenderError for a bad format,
+    page or path."""
     from inspector.export.csv import TableError
 
     path = os.fspath(path)
@@ -188,6 +208,8 @@ def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: 
     page = page or default_page(export.view)
     with drawn(export, page, style, fit_height=fit_height) as canvas:
         write_figure(canvas, fmt, path, title=export.stem())
+        if caption:
+            _write_caption(caption_path(path), export.caption(canvas.left_out))
         return canvas.page
 
 

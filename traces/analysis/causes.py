@@ -104,12 +104,16 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
     return Verdict(cause=cause, position=-1, layer=-1, **fields), diff
 
 
+#: What two runs are compared on when one holds no router logits, weights or kept sets.
+ENGINE_COMPARES = "tokens, chosen experts and recorded log-probabilities (router logits not recorded)"
+
+
 def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, first_logits: int,
                     t_star: int, fields: dict) -> Verdict:
     """The verdict of runs without router logits: the first differing expert set, else the token split.
     Router logits, weights and kept sets are not compared (one run at least does not hold them)."""
     logits_root = Difference(first_logits, LOGITS_LAYER, "logits") if first_logits >= 0 else None
-    fields = {**fields, "root": logits_root}
+    fields = {**fields, "root": logits_root, "compares": ENGINE_COMPARES}
     if decision.any():
         p, l = (int(i) for i in np.unravel_index(int(np.argmax(decision)), decision.shape))
         fields["root"] = Difference(p, l, "expert")

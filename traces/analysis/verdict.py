@@ -70,6 +70,7 @@ class Verdict:
     logit_margin: float = float("nan")   # reference's top-1 - top-2 logit at t* - 1
     logit_delta: float = float("nan")    # max |logit difference| at t* - 1
     kl: float = float("nan")             # KL(P_ref || P_run) at t* - 1
+    compares: str = "tokens, routing and logits"  # what the two runs hold and were compared on
 
     @property
     def diverged(self) -> bool:
