@@ -99,6 +99,7 @@ def _fit(export: Export, page: Page, style, fit_height: bool):
     for fit in range(export.spec.fits):
         canvas = Canvas(page, style.background)
         figure = export.draw(canvas.layout, style, fit)
+        canvas.figure = figure
         canvas.left_out = list(getattr(figure, "left_out", []))  # named in the caption, not drawn
         finish(canvas, style)
         if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):

@@ -210,11 +210,15 @@ class PairData:
     def to_columns(self) -> dict[str, np.ndarray]:
         """One row per position: the table a CSV export writes."""
         T = self.length
+        compared = np.arange(T) < self.compared
+        # Compared positions whose next-token values were not recorded (an engine's prompt): empty.
+        missing = np.where(compared & ~np.isfinite(self.logit_margin), "logits not recorded", "")
         return {
             "position": np.arange(T),
             "token_a": np.array([self.token("A", t) for t in range(T)], dtype=object),
             "token_b": np.array([self.token("B", t) for t in range(T)], dtype=object),
-            "compared": np.arange(T) < self.compared,
+            "compared": compared,
+            "logits_missing": missing.astype(object),
             "kl": self.kl,
             "max_logit_difference": self.logit_diff,
             "logit_margin_a": self.logit_margin,

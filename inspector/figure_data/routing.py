@@ -76,11 +76,15 @@ class RoutingData:
         for k in range(self.expert.shape[1]):
             choice[np.arange(T), self.expert[:, k]] = k
             kept[np.arange(T), self.expert[:, k]] = self.kept[:, k]
+        # Without router logits there is no probability: empty, never 0, and a column says why.
+        probability = self.probs.T.reshape(-1) if self.probabilities else np.full(T * E, np.nan, np.float32)
         return {
             "position": pos,
             "token": np.repeat(np.array(self.labels, dtype=object), E),
             "expert": exp,
-            "probability": self.probs.T.reshape(-1),
+            "probability": probability,
+            "probability_missing": np.full(T * E, "" if self.probabilities else "router logits not recorded",
+                                           dtype=object),
             "choice": choice.reshape(-1),
             "kept": kept.reshape(-1) & (choice.reshape(-1) >= 0),
             "dropped": ~kept.reshape(-1) & (choice.reshape(-1) >= 0),

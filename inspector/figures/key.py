@@ -99,13 +99,14 @@ class Key(pg.LegendItem):
     (up to `max_columns`) as the width it is given holds, so that beside or below a plot it never
     asks for more width than the plot has."""
 
-    def __init__(self, style: FigureStyle, max_columns: int = 6, frame: bool = False,
+    def __init__(self, style: FigureStyle, max_columns: int = 9, frame: bool = False,
                  scale: float = 1.0) -> None:
         size = style.font(scale).pointSizeF()  # a smaller key stops at the least legible size
         super().__init__(labelTextColor=style.foreground, labelTextSize=f"{size:g}pt",
                          pen=pg.mkPen("#bbbbbb") if frame else None,
                          brush=pg.mkBrush(style.background) if frame else None, horSpacing=KEY_GAP_PX)
         self.layout.setContentsMargins(*(KEY_MARGIN_PX,) * 4)
+        self.layout.setVerticalSpacing(-KEY_MARGIN_PX)  # a label's box has room above and below its text
         self.max_columns = max_columns
         self._fitting = False
         self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed)

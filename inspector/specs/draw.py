@@ -84,16 +84,16 @@ def draw_routing(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selec
 
 def draw_layers(layout: pg.GraphicsLayout, style: FigureStyle, data, sel: Selection,
                 fit: int = 0) -> LayersFigure:
-    """The layer map, with the key of its experts' colours beside it and of its marks under it; on a
-    narrow page both keys go under it (the map keeps the page's width), then the marks' is left out."""
-    figure = LayersFigure(layout, style, row=1, key_below=fit > 0)
+    """The layer map with the keys of its experts' colours and of its marks under it (the map keeps
+    the page's width); on a page too short, the marks' key is left out."""
+    figure = LayersFigure(layout, style, row=1, key_below=True)
     figure.set_data(data)
-    title_above(layout, figure.plot, style, columns=1 if fit > 0 else 2)
+    title_above(layout, figure.plot, style)
     show_positions(figure.plot, data.n_positions, data.n_layers, sel)
-    if fit < 2:
+    if fit == 0:
         key = marks_key(style, figure.drops, dropped="a candidate dropped", boundary_color=style.foreground,
                         fill="#88ccee")
-        layout.addItem(key, row=layout.layout.rowCount(), col=0, colspan=1 if fit > 0 else 2)
+        layout.addItem(key, row=layout.layout.rowCount(), col=0)
     else:
         figure.left_out = ["the key of the marks (red ✕ or tick = a candidate dropped, dashed line = "
                            "prompt | generation)"]

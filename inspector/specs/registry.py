@@ -66,7 +66,7 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"),
              heights=(3.4, 3.6), fits=2, caption=captions.routing_caption),
     ViewSpec("layers", "All layers", "Ctrl+2", figures.read_layers, "draw_layers", figures.layers_columns,
-             figures.row_stem, ("run", "request", "row", "range"), heights=(3.6, 3.6), fits=3,
+             figures.row_stem, ("run", "request", "row", "range"), heights=(3.6, 3.6), fits=2,
              aliases=("overview",), caption=captions.layers_caption),
     ViewSpec("load", "Expert load", "Ctrl+3", figures.read_load, "draw_load", figures.load_columns,
              figures.load_stem, ("run", "request", "layer", "step", "group"), inches=(10.0, 7.0),

@@ -35,9 +35,8 @@ TEXTS_MIN_PX = 64
 CAUSE_PX = 120
 CAUSE_SHARE = 0.45
 #: In a view shorter than this (a laptop's 1280 x 720 window) the plots come first: the cause shows its
-#: headline (its sentence one click on "Cause in full" away, the rest scrolls in its box), the
-#: completions fold under the splitter's handle (a drag brings them back) and the key is left out
-#: (the hover line names every cell).
+#: headline (the rest scrolls in its box), the completions fold, and the key is left out (the hover
+#: line names every cell); one click on "Details" brings the sentence and the completions back.
 SHORT_VIEW_PX = 600
 
 
@@ -55,10 +54,10 @@ class PairView(View):
         reset.setToolTip("Show every position (mouse wheel zooms, drag pans; all panels follow)")
         reset.clicked.connect(self.reset_zoom)
         self.details = QtWidgets.QToolButton()
-        self.details.setText("Cause in full")
+        self.details.setText("Details")
         self.details.setCheckable(True)
-        self.details.setToolTip("Show the cause's sentence above the plots, not only its headline (the "
-                                "numbers and reruns scroll in its box)")
+        self.details.setToolTip("Show the cause's sentence (not only its headline) and both completions "
+                                "above the plots; the numbers and reruns scroll in the cause's box")
         self.details.toggled.connect(self._details_toggled)
         self._details_chosen = False  # until clicked, the sentence shows unless the view is short
         self.picker.top.addWidget(self.details)
@@ -133,10 +132,10 @@ class PairView(View):
     def _dragged(self, *args) -> None:
         if not self._arranging:
             self._cause_px, texts = self.splitter.sizes()[:2]
-            if self._short():
-                self._texts_short_px = texts
-            else:
+            if self.details.isChecked():
                 self._texts_px = texts
+            else:
+                self._texts_short_px = texts
 
     def _details_toggled(self, checked: bool) -> None:
         self._details_chosen = True
@@ -155,7 +154,6 @@ class PairView(View):
             return
         height = self.scroller.viewport().height()
         short = self._short()
-        self.texts.setMinimumHeight(0 if short else TEXTS_MIN_PX)
         if self.figure.show_key(not short):
             self._fit_timer.start()
         full = self.details.isChecked() if self._details_chosen else not short
@@ -163,12 +161,13 @@ class PairView(View):
             self.details.blockSignals(True)
             self.details.setChecked(full)
             self.details.blockSignals(False)
+        self.texts.setMinimumHeight(TEXTS_MIN_PX if full else 0)
         least = max(min(self.cause_box.needed_height(headline_only=not full), int(CAUSE_SHARE * height)), 44)
         if least != self.cause_box.minimumHeight():
             self.cause_box.setMinimumHeight(least)
         plots_least, texts_least = self.graphics.minimumHeight(), self.texts.minimumHeight()
         cause = max(least, min(self._cause_px, total - plots_least - texts_least))
-        wanted = self._texts_short_px if short else self._texts_px
+        wanted = self._texts_px if full else self._texts_short_px
         texts = max(min(wanted, total - cause - plots_least), texts_least)
         sizes = [cause, texts, max(total - cause - texts, 0)]
         if sizes != self.splitter.sizes():

@@ -98,7 +98,7 @@ class RunsView(View):
         self.figure.map.vb.setMinimumHeight(MIN_PLOT_PX)
         self.tree.setMinimumHeight(MIN_TABLE_PX)
         self.causes.setMinimumHeight(MIN_TABLE_PX)
-        self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX * 2 // 3)
+        self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX // 2)
         self.keep_graphics_at_least(self.graphics, 420, 2 * MIN_PLOT_PX + 230)
         self.side = side
         self._side_px = SIDE_PX   # the side's least width beside the figure: its tree's columns whole
@@ -132,7 +132,7 @@ class RunsView(View):
         self.figure.set_headline(first_line=short)
         self.figure.causes.setVisible(not short)
         self.figure.causes.setMaximumHeight(0 if short else 1e6)  # a hidden plot keeps its row
-        self.figure.causes.vb.setMinimumHeight(0 if short else MIN_PLOT_PX * 2 // 3)
+        self.figure.causes.vb.setMinimumHeight(0 if short else MIN_PLOT_PX // 2)
         self._fit_timer.start()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
