@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_model_vllm_adapter import trace  # noqa: F401 (the engine trace fixture)
 
 from inspector.app.example import examples_dir
 from inspector.cli import main
@@ -30,9 +31,9 @@ APP_WORDS = ("Left out", "moe-inspector", "Side by side", "explain", "the app")
 
 
 def picked(view: str, path=EXAMPLE, **changes):
-    with open_trace(path) as trace:
-        sel, _ = informative(trace, SPECS[view], Selection())
-        return read_export(trace, view, replace(sel, **changes))
+    with open_trace(path) as opened:
+        sel, _ = informative(opened, SPECS[view], Selection())
+        return read_export(opened, view, replace(sel, **changes))
 
 
 def page_texts(canvas) -> list[str]:
@@ -98,8 +99,8 @@ def test_without_a_proof_the_star_says_first_difference(qtbot, trace_path):
     from inspector.figure_data.divergence_source import DivergenceSource
     from inspector.figures.pair import PairFigure
 
-    with open_trace(trace_path) as trace:
-        source = DivergenceSource(trace)
+    with open_trace(trace_path) as opened:
+        source = DivergenceSource(opened)
         choices = source.choices(source.default_request())
         data = next(d for d in (source.pair(choices[0], c, 0) for c in choices[1:])
                     if d.verdict.diverged and not d.cause.proven and d.cause.event[1] >= 0)
@@ -111,11 +112,12 @@ def test_without_a_proof_the_star_says_first_difference(qtbot, trace_path):
 
 
 def test_dropped_swatch_is_drawn_as_the_dropped_cells_at_every_size(qapp):
-    """The key's sample of a dropped candidate is the figure's own marks (a red frame and a cross or
-    a tick) at the figure's cell size: the same pixels a dropped cell shows."""
+    """The key's sample of a dropped candidate paints the figure's own marks (its red frame, then its
+    cross or tick) with their own code, in a cell of the figure's size: what a dropped cell shows."""
     from inspector.figures.marks import MarkSample
 
     export = picked("routing")
+    modes = set()
     for size in ("column", "page", "slide"):
         with drawn(export, default_page("routing", 100, size=size), print_style(8.0)) as canvas:
             figure = canvas.figure
@@ -124,53 +126,22 @@ def test_dropped_swatch_is_drawn_as_the_dropped_cells_at_every_size(qapp):
             assert sample.marks == [figure.dropped_outline, figure.dropped]
             ux, uy = figure.dropped.cell_size()
             assert sample.cell() == (min(ux, 18.0), min(uy, 14.0))
-            mode = figure.dropped.mode()
-            assert mode in ("cross", "tick")
-            drawn_cell = _ink(figure.dropped, figure.dropped_outline, ux, uy)
-            sample_cell = _ink_of_sample(sample)
-            if ux <= 18 and uy <= 14:  # the whole cell fits the sample: the same ink, pixel for pixel
-                assert np.array_equal(drawn_cell, sample_cell), size
-
-
-def _ink(cross, outline, ux: float, uy: float) -> np.ndarray:
-    image = QtGui.QImage(40, 40, QtGui.QImage.Format.Format_ARGB32)
-    image.fill(0)
-    painter = QtGui.QPainter(image)
-    painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
-    painter.translate(20, 20)
-    for marks in (outline, cross):
-        mode = marks.mode()
-        if mode == "cross":
-            marks._paint_crosses(painter, [0.0], [0.0], ux, uy)
-        elif mode == "tick":
-            marks._paint_ticks(painter, [0.0], [0.0], ux, uy)
-        elif mode in ("frame", "edges"):
-            marks._paint_frames(painter, [0.0], [0.0], ux, uy, sides=mode == "frame")
-    painter.end()
-    return _alpha(image)
-
-
-def _ink_of_sample(sample) -> np.ndarray:
-    image = QtGui.QImage(40, 40, QtGui.QImage.Format.Format_ARGB32)
-    image.fill(0)
-    painter = QtGui.QPainter(image)
-    box = sample.boundingRect().adjusted(1, 1, -1, -1)
-    painter.translate(20 - box.center().x(), 20 - box.center().y())
-    fill, sample.fill = sample.fill, None  # the marks alone, without the cell's colour
-    sample.paint(painter)
-    sample.fill = fill
-    painter.end()
-    return _alpha(image)
-
-
-def _alpha(image: QtGui.QImage) -> np.ndarray:
-    ptr = image.constBits()
-    return np.frombuffer(ptr, np.uint8).reshape(image.height(), image.width(), 4)[..., 3].copy()
+            modes.add((figure.dropped_outline.mode(), figure.dropped.mode()))
+            image = QtGui.QImage(24, 20, QtGui.QImage.Format.Format_ARGB32)
+            image.fill(0)
+            painter = QtGui.QPainter(image)
+            fill, sample.fill = sample.fill, None  # the marks alone, without the cell's colour
+            sample.paint(painter)
+            sample.fill = fill
+            painter.end()
+            red = [QtGui.QColor(image.pixel(x, y)) for x in range(24) for y in range(20)]
+            assert any(c.red() > 200 and c.green() < 80 and c.alpha() > 200 for c in red), size
+    assert ("none", "tick") in modes and ("frame", "cross") in modes  # both looks, each keyed as drawn
 
 
 def test_a_dropless_group_has_no_capacity_line_and_no_dropped_entry(qapp):
-    with open_trace(EXAMPLE) as trace:
-        export = read_export(trace, "load", Selection(run="alone-dropless", layer=0))
+    with open_trace(EXAMPLE) as opened:
+        export = read_export(opened, "load", Selection(run="alone-dropless", layer=0))
     with drawn(export, default_page("load", 100, size="page"), print_style(8.0)) as canvas:
         figure = canvas.figure
         assert not any(line.isVisible() for line in figure.capacity_lines)
@@ -185,30 +156,9 @@ def test_titles_keep_a_number_with_its_word(qapp):
         assert not any(text[:end].rstrip().endswith("row") for end in line_ends), text
 
 
-@pytest.fixture(scope="module")
-def engine_trace(tmp_path_factory):
-    """A serving engine's runs (choices and log-probabilities of generated tokens only), as
-    `tests/test_model_vllm_adapter.py` writes them without vLLM."""
-    from test_model_vllm_adapter import GENERATED, META, PROMPT, _output
-
-    from model.vllm.arrays import ENGINE_NOT_RECORDED, run_arrays
-    from traces import TraceWriter
-
-    path = tmp_path_factory.mktemp("engine") / "engine.h5"
-    runs = {"alone": _output(), "token": _output(GENERATED[:5] + [20, 21], near_tie_at=5)}
-    writer = TraceWriter(path, meta=META, vocab=[f"t{i}" for i in range(30)], requests=["probe"],
-                         prompt_tokens=[PROMPT])
-    for name, out in runs.items():
-        attrs = {"request_ids": np.array([0], np.int32), "probe_row": 0, "batch_size": 1, "max_new_tokens": 6,
-                 "label": name, "condition": "engine", "experiment": "example", "routing": {},
-                 "kernel_mode": "native", "seed": 0, "wall_time_s": 0.1,
-                 "not_recorded": list(ENGINE_NOT_RECORDED)}
-        writer.add_run(name, attrs=attrs, arrays=run_arrays([out], 6, 4, eos_ids=(1,)))
-    writer.close()
-    return path
-
-
-def test_an_engine_run_is_drawn_as_what_it_holds(qapp, engine_trace, tmp_path):
+def test_an_engine_run_is_drawn_as_what_it_holds(qapp, trace):  # noqa: F811 (the fixture)
+    """On a serving engine's runs (`tests/test_model_vllm_adapter.py`'s, written without vLLM)."""
+    engine_trace = trace
     from inspector.figures.pair import PairFigure
 
     export = picked("routing", engine_trace)
@@ -246,10 +196,10 @@ def test_a_numeric_cause_reads_in_words(qapp):
     from traces.analysis import ExplainRecord
 
     path = examples_dir() / "tiny-mixtral-bf16.h5"
-    with open_trace(path) as trace:
+    with open_trace(path) as opened:
         from inspector.figure_data.divergence_source import DivergenceSource
 
-        source = DivergenceSource(trace)
+        source = DivergenceSource(opened)
         numeric = [r for r in source.records() if r.confirmed_cause == "output_numeric"]
         assert numeric
         record: ExplainRecord = numeric[0]

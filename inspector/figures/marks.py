@@ -122,6 +122,17 @@ class CellMarks(pg.GraphicsObject):
             self._paint_frames(painter, xs, ys, ux, uy, sides=mode == "frame")
         painter.restore()
 
+    def paint_one(self, painter: QtGui.QPainter, ux: float, uy: float) -> None:
+        """One mark, as `paint` draws it now, centred on the painter's origin in a cell of `ux` x `uy`
+        layout units (a key's sample of the marks)."""
+        mode = self.mode()
+        if mode == "cross":
+            self._paint_crosses(painter, [0.0], [0.0], ux, uy)
+        elif mode == "tick":
+            self._paint_ticks(painter, [0.0], [0.0], ux, uy)
+        elif mode in ("frame", "edges"):
+            self._paint_frames(painter, [0.0], [0.0], ux, uy, sides=mode == "frame")
+
     def _band(self, painter: QtGui.QPainter, color: QtGui.QColor, xs, ys, hx: float, hy: float,
               t: float, sides: bool) -> None:
         """Fill a band `t` thick inside the rectangle +-hx, +-hy around each centre."""
@@ -200,13 +211,7 @@ class MarkSample(pg.ItemSample):
         painter.save()
         painter.translate(box.center())
         for marks in self.marks:
-            mode = marks.mode()
-            if mode == "cross":
-                marks._paint_crosses(painter, [0.0], [0.0], ux, uy)
-            elif mode == "tick":
-                marks._paint_ticks(painter, [0.0], [0.0], ux, uy)
-            elif mode in ("frame", "edges"):
-                marks._paint_frames(painter, [0.0], [0.0], ux, uy, sides=mode == "frame")
+            marks.paint_one(painter, ux, uy)
         painter.restore()
 
 

@@ -17,23 +17,18 @@ import math
 
 import numpy as np
 
-from inspector.figure_data.pair import EXPERTS, STRIP_ROWS, PairData
+from inspector.figure_data.pair import STRIP_ROWS, PairData
 from inspector.figure_data.routing import describe_cell
 from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, completion_html
 from inspector.figures.log_axis import DecadeAxis
 from inspector.figures.marks import CellMarks, MarkAxis
-from inspector.figures.pair_key import KIND_COLORS, not_recorded_brush, pair_key
+from inspector.figures.pair_key import STRIP_COLORS, kinds_rgb, not_recorded_brush, pair_key, strip_rgb
 from inspector.figures.panels import left_axis_px, reserve_right, share_left_width
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, pg
 
-#: RGB of the strip: nothing, the row's event, not compared.
-STRIP_COLORS = {"none": (250, 250, 250), "not compared": tuple(int(c) for c in KIND_COLORS[-1])}
-STRIP_EVENT_COLORS = (tuple(int(c) for c in KIND_COLORS[EXPERTS]),
-                      tuple(int(A_COLOR[i:i + 2], 16) for i in (1, 3, 5)),
-                      tuple(int(B_COLOR[i:i + 2], 16) for i in (1, 3, 5)))
 #: Short tick labels of the strip rows (`STRIP_ROWS` are the full names).
 STRIP_TICKS = ("experts ≠", "✗ A only", "✗ B only")
 #: Zero KL or logit difference is drawn at this value on the log axes.
@@ -47,21 +42,6 @@ LEFT_TICKS = (*STRIP_TICKS, "2·10⁻¹⁰", "0.001", "88")
 #: Above these, the markers of the map (★ over ○), then the position lines, then the cells.
 LINES_Z, ROOT_Z, EVENT_Z = 40, 60, 61
 NB = "\u00a0"  # keeps a number on the line of its word when a title wraps
-
-
-def kinds_rgb(kinds: np.ndarray) -> np.ndarray:
-    """[L, T, 3] uint8 image of a [L, T] map of difference-kind codes."""
-    return KIND_COLORS[np.asarray(kinds, dtype=np.int64)]
-
-
-def strip_rgb(strip: np.ndarray) -> np.ndarray:
-    """[3, T, 3] uint8 image of the [3, T] strip (1 event, 0 none, -1 not compared)."""
-    out = np.empty((*strip.shape, 3), dtype=np.uint8)
-    out[...] = STRIP_COLORS["none"]
-    for i, rgb in enumerate(STRIP_EVENT_COLORS):
-        out[i][strip[i] == 1] = rgb
-    out[strip == -1] = STRIP_COLORS["not compared"]
-    return out
 
 
 def spans(mask: np.ndarray) -> list[tuple[int, int]]:

@@ -1,6 +1,7 @@
-"""The key of the side-by-side figure: an entry for each mark the figure draws for the pair shown, in
-the order a reader meets them (the map's colours, its markers, the strip's, the lines and bands of
-the curves), each swatch drawn as the mark is.
+"""What the side-by-side figure's differences look like (the colours of the map and the strip) and its
+key: an entry for each mark the figure draws for the pair shown, in the order a reader meets them
+(the map's colours, its markers, the strip's, the lines and bands of the curves), each swatch drawn
+as the mark is.
 
 Nothing is keyed that is not drawn: a kind of difference absent from the map, a ○ with no first
 bitwise difference, the selected position on a page (none is selected there). The ★ says what it
@@ -21,11 +22,34 @@ from inspector.qt import QtCore, QtGui, pg
 #: draws "experts differ" and "not compared" in the same colours.
 KIND_COLORS = np.array([(246, 246, 246), (253, 212, 158), (252, 141, 89), (215, 48, 31), (106, 81, 163),
                         (200, 200, 200)], dtype=np.uint8)
+#: RGB of the strip: nothing, the row's event, not compared.
+STRIP_COLORS = {"none": (250, 250, 250), "not compared": tuple(int(c) for c in KIND_COLORS[-1])}
+STRIP_EVENT_COLORS = (tuple(int(c) for c in KIND_COLORS[EXPERTS]),
+                      tuple(int(A_COLOR[i:i + 2], 16) for i in (1, 3, 5)),
+                      tuple(int(B_COLOR[i:i + 2], 16) for i in (1, 3, 5)))
+
+
+def kinds_rgb(kinds: np.ndarray) -> np.ndarray:
+    """[L, T, 3] uint8 image of a [L, T] map of difference-kind codes."""
+    return KIND_COLORS[np.asarray(kinds, dtype=np.int64)]
+
+
+def strip_rgb(strip: np.ndarray) -> np.ndarray:
+    """[3, T, 3] uint8 image of the [3, T] strip (1 event, 0 none, -1 not compared)."""
+    out = np.empty((*strip.shape, 3), dtype=np.uint8)
+    out[...] = STRIP_COLORS["none"]
+    for i, rgb in enumerate(STRIP_EVENT_COLORS):
+        out[i][strip[i] == 1] = rgb
+    out[strip == -1] = STRIP_COLORS["not compared"]
+    return out
+
+
 #: The band of positions whose values were not recorded (a serving engine's prompt): hatched.
 NOT_RECORDED_BRUSH = (QtGui.QColor(120, 120, 120), QtCore.Qt.BrushStyle.BDiagPattern)
 
 
 def not_recorded_brush() -> QtGui.QBrush:
+    """The hatching of positions whose values were not recorded."""
     colour, pattern = NOT_RECORDED_BRUSH
     return QtGui.QBrush(colour, pattern)
 

@@ -11,23 +11,23 @@ from __future__ import annotations
 from traces.schema import DROPLESS_CAPACITY
 
 
-def _positions(n: int) -> str:
-    return f"positions 0-{n - 1}"
+def _row(data) -> str:
+    """'run R, row B (request Q), positions 0-T' of a one-row figure's data."""
+    return f"run {data.run}, row {data.row} (request {data.request}), positions 0-{data.n_positions - 1}"
 
 
 def routing_caption(data) -> list[str]:
-    what = ("router probability of each expert" if data.probabilities else
-            "the experts chosen (1st and later choices; the router's logits were not recorded)")
-    return [f"Routing of run {data.run}, row {data.row} (request {data.request}), MoE layer {data.layer} "
-            f"(model layer {data.model_layer}), {_positions(data.n_positions)}: {what} at each position; "
-            f"chosen experts framed, candidates dropped for lack of capacity marked red "
-            f"({int((~data.kept).sum())} dropped); a dashed line between prompt ({data.prompt_len} tokens) "
-            f"and generation."]
+    if data.probabilities:
+        what = (f"router probability of each expert at each position; chosen experts framed, candidates "
+                f"dropped for lack of capacity marked red ({int((~data.kept).sum())} dropped)")
+    else:
+        what = "the experts chosen at each position, by choice (the router's logits were not recorded)"
+    return [f"Routing of {_row(data)}, MoE layer {data.layer} (model layer {data.model_layer}): {what}; "
+            f"a dashed line between prompt ({data.prompt_len} tokens) and generation."]
 
 
 def layers_caption(data) -> list[str]:
-    return [f"Every MoE layer of run {data.run}, row {data.row} (request {data.request}), "
-            f"{_positions(data.n_positions)}: the first-choice expert of each token in each layer, cells "
+    return [f"Every MoE layer of {_row(data)}: the first-choice expert of each token in each layer, cells "
             f"with a dropped candidate marked red ({int(data.n_dropped.sum())} dropped candidates)."]
 
 
@@ -40,9 +40,8 @@ def load_caption(data) -> list[str]:
 
 
 def text_caption(data) -> list[str]:
-    return [f"The tokens of run {data.run}, row {data.row} (request {data.request}): {data.prompt_len} "
-            f"prompt tokens, then {data.n_positions - data.prompt_len} generated, shaded by the measure the "
-            f"figure names."]
+    return [f"The tokens of {_row(data)}: {data.prompt_len} prompt tokens, then "
+            f"{data.n_positions - data.prompt_len} generated, shaded by the measure the figure names."]
 
 
 def pair_caption(data) -> list[str]:
