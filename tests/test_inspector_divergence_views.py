@@ -276,3 +276,17 @@ def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, win
         window.reload()
     assert window.state.divergence() is not source
     assert show(qtbot, window, RunsView).source is window.state.divergence()
+
+
+def test_go_to_the_cause_says_what_the_headline_says_about_a_proof(qtbot, window, trace_path):
+    v = show(qtbot, window, PairView)
+    pick_pair(qtbot, v, "alone", "crowded")  # capacity, confirmed by whole-batch reruns, no event proven
+    cause = v.data.cause
+    assert cause.confirmed and not cause.proven and "confirmed by counterfactual" in cause.headline
+    window.go_to_cause()
+    status = window.status_text.text()
+    assert status.startswith("Confirmed by counterfactual reruns") and "No proof yet" not in status
+    pick_pair(qtbot, v, "alone", "flip")  # a guess: nothing reran it
+    assert not v.data.cause.confirmed and "nothing is proven" in v.data.cause.headline
+    window.go_to_cause()
+    assert window.status_text.text().startswith("No proof yet")
