@@ -102,7 +102,7 @@ def _fit(export: Export, page: Page, style, fit_height: bool):
         canvas.figure = figure
         canvas.left_out = list(getattr(figure, "left_out", []))  # named in the caption, not drawn
         finish(canvas, style)
-        if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
+        if fit_height and export.spec.fit_height and hasattr(figure, "strip_height"):
             _fit_height(canvas, figure, style)
         found = problems(canvas)
         if not closest or len(found) < len(closest):
@@ -156,7 +156,7 @@ def _fit_height(canvas, figure, style) -> None:
     strip = getattr(figure, "strip", None)
     others = sum(i.geometry().height() + canvas.layout.layout.verticalSpacing()
                  for i in canvas.layout.items if i is not strip)
-    needed = figure.preferred_height(width) + others + top + bottom
+    needed = figure.strip_height(width) + others + top + bottom  # `others` holds the caption
     canvas.resize_height(max(int(round(needed * canvas.scale)), 64))
     finish(canvas, style)
 

@@ -205,6 +205,12 @@ class TextFigure:
         t = self.token_at(scene_pos)
         return None if t is None or self.data is None else self.data.describe(t)
 
+    def strip_height(self, width: float) -> float:
+        """Height of the strip at `width`, its words broken as at that width."""
+        self._line_chars_changed(self.strip.line_chars(max(width - 12, 100)))
+        return self.strip.content_height(width)
+
     def preferred_height(self, width: float) -> float:
-        return self.strip.content_height(width) + 30
+        """Height of the caption and the strip at `width`."""
+        return self.strip_height(width) + 30
 
