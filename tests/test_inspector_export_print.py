@@ -251,6 +251,22 @@ def test_headless_defaults_pick_a_divergent_run_and_say_so(trace_path, tmp_path,
     assert (first["request"], first["run"], first["row"], first["layer"]) == found.groups()
 
 
+def test_a_bare_load_export_shows_the_cause_at_its_step_and_says_which(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
+    out = tmp_path / "load.csv"
+    assert export(example, "load", out) == 0
+    said = capsys.readouterr().out
+    # The proven cause: new token 0 (position 28), layer 0, routed at the first decode step.
+    assert "MoE layer 0, the cause's; step 1, the cause's" in said, said
+    header, *rows = [line.split(",") for line in out.read_text().splitlines()]
+    assert {dict(zip(header, row, strict=True))["step"] for row in rows} == {"1"}
+    assert export(example, "load", tmp_path / "step0.csv", "--step", "0") == 0  # a step named stays
+    header, *rows = [line.split(",") for line in (tmp_path / "step0.csv").read_text().splitlines()]
+    assert {dict(zip(header, row, strict=True))["step"] for row in rows} == {"0"}
+
+
 def test_csv_says_dropless_and_no_cause_in_words(trace_path, tmp_path):
     with open_trace(trace_path) as trace:
         runs = trace.run_names

@@ -127,6 +127,8 @@ class RoutingFigure:
     def _show_scale(self, data: RoutingData) -> None:
         """A continuous scale of probabilities, or one step per choice when only choices were recorded."""
         K = int(data.expert.shape[1])
+        if self.colorbar.region is not None:  # a scale of steps has no levels to drag
+            self.colorbar.region.setVisible(data.probabilities)
         if data.probabilities:
             self.colorbar.setColorMap(colormap(self._colormap))
             self.colorbar.axis.setTicks(None)
