@@ -238,7 +238,14 @@ def test_figures_render_headless_with_both_panels(qtbot, trace_path):
                      for y in range(rect.top() + 2, rect.bottom() - 2, 3)}
             assert len(drawn) > 3  # the heatmap's colours, not an empty box
         assert "A: run alone" in figure.text_a.plain_text() and "B: run crowded" in figure.text_b.plain_text()
-        assert "confirmed by counterfactual" in figure.cause_block.plain_text()
+        # The key names what is drawn: the ★ at the first difference (this table proves nothing), t*,
+        # and no selected position on a page (the line at position 3 is the app's).
+        texts = figure.key.texts()
+        assert "first difference (no proof)" in texts and "proven cause" not in texts
+        assert "t* (the tokens split)" in texts and "selected position" in texts
+        figure.set_selected(None)
+        figure.set_data(data)
+        assert "selected position" not in figure.key.texts()
         overview = pg.GraphicsLayoutWidget()
         qtbot.addWidget(overview)
         overview.resize(1000, 700)
@@ -269,3 +276,17 @@ def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, win
         window.reload()
     assert window.state.divergence() is not source
     assert show(qtbot, window, RunsView).source is window.state.divergence()
+
+
+def test_go_to_the_cause_says_what_the_headline_says_about_a_proof(qtbot, window, trace_path):
+    v = show(qtbot, window, PairView)
+    pick_pair(qtbot, v, "alone", "crowded")  # capacity, confirmed by whole-batch reruns, no event proven
+    cause = v.data.cause
+    assert cause.confirmed and not cause.proven and "confirmed by counterfactual" in cause.headline
+    window.go_to_cause()
+    status = window.status_text.text()
+    assert status.startswith("Confirmed by counterfactual reruns") and "No proof yet" not in status
+    pick_pair(qtbot, v, "alone", "flip")  # a guess: nothing reran it
+    assert not v.data.cause.confirmed and "nothing is proven" in v.data.cause.headline
+    window.go_to_cause()
+    assert window.status_text.text().startswith("No proof yet")

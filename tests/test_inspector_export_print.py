@@ -21,6 +21,9 @@ from inspector.export.page import MIN_FONT_PT, PRESETS
 from inspector.export.svg import final_coordinates
 from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figure_data.pair import pair_figure_data
+from inspector.specs.defaults import informative
+from inspector.specs.registry import read_export
+from inspector.specs.selection import Selection
 from traces import open_trace
 
 VIEWS = tuple(SPECS)
@@ -208,13 +211,26 @@ def test_a_figure_that_cannot_fit_exits_2_and_says_what_to_change(trace_path, tm
 
 
 @pytest.mark.parametrize("size", ["page", "slide"])
-def test_a_compact_pair_keeps_the_cause_and_says_what_it_left_out(qapp, trace_path, tmp_path, size):
+def test_a_pair_figure_draws_no_app_text_and_its_caption_holds_the_cause(qapp, trace_path, tmp_path, size):
     out = tmp_path / "pair.pdf"
-    assert export(trace_path, "pair", out, "--size", size, "--dpi", "72") == 0
+    assert export(trace_path, "pair", out, "--size", size, "--dpi", "72", "--caption") == 0
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
-    assert "Cause" in text.split("Left out")[0]  # the cause's headline is on the page, above any note
-    if size == "slide":  # too short for the completions and the key
-        assert "Left out: the completions" in text and "Map:" not in text
+    for app_text in ("Left out", "moe-inspector", "Side by side", "Cause", "explain"):
+        assert app_text not in text
+    caption = (tmp_path / "pair.txt").read_text(encoding="utf-8")
+    with open_trace(trace_path) as trace:  # what the bare export picked
+        data = read_export(trace, "pair", informative(trace, SPECS["pair"], Selection())[0]).data
+    assert data.cause.headline in caption and data.cause.sentence in caption
+    if size == "slide":  # too short for the completions and the key: the caption says so
+        assert "Left out of the figure" in caption and "the completions" in caption and "the key" in caption
+        assert "KL(A‖B)" in text and "router logits differ" not in text
+    else:
+        assert "router logits differ" in text or "weights differ" in text  # the key
+
+
+def test_caption_goes_with_figures_only(trace_path, tmp_path, capsys):
+    assert export(trace_path, "routing", tmp_path / "r.csv", "--caption") == 2
+    assert "--caption" in capsys.readouterr().err and not (tmp_path / "r.txt").exists()
 
 
 @pytest.mark.parametrize("options", [("--font-pt", "6"), ("--size", "column", "--width", "500")])
@@ -234,6 +250,22 @@ def test_headless_defaults_pick_a_divergent_run_and_say_so(trace_path, tmp_path,
     header, *rows = [line.split(",") for line in out.read_text().splitlines()]
     first = dict(zip(header, rows[0], strict=True))
     assert (first["request"], first["run"], first["row"], first["layer"]) == found.groups()
+
+
+def test_a_bare_load_export_shows_the_cause_at_its_step_and_says_which(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
+    out = tmp_path / "load.csv"
+    assert export(example, "load", out) == 0
+    said = capsys.readouterr().out
+    # The proven cause: new token 0 (position 28), layer 0, routed at the first decode step.
+    assert "MoE layer 0, the cause's; step 1, the cause's" in said, said
+    header, *rows = [line.split(",") for line in out.read_text().splitlines()]
+    assert {dict(zip(header, row, strict=True))["step"] for row in rows} == {"1"}
+    assert export(example, "load", tmp_path / "step0.csv", "--step", "0") == 0  # a step named stays
+    header, *rows = [line.split(",") for line in (tmp_path / "step0.csv").read_text().splitlines()]
+    assert {dict(zip(header, row, strict=True))["step"] for row in rows} == {"0"}
 
 
 def test_csv_says_dropless_and_no_cause_as_empty_fields(trace_path, tmp_path):
@@ -298,9 +330,10 @@ def test_runs_that_never_diverge_get_a_note_not_an_empty_chart(qapp, tmp_path):
     example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
     out = tmp_path / "runs.pdf"
     assert export(example, "runs", out, "--request", "0", "--condition", "MoE dropless, native",
-                  "--size", "page", "--dpi", "72") == 0
+                  "--size", "page", "--dpi", "72", "--caption") == 0
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", pdf_facts(out)[4]))
-    assert "no run diverges from the reference" in text and "causes of the 0" not in text
+    assert "causes of the 0" not in text and "Left out" not in text
+    assert "no run diverges from the reference" in (tmp_path / "runs.txt").read_text(encoding="utf-8")
 
 
 # -- what the fit check sees --------------------------------------------------------------------------
@@ -317,7 +350,7 @@ def _canvas(width: int, height: int, font_pt: float):
 def test_an_axis_title_over_its_tick_labels_is_seen_and_the_axis_widens(qapp):
     from inspector.export.finish import finish
     from inspector.export.fit import overlaps, problems
-    from inspector.figures.pair import DecadeAxis
+    from inspector.figures.log_axis import DecadeAxis
 
     canvas, style = _canvas(400, 260, 12.0)
     with canvas:
@@ -330,7 +363,7 @@ def test_an_axis_title_over_its_tick_labels_is_seen_and_the_axis_widens(qapp):
         plot.getAxis("left").setWidth(50)  # laid out for a smaller font: the tick labels and title need more
         canvas.settle()
         seen = overlaps(canvas)
-        assert any("KL(A‖B)" in s and "0.01" in s for s in seen), seen
+        assert any("KL(A‖B)" in s and "10⁻²" in s for s in seen), seen
         finish(canvas, style)
         assert plot.getAxis("left").width() > 50
         assert overlaps(canvas) == [] and problems(canvas) == []

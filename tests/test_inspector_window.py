@@ -197,3 +197,24 @@ def test_view_command_arguments_and_run(qtbot, settings_file, traces, tmp_path, 
     qtbot.addWidget(made[0])
     qtbot.waitUntil(lambda: made[0].path == str(traces[0]), timeout=10000)
     finish(made[0])
+
+
+def test_the_plot_has_the_keyboard_at_open_and_the_filter_takes_it_on_ctrl_f(qtbot, make_window, traces):
+    w = make_window()
+    w.activateWindow()
+    qtbot.waitUntil(lambda: w.isActiveWindow(), timeout=3000)
+    with qtbot.waitSignal(w.open_finished, timeout=10000):
+        w.open_path(str(traces[0]))
+    view = w.tabs.currentWidget()
+    qtbot.waitUntil(lambda: QtWidgets.QApplication.focusWidget() is view.graphics, timeout=3000)
+    assert w.browser.filter.focusPolicy() == Qt.FocusPolicy.ClickFocus  # never by itself
+    layer, row = w.state.layer, w.state.row
+    qtbot.keyClick(QtWidgets.QApplication.focusWidget(), Qt.Key.Key_Right)  # at once, no click first
+    assert w.state.layer == layer + 1
+    last = row == int(w.state.run.batch_size) - 1
+    qtbot.keyClick(QtWidgets.QApplication.focusWidget(), Qt.Key.Key_PageUp if last else Qt.Key.Key_PageDown)
+    assert w.state.row == row + (-1 if last else 1)
+    qtbot.keyClick(QtWidgets.QApplication.focusWidget(), Qt.Key.Key_Home)
+    assert w.state.row == int(w.state.run.probe_row)
+    qtbot.keyClick(QtWidgets.QApplication.focusWidget(), Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert QtWidgets.QApplication.focusWidget() is w.browser.filter

@@ -35,15 +35,16 @@ FORMAT_NAMES = {"png": "PNG image", "svg": "SVG (vector)", "pdf": "PDF (vector)"
 
 def save_view(view: View, path: str, fmt: str | None = None, page: Page | None = None, *,
               visible_only: bool = False, fit_height: bool = True,
-              font_pt: float | None = None) -> Page | None:
-    """Export what `view` shows to `path` (the dialog's work without the dialog)."""
+              font_pt: float | None = None, caption: bool = False) -> Page | None:
+    """Export what `view` shows to `path` (the dialog's work without the dialog); `caption`: also the
+    figure's caption file beside it."""
     export = view.export_state()
     if export is None:
         raise RenderError(f"the {view.title} view shows nothing to export")
     if visible_only:
         export = export.with_selection(range=view.shown_positions())
     style = saving.print_style(saving.font_pt(None, font_pt)) if font_pt is not None else None
-    return saving.save(export, path, fmt, page, style, fit_height=fit_height)
+    return saving.save(export, path, fmt, page, style, fit_height=fit_height, caption=caption)
 
 
 class ExportDialog(QtWidgets.QDialog):
@@ -80,6 +81,9 @@ class ExportDialog(QtWidgets.QDialog):
         usual.clicked.connect(self._usual_size)
         self.visible_only = QtWidgets.QCheckBox("Only the positions shown now")
         self.fit_text = QtWidgets.QCheckBox("Height fits the text")
+        self.caption = QtWidgets.QCheckBox("Caption file (.txt beside the figure)")
+        self.caption.setToolTip("The figure in words, the cause of a divergence and what a small page "
+                                "left out: the figure itself carries no such text")
         self.fit_text.setChecked(True)
         self.path_edit = QtWidgets.QLineEdit()
         browse = QtWidgets.QPushButton("Browse…")
@@ -99,6 +103,7 @@ class ExportDialog(QtWidgets.QDialog):
         form.addRow("", self.physical)
         form.addRow("", self.visible_only)
         form.addRow("", self.fit_text)
+        form.addRow("", self.caption)
         form.addRow("File:", path_row)
         buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save
                                              | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
@@ -171,7 +176,8 @@ class ExportDialog(QtWidgets.QDialog):
         if path:
             self.path_edit.setText(os.path.splitext(path)[0] + "." + self.fmt)
         sized = self.fmt != "csv"
-        for w in (self.width_box, self.height_box, self.dpi_box, self.preset_box, self.font_box):
+        for w in (self.width_box, self.height_box, self.dpi_box, self.preset_box, self.font_box,
+                  self.caption):
             w.setEnabled(sized)
         self._update_physical()
 
@@ -216,7 +222,8 @@ class ExportDialog(QtWidgets.QDialog):
         page = self.page() if self.fmt != "csv" else None
         return save_view(self.view, self.path_edit.text(), self.fmt, page,
                          visible_only=self.visible_only.isEnabled() and self.visible_only.isChecked(),
-                         fit_height=self.fit_text.isChecked(), font_pt=self.font_box.value())
+                         fit_height=self.fit_text.isChecked(), font_pt=self.font_box.value(),
+                         caption=self.caption.isEnabled() and self.caption.isChecked())
 
 
 def current_view(window) -> View | None:

@@ -40,9 +40,10 @@ BATCH_MS = 100
 LEFT_PX = 360
 LEFT_MIN_PX = 200
 LEFT_SHARE = 0.29
-#: Below this window height the text strip folds away (its handle, at the bottom, drags it back), so
-#: every view keeps its main plot in view; it comes back when the window grows.
-SHORT_PX = 600
+#: Below this window height (a laptop's 1280 x 720 window, for one) the text strip folds away (its
+#: handle, at the bottom, drags it back), so every view keeps its plots in view; it comes back when
+#: the window grows.
+SHORT_PX = 760
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -75,6 +76,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.resize(1500, 950)
 
         self.browser = RunBrowser()
+        # The filter takes the keyboard on a click or Ctrl+F, never by itself: at open the plot has it,
+        # so Left/Right, Page Up/Down and Home move through layers and rows at once.
+        self.browser.filter.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.details = DetailsPanel()
         self.left = QtWidgets.QSplitter(Qt.Orientation.Vertical)
         self.left.setObjectName("left")
@@ -248,6 +252,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.state.set_run(name, row)
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
+            self.focus_plot()
             self._start_summary(trace.path, [n for n in trace.run_names
                                              if n not in unusable and n not in stats], opened.workers)
         else:
@@ -471,8 +476,23 @@ class MainWindow(QtWidgets.QMainWindow):
             self._idle("No pair of runs to explain in this trace")
         else:
             pair.go_to_cause()
-            if pair.data.verdict.diverged and not pair.data.cause.proven:
-                self._idle("No proof yet: on the first difference (moe-inspector explain proves the cause)")
+            cause = pair.data.cause
+            if pair.data.verdict.diverged and not cause.proven:  # the headline says the same
+                self._idle("Confirmed by counterfactual reruns, with no single event to point at: on the "
+                           "first difference" if cause.confirmed else
+                           "No proof yet: on the first difference (moe-inspector explain proves the cause)")
+
+    def focus_plot(self) -> None:
+        """Give the keyboard to the current view's plot (the navigation keys act on it at once)."""
+        view = self.tabs.currentWidget()
+        target = getattr(view, "graphics", view)
+        if target is not None:
+            target.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def find_run(self) -> None:
+        """The run filter takes the keyboard (Ctrl+F), its text selected."""
+        self.browser.filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.browser.filter.selectAll()
 
     def _reference_chosen(self, name) -> None:
         self.state.set_reference(name)

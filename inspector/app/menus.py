@@ -59,6 +59,9 @@ def build_menus(window) -> Menus:
             add_action(window, view, v.title, lambda checked=False, w=v: window.tabs.setCurrentWidget(w),
                        v.shortcut or None)
     nav = bar.addMenu("&Navigate")
+    add_action(window, nav, "Find run", window.find_run, QtGui.QKeySequence.StandardKey.Find,
+               "Filter the runs by name, condition, routing or completion")
+    nav.addSeparator()
     add_action(window, nav, "Previous layer", lambda: state.step_layer(-1), "Left")
     add_action(window, nav, "Next layer", lambda: state.step_layer(1), "Right")
     add_action(window, nav, "Previous row", lambda: state.step_row(-1), "PgUp")

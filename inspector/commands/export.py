@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "view's aspect; the text view fits its text)")
     out.add_argument("--dpi", type=float, default=None, metavar="D", help="dots per inch (default: 200); "
                      "with the pixels it sets the physical size of SVG and PDF")
+    out.add_argument("--caption", action="store_true", help="also write OUT's name with .txt: the figure "
+                     "in words, the cause of a divergence and what a compact layout left out (a figure "
+                     "carries no such text itself)")
     out.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write")
 
 
@@ -197,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
 
     sel = selection(args)
     fmt = _format(args)
+    if args.caption and fmt == "csv":
+        raise UsageError("--caption goes with a figure (png, svg, pdf), not with a CSV table")
     page = _page(args) if fmt != "csv" else None
     style = _style(args) if fmt != "csv" else None
     folder = os.path.dirname(os.path.abspath(args.output))
@@ -210,6 +215,9 @@ def run(args: argparse.Namespace) -> int:
             given = [name for name in CHOOSING if getattr(args, name) is not None]
             if not given or given == ["layer"]:  # a layer alone keeps the most telling run or pair
                 picked_sel, picked = informative(trace, spec_of(args.view), sel)
+                # A step or group named keeps its value (the pick is the cause's step and group).
+                picked_sel = replace(picked_sel, **{k: getattr(sel, k) for k in ("step", "group")
+                                                    if getattr(args, k) is not None})
                 if given:
                     picked_sel = replace(picked_sel, layer=sel.layer)
                     picked = picked and f"{picked}; showing MoE layer {sel.layer}, as --layer asks"
@@ -217,9 +225,14 @@ def run(args: argparse.Namespace) -> int:
                 if picked:
                     print(f"{picked} (name --run, --request, --pair... to choose)")
             export = read_export(trace, args.view, sel)
-            written = save(export, args.output, fmt, page, style, fit_height=args.height is None)
+            written = save(export, args.output, fmt, page, style, fit_height=args.height is None,
+                           caption=args.caption)
     except (TraceError, SelectionError, RenderError) as exc:
         raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
     print(f"wrote {args.output} ({fmt}: {what})")
+    if args.caption:
+        from inspector.export.output import caption_path
+
+        print(f"wrote {caption_path(args.output)} (its caption)")
     return 0

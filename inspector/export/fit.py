@@ -1,8 +1,8 @@
 """Does a drawn figure fit its page? Every plot keeps a readable area, nothing runs off the page,
 no text is cut, no two texts overlap (an axis title on its tick labels, a header on the text under
 it), no text lies over the data, no text wraps inside a word, panels that share positions show the
-same ones and every axis labels at least three ticks; and the note a compact layout adds saying
-what it left out."""
+same ones, every axis labels at least three ticks and an axis of a few categories (experts, layers)
+labels every one of them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 
 from inspector.export.finish import overflow
 from inspector.export.render import Canvas
+from inspector.figures.axes import CategoryAxis
 from inspector.figures.marks import CellMarks, LevelAxis, MarkAxis
-from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
 #: The smallest plot area, in inches: its height, and the width of a plot (not a colour bar).
@@ -58,6 +58,7 @@ def problems(canvas: Canvas) -> list[str]:
     out.extend(broken_words(canvas)[:1])
     out.extend(unshared_ranges(canvas)[:1])
     out.extend(sparse_axes(canvas)[:1])
+    out.extend(unlabelled_categories(canvas)[:1])
     return out
 
 
@@ -228,6 +229,25 @@ def sparse_axes(canvas: Canvas, least: int = 3) -> list[str]:
     return out
 
 
+def unlabelled_categories(canvas: Canvas) -> list[str]:
+    """Axes of a few categories (up to their `every_up_to`: experts, layers) that leave some in view
+    unlabelled, one phrase each: a sentence naming "expert 3" finds its row."""
+    out = []
+    for item in canvas.widget.scene().items():
+        if not isinstance(item, CategoryAxis) or not item.isVisible() or not item.style["showValues"]:
+            continue
+        n = len(item.labels)
+        if not n or n > item.every_up_to:
+            continue
+        drawn, shown = len(_tick_labels(item)), _values_in_view(item)
+        if shown is not None and drawn < shown:
+            owner = item.parentItem()
+            name = _name(owner) if isinstance(owner, pg.PlotItem) else "a plot"
+            out.append(f"the axis {item.labelText or item.orientation!r} of {name!r} labels {drawn} of its "
+                       f"{shown} categories")
+    return out
+
+
 def unshared_ranges(canvas: Canvas) -> list[str]:
     """Panels linked in x to another that show other positions than it does, one phrase each."""
     out = []
@@ -242,13 +262,3 @@ def unshared_ranges(canvas: Canvas) -> list[str]:
             out.append(f"the plot {_name(item)!r} shows x {a0:.1f}..{a1:.1f}, the panels it shares "
                        f"positions with {b0:.1f}..{b1:.1f}")
     return out
-
-
-def add_note(layout: pg.GraphicsLayout, style: FigureStyle, left_out: list[str]) -> None:
-    """A line under the figure saying what a compact layout left out."""
-    if not left_out:
-        return
-    text = "Left out: " + "; ".join(left_out) + "."
-    label = pg.LabelItem(text, justify="left", color=style.foreground, size=f"{style.font_size}pt")
-    columns = max(layout.layout.columnCount(), 1)
-    layout.addItem(label, row=layout.layout.rowCount(), col=0, colspan=columns)

@@ -92,16 +92,17 @@ def _fitted(export: Export, page: Page, style, fit_height: bool):
 def _fit(export: Export, page: Page, style, fit_height: bool):
     """(the canvas of the fullest layout that fits, []) or (None, the problems of the closest)."""
     from inspector.export.finish import finish
-    from inspector.export.fit import add_note, problems
+    from inspector.export.fit import problems
     from inspector.export.render import Canvas
 
     closest: list[str] = []
     for fit in range(export.spec.fits):
         canvas = Canvas(page, style.background)
         figure = export.draw(canvas.layout, style, fit)
-        add_note(canvas.layout, style, getattr(figure, "left_out", []))
+        canvas.figure = figure
+        canvas.left_out = list(getattr(figure, "left_out", []))  # named in the caption, not drawn
         finish(canvas, style)
-        if fit_height and export.spec.fit_height and hasattr(figure, "preferred_height"):
+        if fit_height and export.spec.fit_height and hasattr(figure, "strip_height"):
             _fit_height(canvas, figure, style)
         found = problems(canvas)
         if not closest or len(found) < len(closest):
@@ -155,15 +156,35 @@ def _fit_height(canvas, figure, style) -> None:
     strip = getattr(figure, "strip", None)
     others = sum(i.geometry().height() + canvas.layout.layout.verticalSpacing()
                  for i in canvas.layout.items if i is not strip)
-    needed = figure.preferred_height(width) + others + top + bottom
+    needed = figure.strip_height(width) + others + top + bottom  # `others` holds the caption
     canvas.resize_height(max(int(round(needed * canvas.scale)), 64))
     finish(canvas, style)
 
 
+def caption_path(path: str | os.PathLike) -> str:
+    """The caption file beside a figure: its name with `.txt`."""
+    return os.path.splitext(os.fspath(path))[0] + ".txt"
+
+
+def _write_caption(path: str, text: str) -> None:
+    """Write a caption whole or not at all: a temporary file in its folder, then renamed."""
+    temporary = f"{path}.part"
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise RenderError(f"{path}: cannot write the caption ({exc.strerror or exc})") from None
+
+
 def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: Page | None = None,
-         style=None, *, fit_height: bool = False) -> Page | None:
-    """Write `export` to `path` as `fmt` (default: from the extension). Returns the page written
-    (None for CSV). Raises RenderError for a bad format, page or path."""
+         style=None, *, fit_height: bool = False, caption: bool = False) -> Page | None:
+    """Write `export` to `path` as `fmt` (default: from the extension); with `caption` (a figure
+    format), also its caption beside it (`caption_path`): the figure in words and what a compact
+    layout left out. Returns the page written (None for CSV). Raises RenderError for a bad format,
+    page or path."""
     from inspector.export.csv import TableError
 
     path = os.fspath(path)
@@ -188,6 +209,8 @@ def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: 
     page = page or default_page(export.view)
     with drawn(export, page, style, fit_height=fit_height) as canvas:
         write_figure(canvas, fmt, path, title=export.stem())
+        if caption:
+            _write_caption(caption_path(path), export.caption(canvas.left_out))
         return canvas.page
 
 

@@ -166,7 +166,7 @@ def _paint_items(canvas: Canvas, painter: QtGui.QPainter, target: QtCore.QRectF)
             if owner is item or owner.flags() & clips_children:
                 clip = clip.intersected(owner.mapToScene(owner.shape()))
             owner = owner.parentItem()
-        if clip.isEmpty():
+        if clip.isEmpty() or clip.boundingRect().isEmpty():  # nothing of it can show (a 0-high axis)
             continue
         painter.save()
         painter.setTransform(base)

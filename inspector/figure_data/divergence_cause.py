@@ -22,7 +22,7 @@ from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC, meaning, sett
 from traces.analysis.displacement import capacity_text
 from traces.analysis.explain_table import proof_cells
 from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
-from traces.analysis.verdict_text import agreement, ordinal, quoted_token
+from traces.analysis.verdict_text import agreement, numeric_flip, ordinal, quoted_token
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
 MAX_LISTED = 6
@@ -118,14 +118,15 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
             text += f" (the first difference, at {first}, is not it)"
     elif confirmed and record.confirmed_cause == OUTPUT_NUMERIC:
         shown = record.confirmed_cause
-        text = f"Cause: {shown} — confirmed by counterfactual reruns: no routing event carries the split"
+        text = (f"Cause: {numeric_flip(v)} — confirmed by counterfactual reruns: no routing event carries "
+                f"the split")
     elif confirmed:
         shown = record.confirmed_cause
         text = (f"Cause: {shown} — confirmed by counterfactual reruns of the whole batch; the event shown is "
-                f"the {NO_PROOF}: {cause} at {first}")
+                f"the {NO_PROOF}: {_observed(v)} at {first}")
     else:
         shown = cause
-        text = f"Cause: {NO_PROOF}: {cause} at {first}"
+        text = f"Cause: {NO_PROOF}: {_observed(v)} at {first}"
         if record is None:
             text += " — observed in the recorded routing; nothing is proven until explain reruns the pair"
         elif record.confirmed_cause:
@@ -133,6 +134,11 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
             shown = record.confirmed_cause
     said = meaning(shown)
     return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}."), confirmed
+
+
+def _observed(v: Verdict) -> str:
+    """The first difference's kind: its name, or for a numeric one at the output what happened."""
+    return numeric_flip(v) if v.cause == OUTPUT_NUMERIC else v.cause
 
 
 def proof_text(v: Verdict, record: ExplainRecord | None) -> str:

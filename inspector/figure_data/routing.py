@@ -63,7 +63,7 @@ class RoutingData:
 
     @property
     def colour_label(self) -> str:
-        return "router probability" if self.probabilities else "choice rank (1st = 1)"
+        return "router probability" if self.probabilities else "expert choice"
 
     @property
     def n_positions(self) -> int:

@@ -44,6 +44,9 @@ def digits_height(metrics: QtGui.QFontMetricsF) -> float:
     return metrics.capHeight() + 3
 
 
+#: An axis of this many categories or fewer (experts, layers, runs) labels every one where each has
+#: room for its label; above it, a regular subset.
+LABEL_EVERY_UP_TO = 16
 #: The fewest labelled ticks an axis shows when its range holds that many values.
 MIN_TICKS = 3
 #: How far (pixels) an end label of a vertical axis may stick out of the axis.
@@ -88,10 +91,15 @@ class ReadableAxis(pg.AxisItem):
     """An axis whose end labels may stick out of a vertical axis by VERTICAL_OVERHANG_PX also when
     the plot shows grid lines (pyqtgraph then leaves out every label not wholly inside the axis)."""
 
+    def overhang(self) -> tuple[float, float]:
+        """How far labels may stick out of a vertical axis at its top and at its bottom."""
+        return (VERTICAL_OVERHANG_PX, VERTICAL_OVERHANG_PX) if self.grid is not False else (0.0, 0.0)
+
     def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt's name)
         rect = super().boundingRect()
-        if self.grid is not False and self.orientation in ("left", "right"):
-            rect = rect.adjusted(0, -VERTICAL_OVERHANG_PX, 0, VERTICAL_OVERHANG_PX)
+        if self.orientation in ("left", "right"):
+            top, bottom = self.overhang()
+            rect = rect.adjusted(0, -top, 0, bottom)
         return rect
 
 
@@ -102,10 +110,11 @@ class CategoryAxis(ReadableAxis):
     """
 
     def __init__(self, orientation: str, labels: Sequence[str] = (), min_gap_px: float | None = None,
-                 **kwargs) -> None:
+                 every_up_to: int = LABEL_EVERY_UP_TO, **kwargs) -> None:
         super().__init__(orientation, **kwargs)
         self._labels = [_cut(s) for s in labels]
         self._min_gap_px = min_gap_px
+        self.every_up_to = every_up_to  # this many categories or fewer: each labelled where it fits
         self._widest: dict[str, float] = {}  # font key -> widest label in px
         self.enableAutoSIPrefix(False)
 
@@ -130,7 +139,7 @@ class CategoryAxis(ReadableAxis):
         font = self.style.get("tickFont") or QtGui.QFont()
         metrics = QtGui.QFontMetricsF(font)
         if self.orientation in ("left", "right"):
-            return self._min_gap_px or metrics.height() + 2
+            return self._min_gap_px or self._label_px() + 2
         if show_labels and self._labels:
             return max(self._widest_label(font), metrics.horizontalAdvance("000")) + 8
         return self._min_gap_px or metrics.horizontalAdvance("00000") + 10
@@ -150,11 +159,32 @@ class CategoryAxis(ReadableAxis):
         return max(self._widest_label(self.style.get("tickFont") or QtGui.QFont()),
                    metrics.horizontalAdvance("000")) + 2
 
+    def _category_px(self) -> float:
+        """The least room along the axis a category needs for its own label: the label and a gap."""
+        if self.orientation in ("left", "right"):
+            return self._label_px() + 1
+        return self._widest_label(self.style.get("tickFont") or QtGui.QFont()) + 6
+
+    def labels_every(self, px_per_unit: float) -> bool:
+        """Whether every category is labelled at `px_per_unit` pixels per category: up to
+        `every_up_to` categories, where each has room for its label."""
+        return bool(self._labels) and len(self._labels) <= self.every_up_to and \
+            px_per_unit >= self._category_px()
+
+    def needed_px(self) -> float:
+        """The length along the axis at which every category is labelled (0: not asked for)."""
+        if not self._labels or len(self._labels) > self.every_up_to:
+            return 0.0
+        return len(self._labels) * self._category_px()
+
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         minVal, maxVal = sorted((minVal, maxVal))  # an inverted axis passes them reversed
         if size <= 0 or maxVal <= minVal:
             return []
         px_per_unit = size / (maxVal - minVal)
+        if self.labels_every(px_per_unit):
+            first, last = max(math.ceil(minVal), 0), min(math.floor(maxVal), len(self._labels) - 1)
+            return [(1.0, [float(v) for v in range(first, last + 1)])]
         valid = (lambda v: 0 <= v < len(self._labels)) if self._labels else None
         overhang = VERTICAL_OVERHANG_PX if self.orientation in ("left", "right") else 0.0
         step, values = integer_ticks(minVal, maxVal, px_per_unit, self._gap_px(True), self._label_px(), valid,
@@ -171,7 +201,8 @@ class CategoryAxis(ReadableAxis):
 
 class TokenAxis(CategoryAxis):
     """Positions on x: token text when each position is at least one character wide (longer tokens
-    elided to fit), else position numbers at a readable spacing."""
+    elided to fit), with position numbers on a second row under it at a readable spacing; else
+    position numbers alone."""
 
     def __init__(self, orientation: str = "bottom", labels: Sequence[str] = (), **kwargs) -> None:
         super().__init__(orientation, labels, **kwargs)
@@ -204,31 +235,76 @@ class TokenAxis(CategoryAxis):
             out.append(metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, room))
         return out
 
+    def _numbers(self, lo: float, hi: float) -> list[float]:
+        """Positions numbered along the axis: at least three, none sticking out of its ends."""
+        metrics = self._metrics()
+        label_px = metrics.horizontalAdvance(str(max(int(hi), 0))) + 4
+        gap = max(self._min_gap_px or 0.0, label_px + metrics.horizontalAdvance("00"))
+        n = len(self._labels)
+        valid = (lambda v: 0 <= v < n) if n else (lambda v: v >= 0)
+        return integer_ticks(lo, hi, self._px_per_unit, gap, label_px, valid)[1]
+
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         minVal, maxVal = sorted((minVal, maxVal))  # an inverted axis passes them reversed
         if size <= 0 or maxVal <= minVal:
             return []
         step = self.label_spacing(minVal, maxVal, size)
         n = len(self._labels)
-        valid = (lambda v: 0 <= v < n) if n else (lambda v: v >= 0)
         if step == 1 and self.shows_text():
             first = max(math.ceil(minVal), 0)
             last = min(math.floor(maxVal), n - 1)
             return [(1.0, [float(v) for v in range(int(first), int(last) + 1)])]
-        # Position numbers: at least three of them, none sticking out of the axis's ends.
+        values = self._numbers(minVal, maxVal)
+        return [(float(values[1] - values[0]) if len(values) > 1 else 1.0, values)]
+
+    def generateDrawSpecs(self, p):  # noqa: N802 (pyqtgraph's name)
+        """pyqtgraph's labels, and under token text a second row numbering the positions: a cell
+        named in the text (the cause's "position 28") is found without counting."""
+        specs = super().generateDrawSpecs(p)
+        if specs is None or not self.shows_text() or self.orientation != "bottom" or \
+                not self.style["showValues"]:
+            return specs
+        axis_spec, tick_specs, text_specs = specs
+        if not text_specs:
+            return specs
+        top = min(rect.top() for rect, _flags, _text in text_specs)
+        row = max(rect.height() for rect, _flags, _text in text_specs)
+        lo, hi = sorted(self.range)
         metrics = self._metrics()
-        label_px = metrics.horizontalAdvance(str(max(int(maxVal), 0))) + 4
-        gap = max(self._min_gap_px or 0.0, label_px + metrics.horizontalAdvance("00"))
-        step, values = integer_ticks(minVal, maxVal, self._px_per_unit, gap, label_px, valid)
-        return [(float(step), values)]
+        bounds = self.mapRectFromParent(self.geometry())
+        scale = bounds.width() / (hi - lo)
+        flags = QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop | \
+            QtCore.Qt.TextFlag.TextDontClip
+        numbers = []
+        for v in self._numbers(lo, hi):
+            text = str(int(v))
+            width = metrics.horizontalAdvance(text) + 2
+            rect = QtCore.QRectF((v - lo) * scale - width / 2, top + row, width, row)
+            if bounds.contains(rect):
+                numbers.append((rect, flags, text))
+        return axis_spec, tick_specs, [*text_specs, *numbers]
+
+    def _updateMaxTextSize(self, x) -> None:  # noqa: N802 (pyqtgraph's name)
+        """Room for the numbers' row under the token text."""
+        two_rows = self.orientation == "bottom" and self.shows_text() and self.style["showValues"]
+        super()._updateMaxTextSize(2 * x if two_rows else x)
 
 
 class CountAxis(ReadableAxis):
-    """An axis of counts: ticks at whole numbers only ({1, 2, 5} x 10^n apart), never at 0.5."""
+    """An axis of counts: ticks at whole numbers only ({1, 2, 5} x 10^n apart), never at 0.5, and
+    0 always labelled where the axis starts at it (its label may stick out below a vertical axis
+    by half its height, into the corner under it)."""
 
     def __init__(self, orientation: str = "left", **kwargs) -> None:
         super().__init__(orientation, **kwargs)
         self.enableAutoSIPrefix(False)
+
+    def _label_height(self) -> float:
+        return digits_height(QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont()))
+
+    def overhang(self) -> tuple[float, float]:
+        top, bottom = super().overhang()
+        return top, max(bottom, self._label_height() / 2 + 1)
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
         minVal, maxVal = sorted((minVal, maxVal))
@@ -236,10 +312,15 @@ class CountAxis(ReadableAxis):
             return []
         metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont())
         vertical = self.orientation in ("left", "right")
-        label = digits_height(metrics) if vertical else metrics.horizontalAdvance(str(int(maxVal))) + 4
+        label = self._label_height() if vertical else metrics.horizontalAdvance(str(int(maxVal))) + 4
         gap = metrics.height() * 1.6 if vertical else max(40.0, label + 8)
-        step, values = integer_ticks(minVal, maxVal, size / (maxVal - minVal), gap, label,
+        per = size / (maxVal - minVal)
+        step, values = integer_ticks(minVal, maxVal, per, gap, label,
                                      overhang_px=VERTICAL_OVERHANG_PX if vertical else 0.0)
+        positive = [v for v in values if v > 0]
+        room = not positive or positive[0] * per >= label
+        if vertical and minVal <= 0 <= maxVal and 0.0 not in values and room:
+            values = [0.0, *positive]
         return [(float(step), values)]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)

@@ -9,12 +9,14 @@ import numpy as np
 
 from inspector.figure_data.layers import LayersData, describe_layers_cell
 from inspector.figures.axes import CategoryAxis, TokenAxis, XZoomViewBox
+from inspector.figures.key import Key, square
 from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.style import PALETTE, FigureStyle, categorical_colors, place_legend
-from inspector.qt import QtCore, pg
+from inspector.qt import QtCore, QtGui, pg
 
 #: Legend entries per column before the legend wraps to another column.
 LEGEND_ROWS = 16
+NB = "\u00a0"  # a number stays on the line of its word when a title wraps
 
 
 def top1_rgb(top1: np.ndarray, n_experts: int, palette: str = PALETTE) -> np.ndarray:
@@ -25,11 +27,14 @@ def top1_rgb(top1: np.ndarray, n_experts: int, palette: str = PALETTE) -> np.nda
 
 
 class LayersFigure:
-    """Draws `LayersData` into a `pg.GraphicsLayout`: the plot at (row, 0), the legend at (row, 1)."""
+    """Draws `LayersData` into a `pg.GraphicsLayout`: the plot at (row, 0), the key of the experts'
+    colours beside it at (row, 1), or (`key_below`, for a narrow page) under it at (row + 1, 0)."""
 
-    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
+                 key_below: bool = False) -> None:
         self.style = style or FigureStyle()
         self.data: LayersData | None = None
+        self.key_below = key_below
         self.x_axis = TokenAxis("bottom")
         self.y_axis = CategoryAxis("left")
         self.marks = MarkAxis()
@@ -53,11 +58,14 @@ class LayersFigure:
             pen=pg.mkPen(self.style.foreground, width=2, style=QtCore.Qt.PenStyle.DashLine))
         self.boundary.setZValue(20)
         self.plot.addItem(self.boundary)
-        self.legend = pg.LegendItem(labelTextColor=self.style.foreground,
-                                    labelTextSize=f"{self.style.font_size}pt",
-                                    pen=pg.mkPen("#999999"), brush=pg.mkBrush(self.style.background))
-        place_legend(layout, self.legend, row, 1)
-        self._legend_samples: list[pg.ScatterPlotItem] = []
+        # Beside the plot one expert a row (a column of LEGEND_ROWS at most); under it as many a row
+        # as the page's width holds.
+        self.legend = Key(self.style, max_columns=12 if key_below else 1)
+        if key_below:
+            layout.addItem(self.legend, row=row + 1, col=0)
+        else:
+            place_legend(layout, self.legend, row, 1)
+        self._legend_size = -1
 
     def set_data(self, data: LayersData, *, keep_view: bool = False) -> None:
         self.data = data
@@ -74,24 +82,23 @@ class LayersFigure:
         self.marks.set_mark("boundary", data.prompt_len - 0.5 if 0 < data.prompt_len < T else None,
                             "prompt | generation", self.style.foreground)
         self._set_legend(data.n_experts)
-        self.plot.setTitle(f"run {data.run} · row {data.row} (request {data.request})<br>top-1 expert per "
-                           f"layer · {int(data.n_dropped.sum())} dropped candidates (red)",
+        self.plot.setTitle(f"run {data.run} · row{NB}{data.row} (request{NB}{data.request})<br>top-1 expert "
+                           f"per layer · {int(data.n_dropped.sum())}{NB}dropped candidates (red)",
                            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-1.5, yMax=L + 0.5)
         if not keep_view:
             self.plot.vb.setRange(xRange=(-0.5, T - 0.5), yRange=(-0.5, L - 0.5), padding=0)
 
     def _set_legend(self, n_experts: int) -> None:
-        if len(self._legend_samples) == n_experts:
+        if self._legend_size == n_experts:
             return
+        self._legend_size = n_experts
         self.legend.clear()
-        self._legend_samples = []
         colors = categorical_colors(n_experts, self.style.palette)
         for e in range(n_experts):
-            sample = pg.ScatterPlotItem(symbol="s", size=12, brush=pg.mkBrush(*colors[e]), pen=None)
-            self._legend_samples.append(sample)
-            self.legend.addItem(sample, f"expert {e}")
-        self.legend.setColumnCount(max(1, math.ceil(n_experts / LEGEND_ROWS)))
+            self.legend.add(square(QtGui.QColor(*(int(c) for c in colors[e]))), f"expert{NB}{e}")
+        if not self.key_below:
+            self.legend.max_columns = max(1, math.ceil(n_experts / LEGEND_ROWS))
 
     def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
         """(position, layer) of the cell containing (x, y), or None outside."""

@@ -7,11 +7,17 @@ from __future__ import annotations
 import numpy as np
 
 from inspector.figure_data.load import LoadData
+from inspector.figures import key
 from inspector.figures.axes import CategoryAxis, CountAxis
+from inspector.figures.key import Key, square
 from inspector.figures.marks import LevelAxis
 from inspector.figures.style import FigureStyle, place_legend, row_colors
 from inspector.qt import QtCore, QtGui, pg
 from traces.analysis.displacement import capacity_text
+
+#: The edge of a requested bar (lighter than the kept bar inside it).
+REQUESTED_EDGE = "#4a7fa5"
+NB = "\u00a0"  # a number stays on the line of its word when a title wraps
 
 
 def stacked_segments(counts: np.ndarray, base: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
@@ -33,11 +39,11 @@ class LoadFigure:
         self.data: LoadData | None = None
         self.level_axes = [LevelAxis(), LevelAxis()]
         self.totals: pg.PlotItem = layout.addPlot(
-            row=row, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis(),
-                                       "right": self.level_axes[0]})
+            row=row, col=0, axisItems={"bottom": CategoryAxis("bottom"),
+                                       "left": CountAxis(), "right": self.level_axes[0]})
         self.shares: pg.PlotItem = layout.addPlot(
-            row=row + 1, col=0, axisItems={"bottom": CategoryAxis("bottom"), "left": CountAxis(),
-                                           "right": self.level_axes[1]})
+            row=row + 1, col=0, axisItems={"bottom": CategoryAxis("bottom"),
+                                           "left": CountAxis(), "right": self.level_axes[1]})
         self.shares.setXLink(self.totals)
         for plot, ylabel in ((self.totals, "candidates"), (self.shares, "candidates by row")):
             plot.setLabel("bottom", "expert")
@@ -48,24 +54,17 @@ class LoadFigure:
             self.style.style_plot(plot)
             plot.showAxis("right")
             plot.getAxis("right").setPen(pg.mkPen(None))  # names the line's level; no axis line
-        # Legends sit in their own column, so they never hide a bar.
-        self.totals_legend = pg.LegendItem(labelTextColor=self.style.foreground,
-                                           labelTextSize=f"{self.style.font_size}pt")
-        self.shares_legend = pg.LegendItem(labelTextColor=self.style.foreground,
-                                           labelTextSize=f"{self.style.font_size}pt")
+        # Keys sit in their own column, so they never hide a bar; each names only what is drawn.
+        self.totals_legend = Key(self.style, max_columns=1)
+        self.shares_legend = Key(self.style, max_columns=1)
         place_legend(layout, self.totals_legend, row, 1)
         place_legend(layout, self.shares_legend, row + 1, 1)
         self.requested_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush=self.style.requested,
-                                              pen=pg.mkPen("#4a7fa5"), name="requested")
+                                              pen=pg.mkPen(REQUESTED_EDGE), name="requested")
         self.kept_bars = pg.BarGraphItem(x=[], height=[], width=0.5, brush=self.style.kept, pen=None,
                                          name="kept")
         self.totals.addItem(self.requested_bars)
         self.totals.addItem(self.kept_bars)
-        self.totals_legend.addItem(self.requested_bars, "requested")
-        self.totals_legend.addItem(self.kept_bars, "kept")
-        self.capacity_sample = pg.PlotDataItem(
-            pen=pg.mkPen(self.style.capacity, width=2, style=QtCore.Qt.PenStyle.DashLine))
-        self.totals_legend.addItem(self.capacity_sample, "capacity C")
         self.share_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
         self.dropped_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
         self.shares.addItem(self.share_bars)
@@ -88,12 +87,13 @@ class LoadFigure:
         for plot in (self.totals, self.shares):
             plot.getAxis("bottom").set_labels([str(e) for e in range(E)])
         cap = data.capacity
+        self._set_totals_key(cap >= 0)
         for line, axis in zip(self.capacity_lines, self.level_axes, strict=True):
             line.setVisible(cap >= 0)
             if cap >= 0:
                 line.setPos(cap)
             axis.set_level(cap if cap >= 0 else None, f"C = {cap}", self.style.capacity)
-        top = max(float(data.requested.max(initial=0)), float(max(cap, 0)), 1.0) * 1.15
+        top = max(float(data.requested.max(initial=0)), float(max(cap, 0)), 2.0) * 1.15  # 0, 1, 2 at least
         for plot in (self.totals, self.shares):
             plot.setXRange(-0.6, E - 0.4, padding=0)
             plot.setYRange(0, top, padding=0)
@@ -103,10 +103,18 @@ class LoadFigure:
             f"{capacity_text(cap)} · requested {int(data.requested.sum())}, kept {int(data.kept.sum())}, "
             f"dropped {int(data.dropped.sum())}",
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
-        probe = f"probe = row {data.probe_row}" if data.probe_row >= 0 else "no probe row"
-        self.shares.setTitle(f"who filled the buffers: kept (solid) and dropped (hatched)<br>candidates of "
-                             f"each row · {probe}",
-                             color=self.style.foreground, size=f"{self.style.font_size}pt")
+        probe = f"probe = row{NB}{data.probe_row}" if data.probe_row >= 0 else "no probe row"
+        hatched = " and dropped (hatched)" if data.row_dropped.any() else ""
+        self.shares.setTitle(f"who filled the buffers: kept (solid){hatched}<br>candidates of each row · "
+                             f"{probe}", color=self.style.foreground, size=f"{self.style.font_size}pt")
+
+    def _set_totals_key(self, capacity: bool) -> None:
+        """requested, kept, and the capacity line where the group has one (not when dropless)."""
+        self.totals_legend.clear()
+        self.totals_legend.add(square(self.style.requested, REQUESTED_EDGE), "requested")
+        self.totals_legend.add(square(self.style.kept), "kept")
+        if capacity:
+            self.totals_legend.add(key.line(self.capacity_lines[0].pen), "capacity C")
 
     def _set_shares(self, data: LoadData) -> None:
         B = data.row_kept.shape[0]
@@ -121,17 +129,15 @@ class LoadFigure:
         _set_bars(self.dropped_bars, x, y0, h, brushes, pens)
         self.shares_legend.clear()
         if data.probe_row >= 0:
-            sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=colors[data.probe_row],
-                                     pen=pg.mkPen("k"))
-            self.shares_legend.addItem(sample, f"probe: row {data.probe_row}<br>"
-                                               f"(request {int(data.request_ids[data.probe_row])})")
+            self.shares_legend.add(square(colors[data.probe_row], pg.mkPen("#000000", width=2)),
+                                   f"probe: row{NB}{data.probe_row}<br>"
+                                   f"(request{NB}{int(data.request_ids[data.probe_row])})")
         partner = next((r for r in range(B) if r != data.probe_row), None)
         if partner is not None:
-            sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=colors[partner], pen=None)
-            self.shares_legend.addItem(sample, "partner rows")
-        hatch = QtGui.QBrush(QtGui.QColor("#666666"), QtCore.Qt.BrushStyle.BDiagPattern)
-        hatched = pg.BarGraphItem(x=[0], height=[1], width=1, brush=hatch)
-        self.shares_legend.addItem(hatched, "dropped")
+            self.shares_legend.add(square(colors[partner]), "partner rows")
+        if data.row_dropped.any():  # none in a dropless group: nothing hatched to name
+            hatch = QtGui.QBrush(QtGui.QColor("#666666"), QtCore.Qt.BrushStyle.BDiagPattern)
+            self.shares_legend.add(square(hatch, "#666666"), "dropped (hatched in<br>the row's colour)")
 
     def expert_at(self, x: float) -> int | None:
         if self.data is None:

@@ -122,6 +122,17 @@ class CellMarks(pg.GraphicsObject):
             self._paint_frames(painter, xs, ys, ux, uy, sides=mode == "frame")
         painter.restore()
 
+    def paint_one(self, painter: QtGui.QPainter, ux: float, uy: float) -> None:
+        """One mark, as `paint` draws it now, centred on the painter's origin in a cell of `ux` x `uy`
+        layout units (a key's sample of the marks)."""
+        mode = self.mode()
+        if mode == "cross":
+            self._paint_crosses(painter, [0.0], [0.0], ux, uy)
+        elif mode == "tick":
+            self._paint_ticks(painter, [0.0], [0.0], ux, uy)
+        elif mode in ("frame", "edges"):
+            self._paint_frames(painter, [0.0], [0.0], ux, uy, sides=mode == "frame")
+
     def _band(self, painter: QtGui.QPainter, color: QtGui.QColor, xs, ys, hx: float, hy: float,
               t: float, sides: bool) -> None:
         """Fill a band `t` thick inside the rectangle +-hx, +-hy around each centre."""
@@ -168,35 +179,39 @@ class CellMarks(pg.GraphicsObject):
 
 
 class MarkSample(pg.ItemSample):
-    """A legend's sample of `CellMarks`, drawn as the marks are at present: a cross or a tick, a
-    frame or its top and bottom edges, on a cell of `fill`."""
+    """A key's sample of one or more `CellMarks` drawn over each other on one cell (a dropped
+    candidate's red frame and its cross or tick), as the figure draws them now: a cell of the
+    figure's own size, in the middle of a patch of `fill` (the cells around it)."""
 
-    def __init__(self, marks: CellMarks, fill: QtGui.QColor | str | None = None) -> None:
-        super().__init__(marks)
-        self.marks = marks
+    def __init__(self, marks, fill: QtGui.QColor | str | None = None) -> None:
+        self.marks = list(marks) if isinstance(marks, (list, tuple)) else [marks]
+        super().__init__(self.marks[0])
         self.fill = QtGui.QColor(fill) if fill is not None else None
+        self.setFixedWidth(20)
+        self.setFixedHeight(16)
 
     def mouseClickEvent(self, event) -> None:  # noqa: N802 (pyqtgraph's name)
         event.ignore()  # a key, not a switch that hides the marks
 
     def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 (Qt's name)
-        return QtCore.QRectF(0, 0, 20, 20)
+        return QtCore.QRectF(0, 0, 20, 16)
+
+    def cell(self) -> tuple[float, float]:
+        """The cell's size in the sample: the figure's (layout units), within the sample's box."""
+        size = self.marks[0].cell_size()
+        ux, uy = size if size is not None else (14.0, 14.0)
+        return min(ux, 18.0), min(uy, 14.0)
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
-        marks, mode = self.marks, self.marks.mode()
         painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
-        cell = QtCore.QRectF(4, 3, 12, 14)
+        box = self.boundingRect().adjusted(1, 1, -1, -1)
         if self.fill is not None:
-            painter.fillRect(cell, self.fill)
+            painter.fillRect(box, self.fill)
+        ux, uy = self.cell()
         painter.save()
-        painter.translate(cell.center())
-        ux, uy = cell.width(), cell.height()
-        if mode == "cross":
-            marks._paint_crosses(painter, [0.0], [0.0], ux, uy)
-        elif mode == "tick":
-            marks._paint_ticks(painter, [0.0], [0.0], 4.0, uy)
-        elif mode in ("frame", "edges"):
-            marks._paint_frames(painter, [0.0], [0.0], ux, uy, sides=mode == "frame")
+        painter.translate(box.center())
+        for marks in self.marks:
+            marks.paint_one(painter, ux, uy)
         painter.restore()
 
 

@@ -1,12 +1,13 @@
 """The side-by-side figure of two runs of one request: A's and B's routing heatmaps at the chosen
 layer, the difference strip at that layer (left column); the layer x position map of what differs,
-the KL, logit-difference/top-2-margin and drop curves (right column). Every panel shares one x
-axis (positions), t* and the selected position are vertical lines in all of them.
+the KL, logit-difference/top-2-margin and drop curves (right column, or under the left one when
+`stacked`). Every panel shares one x axis (positions) and one x mapping: in a column every data
+area has the same left edge and width (`inspector.figures.panels`), so t* and the selected position
+are one vertical line through all of them; the bottom panel of each column numbers the positions.
 
-With `with_text`, both completions sit above and the cause panel below, so an export holds the
-whole comparison in one picture; `cause="sentence"` keeps only the cause's headline and sentence
-below, `cause="short"` both cut short (`inspector.figures.cause_short`), `cause="headline"` its
-headline, `with_key=False` leaves the key of colours out (for a page too small for all of it).
+With `with_text` both completions sit above the panels, their headers naming the runs A and B;
+`names_below` names them under the panels instead; `with_key` puts the key of what is drawn
+(`inspector.figures.pair_key`) under them.
 """
 
 from __future__ import annotations
@@ -16,39 +17,18 @@ import math
 
 import numpy as np
 
-from inspector.figure_data.pair import (
-    CELL_KINDS,
-    EXPERTS,
-    KEPT_SET,
-    NOT_COMPARED,
-    ROUTER_LOGITS,
-    STRIP_ROWS,
-    WEIGHTS,
-    PairData,
-)
+from inspector.figure_data.pair import STRIP_ROWS, PairData
 from inspector.figure_data.routing import describe_cell
-from inspector.figures.axes import (
-    VERTICAL_OVERHANG_PX,
-    CategoryAxis,
-    CountAxis,
-    ReadableAxis,
-    TokenAxis,
-    XZoomViewBox,
-)
-from inspector.figures.cause_short import short_cause_html
-from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, cause_html, completion_html
+from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
+from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, completion_html
+from inspector.figures.log_axis import DecadeAxis
 from inspector.figures.marks import CellMarks, MarkAxis
+from inspector.figures.pair_key import STRIP_COLORS, kinds_rgb, not_recorded_brush, pair_key, strip_rgb
+from inspector.figures.panels import left_axis_px, reserve_right, share_left_width
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtCore, QtGui, pg
+from inspector.qt import QtCore, pg
 
-#: RGB of each difference kind in the layer x position map (index = code of CELL_KINDS).
-KIND_COLORS = np.array([(246, 246, 246), (253, 212, 158), (252, 141, 89), (215, 48, 31), (106, 81, 163),
-                        (200, 200, 200)], dtype=np.uint8)
-#: RGB of the strip: nothing, the row's event, not compared.
-STRIP_COLORS = {"none": (250, 250, 250), "not compared": (200, 200, 200)}
-STRIP_EVENT_COLORS = ((106, 81, 163), tuple(int(A_COLOR[i:i + 2], 16) for i in (1, 3, 5)),
-                      tuple(int(B_COLOR[i:i + 2], 16) for i in (1, 3, 5)))
 #: Short tick labels of the strip rows (`STRIP_ROWS` are the full names).
 STRIP_TICKS = ("experts ≠", "✗ A only", "✗ B only")
 #: Zero KL or logit difference is drawn at this value on the log axes.
@@ -57,105 +37,17 @@ T_STAR_COLOR = "#000000"
 SELECTED_COLOR = "#00b8d4"
 DIFF_COLOR = "#c0392b"
 MARGIN_COLOR = "#606060"
-LEFT_AXIS_PX = 80
-RIGHT_AXIS_PX = 70
+#: Tick labels the left axes must hold (the strip's rows, a log axis's widest, a layer, an expert).
+LEFT_TICKS = (*STRIP_TICKS, "2·10⁻¹⁰", "0.001", "88")
+#: Above these, the markers of the map (★ over ○), then the position lines, then the cells.
+LINES_Z, ROOT_Z, EVENT_Z = 40, 60, 61
+NB = "\u00a0"  # keeps a number on the line of its word when a title wraps
 
 
-def kinds_rgb(kinds: np.ndarray) -> np.ndarray:
-    """[L, T, 3] uint8 image of a [L, T] map of difference-kind codes."""
-    return KIND_COLORS[np.asarray(kinds, dtype=np.int64)]
-
-
-def strip_rgb(strip: np.ndarray) -> np.ndarray:
-    """[3, T, 3] uint8 image of the [3, T] strip (1 event, 0 none, -1 not compared)."""
-    out = np.empty((*strip.shape, 3), dtype=np.uint8)
-    out[...] = STRIP_COLORS["none"]
-    for i, rgb in enumerate(STRIP_EVENT_COLORS):
-        out[i][strip[i] == 1] = rgb
-    out[strip == -1] = STRIP_COLORS["not compared"]
-    return out
-
-
-def _square(rgb) -> str:
-    return f'<span style="color: #{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};">■</span>'
-
-
-def legend_html(style: FigureStyle, compact: bool = False) -> str:
-    """The key of the difference map, the strip and the curves, as one wrapped paragraph (`compact`:
-    in fewer words, for a journal column)."""
-    square = _square
-    kinds = " ".join(f"{square(KIND_COLORS[c])} {CELL_KINDS[c]}"
-                     for c in (ROUTER_LOGITS, WEIGHTS, KEPT_SET, EXPERTS, NOT_COMPARED))
-    if compact:
-        return (f'<span style="color: {style.foreground};">Map: {kinds}; ★ proven cause, ○ first bitwise '
-                f'difference, □ first differing decision. Strip: {square(STRIP_EVENT_COLORS[0])} experts ≠ '
-                f'{square(STRIP_EVENT_COLORS[1])} dropped in A only '
-                f'{square(STRIP_EVENT_COLORS[2])} in B only. '
-                f'Curves (log) before t* (dashed): KL(A‖B); max |logit difference| '
-                f'<span style="color: {DIFF_COLOR};">(red)</span>, A\'s top-2 margin (grey); drops of '
-                f'<span style="color: {A_COLOR};">A</span> and '
-                f'<span style="color: {B_COLOR};">B</span>.</span>')
-    return (f'<span style="color: {style.foreground};">Map: {kinds} · ★ proven cause (no proof yet: the '
-            f'first difference) · ○ first bitwise difference · □ first differing decision per layer. '
-            f'Strip: {square(STRIP_EVENT_COLORS[0])} experts changed '
-            f'{square(STRIP_EVENT_COLORS[1])} dropped in A only '
-            f'{square(STRIP_EVENT_COLORS[2])} dropped in B only. '
-            f'Curves (before t*, log, 0 at {LOG_FLOOR:g}): KL(A‖B); max |logit difference| '
-            f'<span style="color: {DIFF_COLOR};">(red)</span> against A\'s top-2 margin (grey); drops of '
-            f'<span style="color: {A_COLOR};">A</span> and <span style="color: {B_COLOR};">B</span> over all '
-            f'layers. Dashed = t*, cyan = selected position.</span>')
-
-
-#: Mantissas a log axis is labelled at, from the sparsest: powers of ten, then more of each decade.
-MANTISSAS = ((1,), (1, 2, 5), (1, 2, 3, 5, 7), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9))
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-class DecadeAxis(ReadableAxis):
-    """A log-scale axis labelled at powers of ten, every one or every few (at most about four
-    labels in a short panel); where fewer than three powers of ten are in view, at 2x and 5x them,
-    then at more values of each decade, so that the axis always labels three ticks."""
-
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
-        if not self.logMode:
-            return super().tickValues(minVal, maxVal, size)
-        lo, hi = sorted((minVal, maxVal))
-        if size <= 0 or hi <= lo:
-            return []
-        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or QtGui.QFont())
-        label = metrics.height() * 0.8 + 1  # a label's ink, as pyqtgraph measures it, and a gap
-        per = size / (hi - lo)  # pixels per decade
-        margin = max(label / 2 - VERTICAL_OVERHANG_PX, 0.0) / per
-        best: list[float] = []
-        for mantissas in MANTISSAS:
-            values = sorted(d + math.log10(m) for d in range(math.floor(lo) - 1, math.ceil(hi) + 1)
-                            for m in mantissas)
-            values = [v for v in values if lo + margin <= v <= hi - margin]
-            if mantissas == (1,):  # every few powers of ten: at most about four labels
-                step = max(1, math.ceil(len(values) / 4))
-                values = [v for v in values if round(v) % step == 0]
-            chosen: list[float] = []
-            for v in values:
-                if not chosen or (v - chosen[-1]) * per >= label:
-                    chosen.append(v)
-            if len(chosen) > len(best):
-                best = chosen
-            if len(best) >= 3:
-                break
-        return [(1.0, best)]
-
-    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
-        if not self.logMode:
-            return super().tickStrings(values, scale, spacing)
-        out = []
-        for v in values:
-            text = f"{10 ** v:.2g}"
-            if "e" in text:
-                mantissa, power = text.split("e")
-                power = str(int(power)).translate(_SUPERSCRIPT)
-                text = ("" if mantissa == "1" else f"{mantissa}·") + f"10{power}"
-            out.append(text)
-        return out
+def spans(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of True in a 1-D mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def _plot(layout: pg.GraphicsLayout, row: int, style: FigureStyle, left: pg.AxisItem | None = None,
@@ -180,25 +72,19 @@ class PairFigure:
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
                  with_text: bool = False, stacked: bool = False, with_key: bool = True,
-                 cause: str | None = None, markers_inside: bool = False) -> None:
+                 names_below: bool = False) -> None:
         self.style = style or FigureStyle()
         self.data: PairData | None = None
+        self.layout = layout
         self.with_text = with_text
         self.stacked = stacked
-        self.named_below = stacked and cause == "short"
-        # "full", "sentence", "short", "headline" or None
-        self.cause = cause or ("full" if with_text else None)
-        self.text_a = self.text_b = self.cause_block = self.legend = None
+        self.names_below = names_below
+        self.text_a = self.text_b = self.names = self.key = None
         if with_text:
             texts = layout.addLayout(row=row, col=0, colspan=2)
             self.text_a, self.text_b = HtmlBlock(self.style), HtmlBlock(self.style)
             texts.addItem(self.text_a, row=0, col=0)
             texts.addItem(self.text_b, row=0, col=1)
-            row += 1
-        if with_key:
-            self.legend = HtmlBlock(self.style, scale=0.9)
-            self.legend.set_html(legend_html(self.style, compact=stacked))
-            layout.addItem(self.legend, row=row, col=0, colspan=2)
             row += 1
         # Side by side, or (`stacked`, for a narrow page) the right column under the left one.
         left = layout.addLayout(row=row, col=0, colspan=2 if stacked else 1)
@@ -207,8 +93,14 @@ class PairFigure:
         right = layout.addLayout(row=row, col=0 if stacked else 1, colspan=2 if stacked else 1)
         for part in (left, right):
             part.setContentsMargins(0, 0, 0, 0)
+        self.columns = (left, right)
         layout.layout.setColumnStretchFactor(0, 1)
         layout.layout.setColumnStretchFactor(1, 1)
+        self._key_row = row + 1
+        if names_below:
+            self.names = HtmlBlock(self.style)
+            layout.addItem(self.names, row=self._key_row, col=0, colspan=2)
+            self._key_row += 1
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
         self.heat_a = RoutingFigure(left, self.style, row=0)
         self.heat_b = RoutingFigure(left, self.style, row=1)
@@ -232,16 +124,15 @@ class PairFigure:
         self.event_mark = pg.ScatterPlotItem(symbol="star", size=16, brush=pg.mkBrush("#ffeb3b"),
                                              pen=pg.mkPen("#000000", width=1.2))
         self.root_mark = pg.ScatterPlotItem(symbol="o", size=13, brush=None, pen=pg.mkPen("#000000", width=2))
-        for item in (self.event_mark, self.root_mark):
-            item.setZValue(15)
+        self.event_mark.setZValue(EVENT_Z)  # the ★ over the ○ and over the position lines
+        self.root_mark.setZValue(ROOT_Z)
+        for item in (self.root_mark, self.event_mark):
             self.map.addItem(item)
-        # Where each marker belongs (position, layer); with `markers_inside` (a page, which cannot
-        # be panned) drawn moved inward where a cell at the map's edge would show half of one.
+        # Where each marker belongs (position, layer); drawn moved inward where a cell at the map's
+        # edge would show half of one (a ★ at position 0 stays whole).
         self._marker_cells: dict[int, tuple[list[float], list[float]]] = {}
-        self.markers_inside = markers_inside
-        if markers_inside:
-            self.map.vb.sigResized.connect(self._place_markers)
-            self.map.vb.sigRangeChanged.connect(self._place_markers)
+        self.map.vb.sigResized.connect(self._place_markers)
+        self.map.vb.sigRangeChanged.connect(self._place_markers)
         self.kl = _plot(right, 1, self.style, DecadeAxis("left"), "KL(A‖B)")
         self.kl.setLogMode(y=True)
         self.kl_curve = self.kl.plot(pen=pg.mkPen("#6a51a3", width=1.5), connect="finite", name="KL")
@@ -257,32 +148,17 @@ class PairFigure:
                                        stepMode="center", name="B")
         for i, s in enumerate((2.2, 1.6, 1.6, 1.6)):
             right.layout.setRowStretchFactor(i, s)
-        if self.cause:  # a brief one in a smaller font: it is there for a page too small for more
-            self.cause_block = HtmlBlock(self.style, scale=1.0 if self.cause == "full" else 0.9)
-            layout.addItem(self.cause_block, row=row + 1, col=0, colspan=2)
 
         self.heatmaps = [self.heat_a.plot, self.heat_b.plot]
         self.plots = [*self.heatmaps, self.strip, self.map, self.kl, self.logits, self.drops]
-        for plot in self.plots[1:]:
-            plot.setXLink(self.heat_a.plot)
-        for plot in (self.heat_a.plot, self.heat_b.plot, self.strip):
-            plot.getAxis("left").setWidth(LEFT_AXIS_PX)
-        for plot in (self.map, self.kl, self.logits, self.drops):
-            plot.getAxis("left").setWidth(RIGHT_AXIS_PX)
+        self._line_up()
         for plot in (self.heat_a.plot, self.heat_b.plot, self.map, self.kl, self.logits):
             # x-linked with the panel below, whose axis shows the positions.
             plot.hideAxis("bottom")
-        self.heat_b.colorbar.axis.setLabel("")
-        # A's bar names the scale both share; B's values would run into A's at their ends.
-        self.heat_b.colorbar.axis.setStyle(showValues=False)
         self.heat_b.plot.hideAxis("top")  # x-linked with A, whose marks name the boundary and t*
         self.drops.setLabel("bottom", "position (token)")
-        if stacked:  # one column: the positions are named once, under the curves, and one colour
-            self.strip.hideAxis("bottom")  # bar spans both heatmaps (its label is taller than either)
-            for bar in (self.heat_a.colorbar, self.heat_b.colorbar):
-                left.removeItem(bar)
-            self.heat_b.colorbar.hide()
-            left.addItem(self.heat_a.colorbar, row=0, col=1, rowspan=2)
+        if stacked:  # one column: the positions are named once, under the curves
+            self.strip.hideAxis("bottom")
         else:
             self.strip.setLabel("bottom", "position (token)")
         for plot in (self.kl, self.logits, self.drops):
@@ -293,22 +169,40 @@ class PairFigure:
             plot.enableAutoRange(y=True)
             plot.showGrid(y=True, alpha=0.2)
         self.drops.enableAutoRange(y=False)  # counts from 0: an all-zero curve gets 0..1, not ±0.2
-        self.not_compared = []
-        for plot in (self.kl, self.logits):
-            region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
-            region.setZValue(-10)
-            plot.addItem(region)
-            self.not_compared.append(region)
+        # Past t* nothing is compared: the curves' panels are grey there, as the map's cells.
+        self.not_compared = [self._band(plot, pg.mkBrush(*STRIP_COLORS["not compared"])) for plot in
+                             (self.kl, self.logits)]
+        self.not_recorded: list[pg.LinearRegionItem] = []  # hatched spans (engine runs' prompt)
         self.t_star_lines = self._lines(T_STAR_COLOR, QtCore.Qt.PenStyle.DashLine, 1.5)
         self.selected_lines = self._lines(SELECTED_COLOR, QtCore.Qt.PenStyle.SolidLine, 1.5)
         self.set_selected(None)
+        self._key_shown = with_key
+        if with_key:
+            self.key = pg.GraphicsLayout()  # filled by `set_data` with what the figure draws
+            layout.addItem(self.key, row=self._key_row, col=0, colspan=2)
+
+    def _line_up(self) -> None:
+        """One left-axis width and one right margin (A's colour bar, or a blank as wide) for all."""
+        share_left_width(self.plots, left_axis_px(self.style, LEFT_TICKS))
+        bar = self.heat_a.colorbar
+        self.margins = [reserve_right(plot, bar) for plot in self.plots[2:]]
+        for plot in self.plots[1:]:
+            plot.setXLink(self.heat_a.plot)
+
+    @staticmethod
+    def _band(plot: pg.PlotItem, brush) -> pg.LinearRegionItem:
+        band = pg.LinearRegionItem(movable=False, brush=brush, pen=pg.mkPen(None))
+        band.setZValue(-10)
+        plot.addItem(band)
+        band.hide()
+        return band
 
     def _lines(self, color: str, dash, width: float) -> list[pg.InfiniteLine]:
         lines = []
         for i, plot in enumerate(self.plots):
             pen = pg.mkPen(color, width=width, style=dash)
             line = pg.InfiniteLine(angle=90, movable=False, pen=pen)
-            line.setZValue(40 + i)
+            line.setZValue(LINES_Z + i)
             plot.addItem(line, ignoreBounds=True)
             lines.append(line)
         return lines
@@ -323,19 +217,21 @@ class PairFigure:
         self.heat_b.set_data(data.b, keep_view=True)
         for fig, name, color in ((self.heat_a, "A", A_COLOR), (self.heat_b, "B", B_COLOR)):
             d = fig.data
-            dropped = int((~d.kept).sum())
-            note = "" if d.probabilities else " · probabilities not recorded"
-            # In one column with the short cause, the cause names the runs: a run's name is about
-            # as wide as a heatmap, and broken at its hyphens it reads as two names.
-            who = "" if self.named_below else f" · {d.run}"
-            fig.plot.setTitle(f"{name}{who} row {d.row} · {dropped} dropped{note}",
-                              color=color, size=f"{self.style.font_size + 1}pt")
+            what = f"{int((~d.kept).sum())}{NB}dropped" if d.probabilities else "router logits not recorded"
+            # The runs are named above (the completions' headers), under the panels, or in the app's
+            # picker: a run's name is about as wide as a heatmap, and broken at its hyphens it reads
+            # as two names.
+            fig.plot.setTitle(f"{name} row{NB}{d.row} · {what}", color=color,
+                              size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
+        # B's bar repeats A's scale unnamed, or names its own (probabilities against choices).
+        shared = data.a.probabilities == data.b.probabilities
+        self.heat_b.colorbar.axis.setStyle(showValues=not shared)
+        self.heat_b.colorbar.axis.setLabel("" if shared else data.b.colour_label, color=self.style.foreground)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
         self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
-        where = f"layer {data.layer}" if self.stacked else f"layer {data.layer} (heatmaps above)"
-        self.strip.setTitle(f"{where}: what differs",
-                            color=self.style.foreground, size=f"{self.style.font_size}pt")
+        self.strip.setTitle(f"layer{NB}{data.layer}: what differs", color=self.style.foreground,
+                            size=f"{self.style.font_size}pt")
         self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
         self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
         self.map_axis.set_labels([str(l) for l in range(L)])
@@ -348,9 +244,8 @@ class PairFigure:
         root = v.root if v.root is not None and v.root.layer >= 0 else None
         self._marker_cells[id(self.root_mark)] = ([root.position], [root.layer]) if root else ([], [])
         self._place_markers()
-        if not self.stacked:  # in one column the key names the map
-            self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
-                              size=f"{self.style.font_size}pt")
+        self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
+                          size=f"{self.style.font_size}pt")
         self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
         self._set_curves(data)
         compared = data.compared
@@ -370,28 +265,54 @@ class PairFigure:
         self.set_selected(selected)
         if self.with_text:
             self._set_text(data, selected)
-        if self.cause_block is not None:
-            if self.cause == "short":
-                names = "" if not self.named_below else (
-                    f'<span style="color: {A_COLOR};">A: run {html.escape(data.a.run)} row {data.a.row}'
-                    f'</span><br><span style="color: {B_COLOR};">B: run {html.escape(data.b.run)} '
-                    f'row {data.b.row}</span>')
-                self.cause_block.set_html(short_cause_html(data.cause, self.style, data.a.run, data.b.run,
-                                                           names))
-            else:
-                brief = "" if self.cause == "full" else self.cause
-                self.cause_block.set_html(cause_html(data.cause, self.style, brief=brief))
+        if self.names is not None:
+            # One line where the page holds it; a run's name never breaks at its hyphens.
+            self.names.set_html(" &nbsp; ".join(
+                f'<span style="color: {color}; white-space: nowrap;">{letter}: run '
+                f"{html.escape(d.run)} row{NB}{d.row}</span>"
+                for letter, color, d in (("A", A_COLOR, data.a), ("B", B_COLOR, data.b))))
+        if self.key is not None:
+            self._set_key()
+        self.even_columns()
+
+    def even_columns(self) -> None:
+        """Side by side, make the two columns equally wide whatever their titles need (each at least
+        the wider one's least width): their data areas then map positions to x alike, shifted by
+        the column's place."""
+        if self.stacked:
+            return
+        for which, setter in ((QtCore.Qt.SizeHint.MinimumSize, "setMinimumWidth"),
+                              (QtCore.Qt.SizeHint.PreferredSize, "setPreferredWidth")):
+            width = max(part.layout.effectiveSizeHint(which).width() for part in self.columns)
+            for part in self.columns:
+                getattr(part, setter)(width)
+
+    def _set_key(self) -> None:
+        """The key of what is drawn now, under the panels (none while `show_key(False)`)."""
+        if self.key in self.layout.items:
+            self.layout.removeItem(self.key)
+        if self.key.scene() is not None:
+            self.key.scene().removeItem(self.key)
+        self.key = pair_key(self, self.style)
+        if self._key_shown:
+            self.layout.addItem(self.key, row=self._key_row, col=0, colspan=2)
+
+    def show_key(self, shown: bool) -> bool:
+        """Show or leave out the key (a short view leaves it out); True when that changed."""
+        if self.key is None or shown == self._key_shown:
+            return False
+        self._key_shown = shown
+        if self.data is not None:
+            self._set_key()
+        return True
 
     def _place_markers(self, *_args) -> None:
         """Draw ★ and ○ on their cells, moved inward where a cell at the map's edge would show
-        only half of one."""
+        only part of one (a ★ at position 0 or at the last layer stays whole)."""
         (x0, x1), (y0, y1) = self.map.vb.viewRange()
         step_x, step_y = self.map.vb.viewPixelSize()  # data units per pixel
         for item in (self.event_mark, self.root_mark):
             xs, ys = self._marker_cells.get(id(item), ([], []))
-            if not self.markers_inside:
-                item.setData(xs, ys)
-                continue
             half = item.opts["size"] / 2 + 1
             dx, dy = min(half * step_x, (x1 - x0) / 2), min(half * step_y, (y1 - y0) / 2)
             item.setData([min(max(x, x0 + dx), x1 - dx) for x in xs],
@@ -403,6 +324,7 @@ class PairFigure:
                               (self.margin_curve, data.logit_margin)):
             y = np.where(np.isfinite(values) & (values <= LOG_FLOOR), LOG_FLOOR, values)
             curve.setData(x, y, connect="finite")
+        self._set_not_recorded(data)
         edges = np.arange(data.length + 1, dtype=np.float64) - 0.5
         self.drops_a.setData(edges, np.nan_to_num(data.drops_a), stepMode="center")
         self.drops_b.setData(edges, np.nan_to_num(data.drops_b), stepMode="center")
@@ -412,6 +334,20 @@ class PairFigure:
         self.drops.getAxis("left").setTicks([[(v, str(v)) for v in (0, tick // 2, tick)]])
         self.drops.setYRange(-0.04 * tick, tick * 1.08, padding=0)
 
+    def _set_not_recorded(self, data: PairData) -> None:
+        """Hatch the compared positions whose next-token values were not recorded (an engine keeps no
+        log-probabilities of prompt positions): blank there, never drawn as 0."""
+        for band in self.not_recorded:
+            band.getViewBox().removeItem(band)
+        self.not_recorded = []
+        missing = np.zeros(data.length, dtype=bool)
+        missing[:data.compared] = ~np.isfinite(data.logit_margin[:data.compared])
+        for t0, t1 in spans(missing):
+            for plot in (self.kl, self.logits):
+                band = self._band(plot, not_recorded_brush())
+                band.setRegion((t0 - 0.5, t1 - 0.5))
+                band.show()
+                self.not_recorded.append(band)
 
     def _set_text(self, data: PairData, selected: int | None) -> None:
         self.text_a.set_html(completion_html(data.text_a, "A", A_COLOR, self.style, selected)[0])

@@ -1,6 +1,7 @@
 """The routing heatmap: positions x experts, router probability as colour, chosen experts outlined,
 dropped candidates crossed in red (a red tick in cells too narrow for a cross), and a line between
-prompt and generation."""
+prompt and generation. A run whose router logits were not recorded (a serving engine's) is coloured
+by choice, with a key of its few colours instead of a continuous scale."""
 
 from __future__ import annotations
 
@@ -9,17 +10,42 @@ import numpy as np
 from inspector.figure_data.routing import RoutingData, describe_cell
 from inspector.figures.axes import CategoryAxis, TokenAxis, XZoomViewBox
 from inspector.figures.marks import CellMarks, MarkAxis
+from inspector.figures.panels import attach_colour_bar
 from inspector.figures.style import FigureStyle, colormap
 from inspector.qt import QtCore, pg
+from traces.analysis.verdict_text import ordinal
+
+
+def choice_colormap(name: str, n_choices: int) -> pg.ColorMap:
+    """A stepped colour map of `n_choices` + 1 bins over [0, 1]: not chosen, then the K-th to the 1st
+    choice, each one colour of colour map `name` (the image holds (K - k) / K for choice k)."""
+    base = colormap(name)
+    bins = n_choices + 1
+    colours = [base.map(k / n_choices, mode="qcolor") for k in range(bins)]
+    positions, stops = [], []
+    for k, colour in enumerate(colours):
+        positions += [k / bins, (k + 1) / bins]
+        stops += [colour, colour]
+    return pg.ColorMap(positions, stops)
+
+
+def choice_ticks(n_choices: int) -> list[tuple[float, str]]:
+    """Ticks of the stepped colour bar: the middle of each bin, named."""
+    bins = n_choices + 1
+    names = ["none"] + [ordinal(n_choices - k + 1) for k in range(1, bins)]
+    return [((k + 0.5) / bins, names[k]) for k in range(bins)]
 
 
 class RoutingFigure:
-    """Draws `RoutingData` into a `pg.GraphicsLayout`: a plot at (row, 0) and its colour bar at
-    (row, 1). Items are created once; `set_data` replaces what they show."""
+    """Draws `RoutingData` into a `pg.GraphicsLayout`: a plot at (row, 0) with its colour bar right of
+    its data area, inside the plot (`colour_bar` False: none, for a heatmap sharing another's).
+    Items are created once; `set_data` replaces what they show."""
 
-    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
+    def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
+                 colour_bar: bool = True) -> None:
         self.style = style or FigureStyle()
         self.data: RoutingData | None = None
+        self._colormap = self.style.colormap
         self.x_axis = TokenAxis("bottom")
         self.y_axis = CategoryAxis("left")
         self.marks = MarkAxis()  # the boundary (and t* in the side-by-side figure), above the cells
@@ -48,13 +74,15 @@ class RoutingFigure:
         self.plot.addItem(self.boundary)
         self.colorbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormap(self.style.colormap),
                                         interactive=True, width=16)
-        self.colorbar.setImageItem(self.image)
         self.colorbar.axis.setTextPen(pg.mkPen(self.style.foreground))
         self.colour_label = "router probability"
         self.colorbar.axis.setLabel(self.colour_label, color=self.style.foreground)
         self.colorbar.axis.label.setFont(self.style.font())
         self.colorbar.axis.setTickFont(self.style.font())  # the figure's font, as every other axis
-        layout.addItem(self.colorbar, row=row, col=1)
+        if colour_bar:
+            attach_colour_bar(self.plot, self.colorbar, self.image)
+        else:
+            self.colorbar.setImageItem(self.image)  # keeps the levels and colours in step, unseen
 
     # -- drawing --------------------------------------------------------------------------------
 
@@ -62,15 +90,19 @@ class RoutingFigure:
         """Show `data`; `keep_view` keeps the current zoom when only the layer or run changed."""
         self.data = data
         E, T = data.probs.shape
-        levels = self.colorbar.levels()
         if data.colour_label != self.colour_label:  # only runs without router logits change it
             self.colour_label = data.colour_label
             self.colorbar.axis.setLabel(data.colour_label, color=self.style.foreground)
             self.colorbar.axis.label.setFont(self.style.font())
-        self.image.setImage(data.probs, autoLevels=False, levels=levels)
+        self._show_scale(data)
+        self.image.setImage(data.probs, autoLevels=False, levels=self.colorbar.levels())
         self.image.setRect(QtCore.QRectF(-0.5, -0.5, T, E))
         self.x_axis.set_labels([label.replace(" ", "·") for label in data.labels])
         self.y_axis.set_labels([f"{e}" for e in range(E)])
+        # Tall enough to name every expert (up to `LABEL_EVERY_UP_TO`): a sentence says "expert 3".
+        need = self.y_axis.needed_px()
+        if need > self.plot.vb.minimumHeight():
+            self.plot.vb.setMinimumHeight(need)
         t, e = data.candidates(kept=True)
         self.kept.set_cells(t, e)
         t, e = data.candidates(kept=False)
@@ -82,21 +114,41 @@ class RoutingFigure:
                             "prompt | generation", self.style.boundary)
         self.marks.set_mark("cached", data.cached - 0.5 if data.cached > 0 else None, "prefix cache |",
                             self.style.boundary)
+        nb = "\u00a0"  # a number stays on the line of its word when a title wraps
         self.plot.setTitle(
-            f"run {data.run} · row {data.row} (request {data.request}) · layer {data.layer} "
-            f"(model layer {data.model_layer}) · {int((~data.kept).sum())} dropped"
-            + ("" if data.probabilities else " · router probabilities not recorded"),
+            f"run {data.run} · row{nb}{data.row} (request{nb}{data.request}) · layer{nb}{data.layer} "
+            f"(model layer{nb}{data.model_layer}) · "
+            + (f"{int((~data.kept).sum())}{nb}dropped" if data.probabilities
+               else "router logits not recorded"),
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-0.5 - E, yMax=E - 0.5 + E,
                                minXRange=min(4, T), minYRange=min(4, E))
         if not keep_view:
             self.plot.vb.setRange(xRange=(-0.5, T - 0.5), yRange=(-0.5, E - 0.5), padding=0)
 
+    def _show_scale(self, data: RoutingData) -> None:
+        """A continuous scale of probabilities, or one step per choice when only choices were recorded."""
+        K = int(data.expert.shape[1])
+        if self.colorbar.region is not None:  # a scale of steps has no levels to drag
+            self.colorbar.region.setVisible(data.probabilities)
+        if data.probabilities:
+            self.colorbar.setColorMap(colormap(self._colormap))
+            self.colorbar.axis.setTicks(None)
+        else:
+            self.colorbar.setColorMap(choice_colormap(self._colormap, K))
+            self.colorbar.axis.setTicks([choice_ticks(K)])
+            self.colorbar.setLevels((0.0, 1.0))
+
     def set_colormap(self, name: str) -> None:
-        self.colorbar.setColorMap(colormap(name))
+        self._colormap = name
+        if self.data is not None:
+            self._show_scale(self.data)
+        else:
+            self.colorbar.setColorMap(colormap(name))
 
     def set_levels(self, low: float, high: float) -> None:
-        self.colorbar.setLevels((low, high))
+        if self.data is None or self.data.probabilities:  # choices keep their steps
+            self.colorbar.setLevels((low, high))
 
     # -- reading back -----------------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ class RunsFigure:
     the map at (row + 1, 0), cause bars at (row + 2, 0)."""
 
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0,
-                 brief: bool = False, short_names: bool = False) -> None:
+                 brief: bool = False, short_names: bool = True) -> None:
         self.style = style or FigureStyle()
         self.data: RunsData | None = None
         self.brief = brief  # the headline in fewer words
@@ -132,8 +132,8 @@ class RunsFigure:
         N, n = data.clusters.shape
         P = data.prompt_len
         runs = [data.choices[int(r)].run for r in data.order]
-        names, key = short_names(runs) if self.short_names else (runs, None)
-        self.headline.set_html(headline_html(data, self.style, self.brief, key))
+        names, self.names_key = short_names(runs) if self.short_names else (runs, None)
+        self.set_headline()
         self.image.setImage(cluster_rgb(data.clusters, data.n_unique), autoLevels=False, levels=(0, 255))
         self.image.setRect(QtCore.QRectF(P - 0.5, -0.5, max(n, 1), N))
         self.y_axis.set_labels(names)
@@ -151,6 +151,16 @@ class RunsFigure:
         if not keep_view:
             self.map.vb.setRange(xRange=(P - 0.5, P + max(n, 1) - 0.5), yRange=(-0.5, N - 0.5), padding=0)
         self._set_causes(data)
+
+    def set_headline(self, first_line: bool = False) -> None:
+        """The headline (brief or not, as built), or only its first line: U(N) and the mode share."""
+        data, style = self.data, self.style
+        if first_line:
+            size = style.font_size + 3
+            self.headline.set_html(f'<div style="color: {style.foreground}; font-size: {size}pt;">'
+                                   f"<b>{html.escape(data.headline)}</b></div>")
+        else:
+            self.headline.set_html(headline_html(data, style, self.brief, self.names_key))
 
     def _set_split_labels(self, data: RunsData) -> None:
         """The run counts of each split above the map, on as many rows as they need to stay apart

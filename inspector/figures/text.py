@@ -32,27 +32,44 @@ def scale_html(rgb: tuple[int, int, int], low: str, high: str, steps: int = 6) -
     return f"{html.escape(low)} {swatches} {html.escape(high)}"
 
 
-def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
-              style: FigureStyle) -> tuple[str, np.ndarray]:
+def joined(previous: str, text: str) -> bool:
+    """Whether token `text` continues the word `previous` ends (subword and byte tokens)."""
+    return bool(previous and text and not previous[-1].isspace() and not text[0].isspace()
+                and previous[-1] != "↵")
+
+
+def long_words(texts: list[str], line_chars: int | None) -> np.ndarray:
+    """[T] whether token t continues a word (a run of joined tokens) longer than `line_chars`
+    characters: only such a word may break between its tokens (None: every word may)."""
+    out = np.zeros(len(texts), dtype=bool)
+    start = 0
+    for t in range(1, len(texts) + 1):
+        if t == len(texts) or not joined(texts[t - 1], texts[t]):
+            if line_chars is None or sum(len(x) for x in texts[start:t]) > line_chars:
+                out[start + 1:t] = True
+            start = t
+    return out
+
+
+def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int], style: FigureStyle,
+              line_chars: int | None = None) -> tuple[str, np.ndarray]:
     """HTML of the strip and the [T + 1] character offsets where each token starts in plain text.
 
-    The prompt is grey, the generation bold and underlined, with an orange bar between them.
-    """
+    The prompt is grey, the generation bold and underlined, with an orange bar between them. A word
+    wider than a line of `line_chars` characters may break between its tokens; a shorter one
+    breaks only where a space is, so no word that fits a line is split."""
     colors = shade_colors(shade, rgb)
+    breakable = long_words(data.texts, line_chars)
     offsets = np.zeros(data.n_positions + 1, dtype=np.int64)
     parts = [f'<div style="font-family: monospace; font-size: {style.font_size + 1}pt; '
              f'color: {style.foreground}; line-height: 150%;">',
              '<span style="color: #6a6a6a;">']
     pos = 0
-    previous = ""
     for t, text in enumerate(data.texts):
-        joined = previous and text and not previous[-1].isspace() and not text[0].isspace()
-        if joined and previous[-1] != "↵":
-            # A break opportunity between two tokens of one word (subword and byte tokens): a line
-            # that must break inside the word breaks between tokens.
+        if breakable[t]:
+            # A break opportunity between two tokens of a word wider than a line (byte tokens, code).
             parts.append(ZERO_WIDTH_SPACE)
             pos += 1
-        previous = text
         if t == data.prompt_len:
             if t > 0:
                 parts.append('</span><span style="color: #ff8c00; font-weight: bold;">▌</span>')
@@ -73,17 +90,21 @@ def text_html(data: TextData, shade: np.ndarray, rgb: tuple[int, int, int],
 
 
 class TextStrip(pg.GraphicsWidget):
-    """A wrapped rich-text block inside a pyqtgraph layout; it takes the width it is given."""
+    """A wrapped rich-text block inside a pyqtgraph layout; it takes the width it is given and tells
+    `on_width` how many characters a line then holds (the figure breaks only longer words)."""
 
     #: Runs of subword tokens wider than a line break inside (the export's fit check allows it).
     breaks_inside_words = True
 
-    def __init__(self) -> None:
+    def __init__(self, on_width=None, point_size: float | None = None) -> None:
         super().__init__()
+        self.on_width = on_width
+        self._point_size = point_size  # of the text's font (its HTML sets it)
         self.text = QtWidgets.QGraphicsTextItem(self)
         self.text.setPos(6, 4)
         # Subword tokens run together into "words" longer than a line (byte tokens, code): break
-        # between words, else between tokens, and inside a token only when it is wider than a line.
+        # between words, else (where the figure put break opportunities) between tokens, and inside
+        # a token only when it is wider than a line.
         option = self.text.document().defaultTextOption()
         option.setWrapMode(QtGui.QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.text.document().setDefaultTextOption(option)
@@ -101,7 +122,20 @@ class TextStrip(pg.GraphicsWidget):
         width = max(self.size().width() - 12, 100)
         if abs(self.text.textWidth() - width) > 0.5:
             self.text.setTextWidth(width)
+            if self.on_width is not None:
+                self.on_width(self.line_chars(width))
         self.updateGeometry()
+
+    def line_chars(self, width: float) -> int:
+        """Characters of the strip's (monospace, bold) font a line of `width` px holds."""
+        font = QtGui.QFont(self.text.document().defaultFont())
+        font.setFamily("monospace")
+        font.setStyleHint(QtGui.QFont.StyleHint.Monospace)
+        font.setBold(True)
+        if self._point_size:
+            font.setPointSizeF(self._point_size)
+        advance = QtGui.QFontMetricsF(font).horizontalAdvance("0") or 8.0
+        return max(int((width - 4) // advance), 1)
 
     def content_height(self, width: float) -> float:
         """Height the text needs at `width` px."""
@@ -122,21 +156,22 @@ class TextFigure:
     def __init__(self, layout: pg.GraphicsLayout, style: FigureStyle | None = None, row: int = 0) -> None:
         self.style = style or FigureStyle()
         self.data: TextData | None = None
+        self._line_chars: int | None = None  # of the strip's present width (None: not laid out yet)
         self.caption = pg.LabelItem(justify="left", color=self.style.foreground,
                                     size=f"{self.style.font_size}pt")
         layout.addItem(self.caption, row=row, col=0)
-        self.strip = TextStrip()
+        self.strip = TextStrip(self._line_chars_changed, self.style.font_size + 1)
         layout.addItem(self.strip, row=row + 1, col=0)
         self.shade = np.zeros(0)
         self._offsets = np.zeros(1, dtype=np.int64)
+        self._rgb = SHADE_COLORS["drops"]
 
     def set_data(self, data: TextData, mode: str, layer: int = 0) -> None:
         """Show `data` shaded by `mode` (one of `SHADE_MODES`); `layer` for per-layer modes."""
         self.data = data
         self.shade, caption = data.shade(mode, layer)
-        rgb = SHADE_COLORS["margin" if "margin" in mode else "drops"]
-        text, self._offsets = text_html(data, self.shade, rgb, self.style)
-        self.strip.set_html(text)
+        rgb = self._rgb = SHADE_COLORS["margin" if "margin" in mode else "drops"]
+        self._set_text()
         n_gen = data.n_positions - data.prompt_len
         low, high = data.shade_ends(mode)
         self.caption.setText(
@@ -144,6 +179,16 @@ class TextFigure:
             f"prompt tokens (grey), {n_gen} generated (bold, underlined)<br>"
             f"shade: {html.escape(caption)} &nbsp; {scale_html(rgb, low, high)}")
         self.caption.setMaximumHeight(self.caption.minimumHeight())  # the text gets any extra room
+
+    def _set_text(self) -> None:
+        text, self._offsets = text_html(self.data, self.shade, self._rgb, self.style, self._line_chars)
+        self.strip.set_html(text)
+
+    def _line_chars_changed(self, chars: int) -> None:
+        if chars != self._line_chars:
+            self._line_chars = chars
+            if self.data is not None:
+                self._set_text()
 
     def token_at_char(self, char: int) -> int | None:
         """Token index containing plain-text character `char`, or None."""
@@ -160,6 +205,12 @@ class TextFigure:
         t = self.token_at(scene_pos)
         return None if t is None or self.data is None else self.data.describe(t)
 
+    def strip_height(self, width: float) -> float:
+        """Height of the strip at `width`, its words broken as at that width."""
+        self._line_chars_changed(self.strip.line_chars(max(width - 12, 100)))
+        return self.strip.content_height(width)
+
     def preferred_height(self, width: float) -> float:
-        return self.strip.content_height(width) + 30
+        """Height of the caption and the strip at `width`."""
+        return self.strip_height(width) + 30
 

@@ -43,10 +43,15 @@ class Divergent:
     condition: str
     layer: int
     t_star: int
+    step: int = 0          # the forward step that routed the cause's token in `run` (0 = prefill)
+    group: int | None = None  # that token's group at `layer` in that step
 
-    def describe(self) -> str:
+    def describe(self, step: bool = False) -> str:
+        """What was picked; `step`: also the cause's step (for a view that shows one step)."""
+        prefill = " (prefill)" if self.step == 0 else ""
+        at = f"; step {self.step}{prefill}, the cause's" if step else ""
         return (f"request {self.request}: run {self.run} row {self.row}, the first to diverge from "
-                f"{self.reference} (at position {self.t_star}); MoE layer {self.layer}, the cause's")
+                f"{self.reference} (at position {self.t_star}); MoE layer {self.layer}, the cause's{at}")
 
 
 def first_divergent(trace) -> Divergent | None:
@@ -73,9 +78,17 @@ def first_divergent(trace) -> Divergent | None:
     choice, verdict = (limited or diverged)[0]
     ref = choices[reference]
     record = find_record(source.records(), choice.run, choice.row, ref.run, ref.row)
-    layer = record.proof_layer if record is not None and record.proven else verdict.layer
+    proven = record is not None and record.proven
+    layer = max(int(record.proof_layer if proven else verdict.layer), 0)
+    position = record.proof_position if proven else verdict.position
+    row = rows[choices.index(choice)]
+    step, group = 0, None
+    if 0 <= position < row.length and row.step[position] >= 0:  # the step and group of the cause's token
+        step = int(record.proof_step) if proven and record.proof_step >= 0 else int(row.step[position])
+        group = int(row.group[layer, position]) if row.group[layer, position] >= 0 else None
     return Divergent(request=int(request), run=choice.run, row=choice.row, reference=names[reference],
-                     condition=choice.condition, layer=max(int(layer), 0), t_star=int(verdict.t_star))
+                     condition=choice.condition, layer=layer, t_star=int(verdict.t_star), step=step,
+                     group=group)
 
 
 def informative(trace, spec, sel: Selection) -> tuple[Selection, str]:
@@ -89,6 +102,7 @@ def informative(trace, spec, sel: Selection) -> tuple[Selection, str]:
         changes = {"request": pick.request, "condition": pick.condition,
                    "pair": (pick.reference, pick.run), "layer": pick.layer}
     else:
-        changes = {"run": pick.run, "row": pick.row, "request": pick.request, "layer": pick.layer}
+        changes = {"run": pick.run, "row": pick.row, "request": pick.request, "layer": pick.layer,
+                   "step": pick.step, "group": pick.group}
     changes = {k: v for k, v in changes.items() if k in spec.options}
-    return replace(sel, **changes), f"picked {pick.describe()}"
+    return replace(sel, **changes), f"picked {pick.describe(step='step' in spec.options)}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inspector.figure_data.table import Table, TableError, TableSpec
-from inspector.specs import divergence, figures
+from inspector.specs import captions, divergence, figures
 from inspector.specs.selection import Selection, SelectionError
 from traces import TraceError
 
@@ -47,6 +47,7 @@ class ViewSpec:
     compares: bool = False                         # compares runs: a bare export picks a pair, not a run
     widget: str = ""                               # the app's widget: "module:Class", or "" for the
                                                    # View named `name` in inspector.views.<name>
+    caption: Callable[[Any], list[str]] = lambda data: []   # the figure in words (caption file)
 
     def draw(self, layout, style, data, sel: Selection, fit: int = 0):
         """Draw `data` into a `pg.GraphicsLayout` with `style` in layout `fit` (0 = fullest, up to
@@ -63,22 +64,23 @@ class ViewSpec:
 SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
     ViewSpec("routing", "Routing", "Ctrl+1", figures.read_routing, "draw_routing", figures.routing_columns,
              figures.routing_stem, ("run", "request", "row", "layer", "range", "colormap", "levels"),
-             heights=(3.4, 3.6), fits=4),
+             heights=(3.4, 3.6), fits=2, caption=captions.routing_caption),
     ViewSpec("layers", "All layers", "Ctrl+2", figures.read_layers, "draw_layers", figures.layers_columns,
-             figures.row_stem, ("run", "request", "row", "range"), heights=(3.6, 3.6), fits=3,
-             aliases=("overview",)),
+             figures.row_stem, ("run", "request", "row", "range"), heights=(3.6, 3.6), fits=2,
+             aliases=("overview",), caption=captions.layers_caption),
     ViewSpec("load", "Expert load", "Ctrl+3", figures.read_load, "draw_load", figures.load_columns,
              figures.load_stem, ("run", "request", "layer", "step", "group"), inches=(10.0, 7.0),
-             heights=(4.2, 5.0), fits=2),
+             heights=(4.2, 5.0), fits=2, caption=captions.load_caption),
     ViewSpec("pair", "Side by side", "Ctrl+4", divergence.read_pair, "draw_pair", divergence.pair_columns,
              divergence.pair_stem, ("request", "pair", "layer", "range"), inches=(13.0, 14.0),
-             heights=(8.0, 9.0), fits=12, aliases=("divergence",), compares=True),
+             heights=(9.5, 9.0), fits=6, aliases=("divergence",), compares=True,
+             caption=captions.pair_caption),
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
-             heights=(5.5, 5.0), fits=3, compares=True),
+             heights=(5.5, 5.0), fits=3, compares=True, caption=captions.runs_caption),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
-             area="bottom", fit_height=True),
+             area="bottom", fit_height=True, caption=captions.text_caption),
 )}
 
 def view_names() -> dict[str, str]:
@@ -124,6 +126,10 @@ class Export:
         if self.selection.range is not None and "range" in self.spec.options:
             parts.append(f"t{self.selection.range[0]}-{self.selection.range[1]}")
         return "-".join(str(p) for p in parts if p != "")
+
+    def caption(self, left_out: list[str]) -> str:
+        """The figure in words, and what a compact layout left out (the caption file's text)."""
+        return captions.caption_text(self.spec.caption(self.data), left_out)
 
     def with_selection(self, **changes) -> Export:
         """The same figure data with some selection fields changed (range, colours)."""

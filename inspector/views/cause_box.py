@@ -20,26 +20,33 @@ class CauseBox(QtWidgets.QTextBrowser):
         self.setOpenLinks(False)
         self.setMinimumHeight(40)
         self._brief = QtGui.QTextDocument(self)   # the headline and sentence alone, to measure
+        self._headline = QtGui.QTextDocument(self)  # the headline alone, to measure
 
     def set_cause(self, cause: CauseText, style: FigureStyle) -> None:
         self.setHtml(cause_html(cause, style))
         self._brief.setDefaultFont(self.document().defaultFont())
         self._brief.setDocumentMargin(self.document().documentMargin())
         self._brief.setHtml(cause_html(cause, style, brief="sentence"))
+        self._headline.setDefaultFont(self.document().defaultFont())
+        self._headline.setDocumentMargin(self.document().documentMargin())
+        self._headline.setHtml(cause_html(cause, style, brief="headline"))
         self.verticalScrollBar().setValue(0)
 
     def clear_cause(self) -> None:
         self.clear()
         self._brief.clear()
+        self._headline.clear()
 
-    def needed_height(self, width: int | None = None) -> int:
-        """Outer height that shows the headline and sentence without scrolling at outer width
-        `width` (now: the box's), leaving room for the scroll bar the rest of the text needs."""
+    def needed_height(self, width: int | None = None, headline_only: bool = False) -> int:
+        """Outer height that shows the headline and sentence (`headline_only`: the headline) without
+        scrolling at outer width `width` (now: the box's), leaving room for the scroll bar the rest
+        of the text needs."""
         width = self.width() if width is None else width
         frame = 2 * self.frameWidth()
         bar = self.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent)
-        self._brief.setTextWidth(max(width - frame - bar, 80))
-        return math.ceil(self._brief.size().height()) + frame + 2
+        doc = self._headline if headline_only else self._brief
+        doc.setTextWidth(max(width - frame - bar, 80))
+        return math.ceil(doc.size().height()) + frame + 2
 
     def brief_text(self) -> str:
         """The headline and sentence as plain text (what `needed_height` measures)."""

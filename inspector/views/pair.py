@@ -1,7 +1,8 @@
 """Side-by-side view: run A and run B of one request, their texts, routing and what differs.
 
 Run B follows the run selected in the browser (its row holding the request); run A is the
-reference chosen in the browser, else a run of the same condition. Both can be picked here. The
+reference chosen in the browser, else the first run of B's condition (when the run selected is that
+reference, it is A and B is the next run). Both can be picked here. The
 selected position is the shared `state.position`: clicking a token or a panel selects it in every
 view.
 """
@@ -12,7 +13,7 @@ import numpy as np
 
 from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, completion_html
-from inspector.figures.pair import PairFigure, legend_html
+from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
 from inspector.specs.registry import Export
@@ -29,14 +30,14 @@ HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL a
 #: Height of the completions above the plots, when the window has room for it, and the least.
 TEXTS_PX = 110
 TEXTS_MIN_PX = 64
-TEXTS_SHORT_PX = 46
 #: Height of the cause box before it is measured, and the most of the view's height its headline and
 #: sentence take (in a small window the plots keep the rest).
 CAUSE_PX = 120
 CAUSE_SHARE = 0.45
-#: In a view shorter than this the cause and the completions keep two lines each (they scroll), so
-#: that the heatmaps stay in view.
-SHORT_VIEW_PX = 400
+#: In a view shorter than this (a laptop's 1280 x 720 window) the plots come first: the cause shows its
+#: headline (the rest scrolls in its box), the completions fold, and the key is left out (the hover
+#: line names every cell); one click on "Details" brings the sentence and the completions back.
+SHORT_VIEW_PX = 600
 
 
 class PairView(View):
@@ -52,6 +53,14 @@ class PairView(View):
         reset = QtWidgets.QPushButton("Reset zoom")
         reset.setToolTip("Show every position (mouse wheel zooms, drag pans; all panels follow)")
         reset.clicked.connect(self.reset_zoom)
+        self.details = QtWidgets.QToolButton()
+        self.details.setText("Details")
+        self.details.setCheckable(True)
+        self.details.setToolTip("Show the cause's sentence (not only its headline) and both completions "
+                                "above the plots; the numbers and reruns scroll in the cause's box")
+        self.details.toggled.connect(self._details_toggled)
+        self._details_chosen = False  # until clicked, the sentence shows unless the view is short
+        self.picker.top.addWidget(self.details)
         self.picker.top.addWidget(reset)
         self.picker.top.addWidget(self.export_button())
         self.notice = Notice()
@@ -70,12 +79,14 @@ class PairView(View):
         self.splitter.addWidget(self.cause_box)
         self.splitter.addWidget(self.texts)
         self.splitter.addWidget(self.graphics)
+        self.splitter.setCollapsible(1, True)  # a short view folds the completions
         self.splitter.setStretchFactor(2, 1)
         self.splitter.setSizes([CAUSE_PX, TEXTS_PX, 520])
         # The cause box shows its headline and sentence whole (up to CAUSE_SHARE of the view's
         # height); the completions get TEXTS_PX, or what they were dragged to, when the plots leave
         # room; a small window squeezes them, growing gives them back.
         self._texts_px = TEXTS_PX
+        self._texts_short_px = 0  # the completions in a short view: folded unless dragged open
         self._cause_px = 0
         self._arranging = False
         self.splitter.splitterMoved.connect(self._dragged)
@@ -120,38 +131,49 @@ class PairView(View):
 
     def _dragged(self, *args) -> None:
         if not self._arranging:
-            self._cause_px, self._texts_px = self.splitter.sizes()[:2]
+            self._cause_px, texts = self.splitter.sizes()[:2]
+            if self.details.isChecked():
+                self._texts_px = texts
+            else:
+                self._texts_short_px = texts
+
+    def _details_toggled(self, checked: bool) -> None:
+        self._details_chosen = True
+        self._cause_px = 0  # the box takes what its text needs now
+        self._arrange()
+
+    def _short(self) -> bool:
+        return self.scroller.viewport().height() < SHORT_VIEW_PX
 
     def _arrange(self) -> None:
-        """Heights of the cause box (its headline and sentence whole, within CAUSE_SHARE of the view),
-        the completions (what they had, as far as the plots leave room) and the plots (the rest)."""
+        """Heights of the cause box (its headline and, unless the view is short, its sentence whole,
+        within CAUSE_SHARE of the view), the completions (what they had, as far as the plots leave
+        room; folded in a short view) and the plots (the rest)."""
         total = sum(self.splitter.sizes())
         if total <= 0:
             return
         height = self.scroller.viewport().height()
-        short = height < SHORT_VIEW_PX
-        self.texts.setMinimumHeight(TEXTS_SHORT_PX if short else TEXTS_MIN_PX)
-        self._show_key(not short)
-        share = 0 if short else int(CAUSE_SHARE * height)
-        least = max(min(self.cause_box.needed_height(), share), 44)
+        short = self._short()
+        if self.figure.show_key(not short):
+            self._fit_timer.start()
+        full = self.details.isChecked() if self._details_chosen else not short
+        if not self._details_chosen and self.details.isChecked() != full:
+            self.details.blockSignals(True)
+            self.details.setChecked(full)
+            self.details.blockSignals(False)
+        self.texts.setMinimumHeight(TEXTS_MIN_PX if full else 0)
+        least = max(min(self.cause_box.needed_height(headline_only=not full), int(CAUSE_SHARE * height)), 44)
         if least != self.cause_box.minimumHeight():
             self.cause_box.setMinimumHeight(least)
         plots_least, texts_least = self.graphics.minimumHeight(), self.texts.minimumHeight()
         cause = max(least, min(self._cause_px, total - plots_least - texts_least))
-        texts = texts_least if short else max(min(self._texts_px, total - cause - plots_least), texts_least)
+        wanted = self._texts_px if full else self._texts_short_px
+        texts = max(min(wanted, total - cause - plots_least), texts_least)
         sizes = [cause, texts, max(total - cause - texts, 0)]
         if sizes != self.splitter.sizes():
             self._arranging = True
             self.splitter.setSizes(sizes)
             self._arranging = False
-
-    def _show_key(self, shown: bool) -> None:
-        """The colour key above the plots, left out of a short view (the hover line names every cell)."""
-        key = self.figure.legend
-        if key is not None and key.isVisible() != shown:
-            key.set_html(legend_html(self.style) if shown else "")
-            key.setVisible(shown)
-            self._fit_timer.start()
 
     def export_state(self) -> Export | None:
         d = self.data
@@ -225,9 +247,6 @@ class PairView(View):
         self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
         key = (data.request, data.length)
         self.figure.set_data(data, keep_view=key == self._shown, selected=self.state.position)
-        for fig in (self.figure.heat_a, self.figure.heat_b):  # the picker names the runs, at the top
-            title = fig.plot.titleLabel
-            title.setText(title.text.replace(f" · {fig.data.run} row", " row"))
         self._shown = key
         self.cause_box.set_cause(data.cause, self.style)
         self._arrange()

@@ -114,20 +114,22 @@ class PairPicker(QtWidgets.QWidget):
 
     def select(self, b_run: str | None, reference: str | None) -> None:
         """Run B := `b_run` (else keep, else the first run); A := `reference` when it holds the
-        request, else A as picked here when it differs from B, else the first other run of B's
-        condition (the run browser's default reference)."""
+        request, else A as picked here when it differs from B, else the first run of B's condition
+        (the run browser's default reference). When B would be that reference itself, A is the
+        reference and B the next run of its condition: A is the reference in the app as in the
+        export (whose pair is the reference and a run compared with it)."""
         if not self.choices:
             return
         names = [c.run for c in self.choices]
         j = names.index(b_run) if b_run in names else max(self.b.currentIndex(), 0)
         i = self.a.currentIndex()
-        if reference in names and names.index(reference) != j:
-            i = names.index(reference)
-        elif not self.a_pinned or i < 0 or i == j:
-            same = [k for k, c in enumerate(self.choices)
-                    if k != j and c.condition == self.choices[j].condition]
-            others = [k for k in range(len(self.choices)) if k != j]
-            i = (same or others or [j])[0]
+        same = [k for k, c in enumerate(self.choices) if c.condition == self.choices[j].condition]
+        ref = names.index(reference) if reference in names else same[0]
+        if ref != j and (reference in names or not self.a_pinned or i < 0 or i == j):
+            i = ref
+        elif ref == j and not (self.a_pinned and 0 <= i != j):
+            others = [k for k in same if k != j] or [k for k in range(len(names)) if k != j] or [j]
+            i, j = j, others[0]
         self.a.setCurrentIndex(i)
         self.b.setCurrentIndex(j)
 

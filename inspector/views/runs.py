@@ -3,11 +3,9 @@ positions by completion cluster, and the table of causes (how many of each are p
 
 from __future__ import annotations
 
-import html
-
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
 from inspector.figure_data.runs import RunsData, runs_figure_data
-from inspector.figures.runs import RunsFigure, headline_html
+from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtWidgets, pg
 from inspector.specs.registry import Export
@@ -23,9 +21,10 @@ ALL_CONDITIONS = "all conditions"
 RUNS_ROLE = Qt.ItemDataRole.UserRole + 1
 #: Narrower than this, the prefix tree and the causes go below the figure instead of beside it.
 STACK_BELOW_PX = 900
-#: In a view shorter than this the figure's headline keeps its first line (U(N) and the mode share),
-#: so that the map stays in view; the split, the key and the note come back when it grows.
-SHORT_VIEW_PX = 400
+#: In a view shorter than this (a laptop's 1280 x 720 window) the figure's headline keeps its first line
+#: (U(N) and the mode share) and the chart of causes is left out (the table beside it counts them),
+#: so that the map stays in view; they come back when it grows.
+SHORT_VIEW_PX = 600
 #: Least width of the tree and causes beside the figure (more when the tree's columns need it).
 SIDE_PX = 300
 
@@ -99,7 +98,7 @@ class RunsView(View):
         self.figure.map.vb.setMinimumHeight(MIN_PLOT_PX)
         self.tree.setMinimumHeight(MIN_TABLE_PX)
         self.causes.setMinimumHeight(MIN_TABLE_PX)
-        self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX * 2 // 3)
+        self.figure.causes.vb.setMinimumHeight(MIN_PLOT_PX // 2)
         self.keep_graphics_at_least(self.graphics, 420, 2 * MIN_PLOT_PX + 230)
         self.side = side
         self._side_px = SIDE_PX   # the side's least width beside the figure: its tree's columns whole
@@ -130,10 +129,10 @@ class RunsView(View):
         if data is None or short == self._short_headline:
             return
         self._short_headline = short
-        style = self.figure.style
-        self.figure.headline.set_html(
-            f'<div style="color: {style.foreground}; font-size: {style.font_size + 3}pt;"><b>'
-            f"{html.escape(data.headline)}</b></div>" if short else headline_html(data, style))
+        self.figure.set_headline(first_line=short)
+        self.figure.causes.setVisible(not short)
+        self.figure.causes.setMaximumHeight(0 if short else 1e6)  # a hidden plot keeps its row
+        self.figure.causes.vb.setMinimumHeight(0 if short else MIN_PLOT_PX // 2)
         self._fit_timer.start()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)

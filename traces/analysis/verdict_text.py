@@ -41,6 +41,16 @@ def _whose(v: Verdict, probe: bool) -> str:
     return "the probe's" if probe else f"request {v.request}'s"
 
 
+def numeric_flip(v: Verdict) -> str:
+    """A numeric cause at the output in words: 'the next token flipped by a logit change of 6.69 at a
+    near-tie of 0.0628' (the largest logit difference against the reference's top-2 margin at the
+    position before the split), or without logits at hand 'the next token flipped at a near-tie'."""
+    if v.logit_delta == v.logit_delta and v.logit_margin == v.logit_margin:
+        return (f"the next token flipped by a logit change of {_num(v.logit_delta)} at a near-tie of "
+                f"{_num(v.logit_margin)}")
+    return "the next token flipped at a near-tie (the logits were not recorded)"
+
+
 def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
     """Event sentence, then how the tokens split, then the first bitwise difference when elsewhere."""
     parts = [_event(v)]
