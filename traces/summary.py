@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from traces import fingerprint, schema
+from traces import fingerprint, run_table, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
 
@@ -116,6 +116,21 @@ def describe(trace: Trace) -> str:
         lines.extend(_dataset_lines(first))
         ratio = f" (ratio {total_stored / total_raw:.2f})" if total_raw else ""
         lines.append(f"all runs: {_size(total_raw)} as arrays, {_size(total_stored)} on disk{ratio}")
-    tables = trace.table_names
+    tables = [name for name in trace.table_names if name != schema.RUN_SUMMARY_TABLE]
     lines.append(f"tables: {', '.join(tables) if tables else 'none'}")
+    lines.append(_run_summary_line(trace))
     return "\n".join(lines)
+
+
+def _run_summary_line(trace: Trace) -> str:
+    """Whether the runs are summarised in the run summary table (what a browser lists them from)."""
+    try:
+        summaries = run_table.read_summaries(trace)
+    except TraceError as exc:
+        return f"run summary table: unreadable ({exc.where}: {exc.expected}); runs are summarised one by one"
+    if summaries is None:
+        held = schema.RUN_SUMMARY_TABLE in trace.table_names
+        return ("run summary table: " + ("of another version" if held else "none")
+                + "; runs are summarised one by one from their arrays")
+    return (f"run summary table: {len(summaries)} of {len(trace.run_names)} runs "
+            f"(version {schema.RUN_SUMMARY_VERSION})")
