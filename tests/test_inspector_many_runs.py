@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunBrowser, RunTableModel
+from inspector.app.browser import COL, NAME_ROLE, SORT_ROLE, RunBrowser, RunTableModel
 from inspector.app.loader import OpenJob
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
 from inspector.figure_data.browser import references
 from inspector.figure_data.run_summaries import Workers, summaries_in_workers, summarise
 from inspector.qt import QtCore
+from inspector.state.catalog import PENDING
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace
 
@@ -53,9 +54,9 @@ def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot
         stop = {0: 3, 3: 4, 4: 17, 17: 30, 30: 40}[start]
         model.add_runs([(info, stats) for _, info, stats, _ in summaries[start:stop]])
         assert sum(len(g.names) for g in model.groups) == len(names)
-        assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model._grouped()]
+        assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model.catalog.grouped()]
         for name in names:  # every row findable where it is
-            g, r = model._where[name]
+            g, r = model.catalog.where(name)
             assert model.groups[g].names[r] == name
     assert [g.key for g in model.groups] == ["c0", "c1", "c2", "late"]
     assert sum(proxy.rowCount(proxy.index(g, 0)) for g in range(proxy.rowCount())) == len(names)
@@ -129,7 +130,7 @@ def test_summaries_fill_cells_without_moving_a_row(qtbot, trace_path):
     for start, stop in ((0, 3), (3, 4), (4, 17), (17, 40)):
         model.add_runs([(info, stats) for _, info, stats, _ in summaries[start:stop]])
     assert moves == []
-    assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model._grouped()]
+    assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model.catalog.grouped()]
     assert [g.key for g in model.groups] == ["c0", "c1"]
     assert model.refs == references([info for _, info, _, _ in summaries], None)
     first = proxy.index(0, 0)
