@@ -20,6 +20,8 @@ import numpy as np
 
 from traces import schema
 from traces.analysis.reference import condition_of, default_references
+from traces.errors import TraceError
+from traces.live import version
 
 #: How a summary gets one of the run's arrays by schema path (numpy, h5py or lazy), None when the run
 #: does not hold it (a dataset its engine did not record: `schema.ENGINE_OMITTABLE`).
@@ -187,34 +189,54 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> tuple[list[RunSummary], l
     missing = [name for name in COLUMN_NAMES if name not in columns]
     if missing:
         return [], [(-1, f"expected the columns {', '.join(missing)}")]
-    n = len(columns[COLUMN_NAMES[0]])
+    values = {name: np.asarray(columns[name]).tolist() for name in COLUMN_NAMES}
+    lists = {name: _json_lists(values[name]) for name in ("request_ids", "completion")}
+    routings: dict[str, object] = {}   # runs of one session share their routing text
     out, problems = [], []
-    cached_routing: dict[str, object] = {}   # runs of one session share their routing text
-    for i in range(n):
+    for i, run in enumerate(values["run"]):
         try:
-            out.append(_summary_of_row({name: columns[name][i] for name in COLUMN_NAMES}, cached_routing))
-        except (ValueError, TypeError, RecursionError) as exc:
+            text = values["routing"][i]
+            if text not in routings:
+                routings[text] = _json(text, dict) if text else None
+            out.append(RunSummary(
+                run=str(run), index=int(values["index"][i]), condition=str(values["condition"][i]),
+                label=str(values["label"][i]), experiment=str(values["experiment"][i]),
+                kernel_mode=str(values["kernel_mode"][i]), routing=routings[text],
+                batch_size=int(values["batch_size"][i]),
+                request_ids=tuple(_ints(lists["request_ids"][i], values["request_ids"][i]).tolist()),
+                probe_row=int(values["probe_row"][i]), prompt_len=int(values["prompt_len"][i]),
+                completion=_ints(lists["completion"][i], values["completion"][i]).astype(np.int32),
+                requested=int(values["requested"][i]), dropped=int(values["dropped"][i]),
+                focus_dropped=int(values["focus_dropped"][i]), reference=str(values["reference"][i]),
+                first_difference=int(values["first_difference"][i])))
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             problems.append((i, f"{type(exc).__name__}: {exc}"))
     return out, problems
 
 
-def _summary_of_row(values: dict, cached_routing: dict) -> RunSummary:
-    text = str(values["routing"])
-    if text not in cached_routing:
-        cached_routing[text] = _json(text, dict) if text else None
-    completion = _json(str(values["completion"]), list)
-    request_ids = _json(str(values["request_ids"]), list)
-    if not all(isinstance(v, int) for v in (*completion, *request_ids)):
-        raise ValueError("expected lists of ints in request_ids and completion")
-    return RunSummary(
-        run=str(values["run"]), index=int(values["index"]), condition=str(values["condition"]),
-        label=str(values["label"]), experiment=str(values["experiment"]),
-        kernel_mode=str(values["kernel_mode"]), routing=cached_routing[text],
-        batch_size=int(values["batch_size"]), request_ids=tuple(request_ids),
-        probe_row=int(values["probe_row"]), prompt_len=int(values["prompt_len"]),
-        completion=np.array(completion, dtype=np.int32), requested=int(values["requested"]),
-        dropped=int(values["dropped"]), focus_dropped=int(values["focus_dropped"]),
-        reference=str(values["reference"]), first_difference=int(values["first_difference"]))
+def _json_lists(texts: list[str]) -> list:
+    """Each text's JSON value, parsed in one call when they all parse (None for one that does not)."""
+    try:
+        parsed = json.loads("[" + ",".join(texts) + "]")
+        if len(parsed) == len(texts):
+            return parsed
+    except (ValueError, RecursionError):
+        pass
+    out = []
+    for text in texts:
+        try:
+            out.append(json.loads(text))
+        except (ValueError, RecursionError):
+            out.append(None)
+    return out
+
+
+def _ints(value, text: str) -> np.ndarray:
+    """A parsed JSON list of ints as an int64 array; ValueError naming `text` otherwise."""
+    arr = np.array(value if isinstance(value, list) else None, dtype=object if value is None else None)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"expected a JSON list of ints, found {text[:40]!r}")
+    return arr.astype(np.int64)
 
 
 def _json(text: str, kind: type):
@@ -272,11 +294,21 @@ def check(columns: Mapping[str, np.ndarray], complete: Sequence[str],
 def read_summaries(trace) -> dict[str, RunSummary] | None:
     """The summaries of a reader's `Trace` by run name, for its complete runs that have a row; None
     when the trace has no run summary table this reader knows (it was written before the table, or
-    by a newer writer). Rows that cannot be read are left out (`validate` reports them)."""
-    if schema.RUN_SUMMARY_TABLE not in trace.table_names:
+    by a newer writer), or when a writer committed runs since the trace was opened: the table, which
+    grows in place, would then be read ahead of the runs listed (live.py), so its reader summarises
+    the runs itself, or opens the trace again. Rows that cannot be read are left out (`validate`
+    reports them)."""
+    if version(trace.path) != trace.version:
         return None
-    columns, attrs = trace.read_table(schema.RUN_SUMMARY_TABLE)
-    if not known(attrs):
+    try:
+        if schema.RUN_SUMMARY_TABLE not in trace.table_names:
+            return None
+        columns, attrs = trace.read_table(schema.RUN_SUMMARY_TABLE)
+    except TraceError:
+        if version(trace.path) != trace.version:
+            return None
+        raise
+    if version(trace.path) != trace.version or not known(attrs):
         return None
     summaries, _ = from_columns(columns)
     listed = set(trace.run_names)

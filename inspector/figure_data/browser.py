@@ -123,10 +123,15 @@ def run_info(run) -> RunInfo:
         label=str(attrs.get("label", "")), condition=str(attrs.get("condition", "")),
         experiment=str(attrs.get("experiment", "")), batch_size=int(run.batch_size),
         request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
-        probe_row=int(run.probe_row), routing=routing_summary(routing),
-        routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
+        probe_row=int(run.probe_row), **routing_texts(routing),
         kernel_mode=str(attrs.get("kernel_mode", "")), compared_in=reference.condition_of(attrs),
     )
+
+
+def routing_texts(routing) -> dict[str, str]:
+    """A run's routing knobs as RunInfo shows them: one line (`routing`) and every knob (`routing_json`)."""
+    return {"routing": routing_summary(routing),
+            "routing_json": json.dumps(routing, indent=1, sort_keys=True) if routing is not None else ""}
 
 
 def run_stats(run, vocab: Sequence[str]) -> RunStats:
@@ -134,24 +139,25 @@ def run_stats(run, vocab: Sequence[str]) -> RunStats:
     return summary_stats(summarise_run(run), vocab)
 
 
-def summary_info(summary: RunSummary) -> RunInfo:
-    """The browser's cheap columns, from a run's summary (`traces.run_table`)."""
-    routing = summary.routing
+def summary_info(summary: RunSummary, texts: dict[str, str] | None = None) -> RunInfo:
+    """The browser's cheap columns, from a run's summary (`traces.run_table`); `texts` its
+    `routing_texts` when the caller has them."""
     return RunInfo(
         name=summary.run, index=summary.index, complete=True, label=summary.label,
         condition=summary.condition, experiment=summary.experiment, batch_size=summary.batch_size,
-        request_ids=summary.request_ids, probe_row=summary.probe_row, routing=routing_summary(routing),
-        routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
+        request_ids=summary.request_ids, probe_row=summary.probe_row,
+        **(texts or routing_texts(summary.routing)),
         kernel_mode=summary.kernel_mode, compared_in=summary.compared_in,
     )
 
 
-def summary_stats(summary: RunSummary, vocab: Sequence[str]) -> RunStats:
-    """Drops and the focus row's completion, from a run's summary (`traces.run_table`)."""
+def summary_stats(summary: RunSummary, vocab: Sequence[str], text: str | None = None) -> RunStats:
+    """Drops and the focus row's completion, from a run's summary (`traces.run_table`); `text` the
+    completion's preview when the caller has it."""
     return RunStats(
         name=summary.run, batch_dropped=summary.dropped, batch_requested=summary.requested,
-        focus_dropped=summary.focus_dropped, prompt_len=summary.prompt_len,
-        completion=summary.completion, preview=preview(vocab, summary.completion),
+        focus_dropped=summary.focus_dropped, prompt_len=summary.prompt_len, completion=summary.completion,
+        preview=preview(vocab, summary.completion) if text is None else text,
     )
 
 
@@ -173,8 +179,19 @@ def table_summaries(trace) -> dict[str, TableRun] | None:
     if summaries is None:
         return None
     vocab = trace.vocab
-    return {name: TableRun(summary_info(s), summary_stats(s, vocab), s.reference, table_mark(s))
-            for name, s in summaries.items()}
+    # Runs share their routing (one decoded object per text) and, mostly, their completions.
+    texts: dict[int, dict[str, str]] = {}
+    previews: dict[bytes, str] = {}
+    out = {}
+    for name, s in summaries.items():
+        if id(s.routing) not in texts:
+            texts[id(s.routing)] = routing_texts(s.routing)
+        key = s.completion.tobytes()
+        if key not in previews:
+            previews[key] = preview(vocab, s.completion)
+        out[name] = TableRun(summary_info(s, texts[id(s.routing)]), summary_stats(s, vocab, previews[key]),
+                             s.reference, table_mark(s))
+    return out
 
 
 def table_mark(summary: RunSummary) -> Mark:
