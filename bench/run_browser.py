@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import shutil
 import statistics
 import sys
 import tempfile
@@ -29,45 +28,20 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import h5py  # noqa: E402
+from many_runs import trace_of  # noqa: E402
 from pairs import load_average, overloaded  # noqa: E402
 
 from inspector.app.main_window import MainWindow  # noqa: E402
 from inspector.app.settings import Settings  # noqa: E402
 from inspector.qt import QtCore, QtWidgets  # noqa: E402
-from traces.schema import RUN_SUMMARY_TABLE, RUN_SUMMARY_VERSION, TABLES  # noqa: E402
-from traces.synthetic import write_synthetic_trace  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-#: Run shapes: a small recording of the shipped model (V = 259 bytes) per run.
-SHAPE = {"L": 4, "E": 8, "K": 2, "V": 259, "B": 3, "T": 48, "R": 16}
 TICK_MS = 10
 
 
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * PAGE / 2**20
-
-
-def trace_of(n_runs: int, table: bool = True) -> str:
-    """The synthetic trace of `n_runs` runs (with its run summary table, or a copy without it: a trace
-    as written before the table), generated once."""
-    path = f"/tmp/moe_inspector_browser_bench_{n_runs}_summaries{RUN_SUMMARY_VERSION}.h5"
-    if not os.path.exists(path):
-        print(f"generating {path} ...", flush=True)
-        t0 = time.perf_counter()
-        write_synthetic_trace(path + ".part", n_runs, seed=3, **SHAPE)
-        os.replace(path + ".part", path)
-        print(f"  {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s", flush=True)
-    if table:
-        return path
-    old = path.replace(".h5", "_without_table.h5")
-    if not os.path.exists(old):
-        shutil.copyfile(path, old + ".part")
-        with h5py.File(old + ".part", "r+") as f:
-            del f[f"{TABLES}/{RUN_SUMMARY_TABLE}"]
-        os.replace(old + ".part", old)
-    return old
 
 
 def report(name: str, value: float, target: float, unit: str) -> None:

@@ -6,7 +6,7 @@ reload while recording reads only the new runs."""
 from dataclasses import replace
 
 import pytest
-from many_runs import linked_trace
+from linked_runs import linked_trace
 from old_format import without_run_summaries
 
 from inspector.app.browser import COL, NAME_ROLE, SORT_ROLE, RunBrowser, RunTableModel

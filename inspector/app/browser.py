@@ -24,6 +24,9 @@ _GROUP_FLAGS = Qt.ItemFlag.ItemIsEnabled
 _RUN_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
 _ALIGN = {"left": None, "right": int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)}
 _ALERT, _HEADING, _GREYED = QtGui.QColor("#c0392b"), QtGui.QColor("#505050"), QtGui.QColor("#999999")
+_RUN_ROLES = frozenset({Qt.ItemDataRole.DisplayRole, SORT_ROLE, Qt.ItemDataRole.ToolTipRole,
+                        Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ForegroundRole,
+                        Qt.ItemDataRole.TextAlignmentRole})
 
 
 def _bold() -> QtGui.QFont:
@@ -144,25 +147,27 @@ class RunTableModel(QtCore.QAbstractItemModel):
             return self._group_data(index.row(), index.column(), role)
         if role == NAME_ROLE:
             return name
+        if role not in _RUN_ROLES:  # a view asks for many more roles than a run's cells answer
+            return None
         column = COLUMNS[index.column()]
         if name in self.catalog.unusable:
             return self._unusable_data(name, column, role)
-        row = self.catalog.row(name)
-        if row is None:
+        if name not in self.catalog.infos:
             return self._pending_data(name, column, role)
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return _ALIGN[column.align]
+        if role == Qt.ItemDataRole.FontRole:
+            return _bold() if self.catalog.is_reference(name) else None
+        if role == Qt.ItemDataRole.ForegroundRole and column.alert is None:
+            return None
+        row = self.catalog.row(name)
         if role == Qt.ItemDataRole.DisplayRole:
             return "…" if column.summarised and row.stats is None else column.value(row)
         if role == SORT_ROLE:
             return -1 if column.summarised and row.stats is None else column.sort_value(row)
         if role == Qt.ItemDataRole.ToolTipRole:
             return column.tooltip(row)
-        if role == Qt.ItemDataRole.FontRole and row.reference == name:
-            return _bold()
-        if role == Qt.ItemDataRole.ForegroundRole and column.alert(row):
-            return _ALERT
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            return _ALIGN[column.align]
-        return None
+        return _ALERT if column.alert(row) else None   # ForegroundRole
 
     def _group_data(self, g: int, c: int, role):
         group = self.catalog.groups[g]

@@ -37,7 +37,7 @@ class Column:
     tooltip: Callable[[Row], str | None] = _none
     align: str = "left"                         # "left" or "right"
     summarised: bool = False   # needs the run's summary: shows '…' (sorts first) until it is read
-    alert: Callable[[Row], bool] = lambda row: False   # the cell is drawn in the alert colour
+    alert: Callable[[Row], bool] | None = None   # when the cell is drawn in the alert colour
 
     def sort_value(self, row: Row):
         return (self.sort_key or self.value)(row)
