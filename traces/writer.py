@@ -59,6 +59,8 @@ SPACE_SLACK = 16 << 10
 REOPEN_EVERY = 16
 
 _STR = h5py.string_dtype("utf-8")
+#: The run summary table's references of a reopened trace before they are read.
+_UNREAD = object()
 
 
 def _producer() -> str:
@@ -258,18 +260,24 @@ class TraceWriter:
             self._next_index = 1 + max((int(g.attrs.get("index", -1)) for g in runs.values()), default=-1)
         except (KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
             raise TraceError(self.path, "/", f"expected a complete trace root ({exc})") from exc
-        self._references = self._existing_references(len(runs))
+        self._references = _UNREAD   # read when the first run is added (`_summary_references`)
 
-    def _existing_references(self, n_runs: int) -> run_table.References | None:
-        """The run summary table's references so far, to append to it; None when the runs are not
-        summarised (a trace written before the table, or a table this writer does not know): the new
-        runs are not either, so a reader summarises every run itself."""
+    def _summary_references(self) -> run_table.References | None:
+        """The run summary table's references so far, to add rows to it (read once); None when the
+        runs are not summarised (a trace written before the table, or a table this writer does not
+        know or cannot read): the runs added are not either, so a reader summarises them itself."""
+        if self._references is _UNREAD:
+            self._references = self._existing_references()
+        return self._references
+
+    def _existing_references(self) -> run_table.References | None:
         where = f"/{schema.TABLES}/{schema.RUN_SUMMARY_TABLE}"
         group = self._file.get(where)
         if group is None:
-            if n_runs:
+            if len(self._file[schema.RUNS]):
                 log.info("%s: its runs have no summary table; the runs added get none either", self.path)
-            return None if n_runs else run_table.References()
+                return None
+            return run_table.References()
         try:
             if not run_table.known(json.loads(group.attrs["attrs"])):
                 log.info("%s: a run summary table of another version; the runs added get no row", self.path)
@@ -277,12 +285,14 @@ class TraceWriter:
             columns = {name: (np.array(read_strings(self.path, group[name], f"{where}/{name}"), dtype=str)
                               if name in run_table.TEXT_COLUMNS else group[name][()])
                        for name in run_table.COLUMN_NAMES}
-        except (KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
-            raise TraceError(self.path, where, f"a readable run summary table to append to ({exc})") from exc
+        except (TraceError, KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
+            log.warning("%s: an unreadable run summary table (%s); the runs added get no row", self.path, exc)
+            return None
         summaries, problems = run_table.from_columns(columns)
         if problems:
-            raise TraceError(self.path, where, f"a readable run summary table to append to (row "
-                                               f"{problems[0][0]}: {problems[0][1]})")
+            log.warning("%s: row %d of the run summary table cannot be read (%s); the runs added get no row",
+                        self.path, *problems[0])
+            return None
         references = run_table.References()
         for summary in sorted(summaries, key=lambda s: s.index):
             references.place(summary)
@@ -313,7 +323,8 @@ class TraceWriter:
                 raise ValueError(f"logits_topk/index: expected ids in [0, {self._n_vocab}) or "
                                  f"{schema.MISSING}, found {int(index.min())}..{int(index.max())}")
         run_attrs = self._run_attrs(attrs, dims)
-        summary = None if self._references is None else run_table.summarise(name, run_attrs, arrays.get)
+        summarised = self._summary_references() is not None
+        summary = run_table.summarise(name, run_attrs, arrays.get) if summarised else None
         return PreparedRun(name, run_attrs, arrays, dims, summary)
 
     def write_prepared(self, run: PreparedRun) -> None:
@@ -321,7 +332,7 @@ class TraceWriter:
         self._check_usable()
         with self._io(f"/{schema.RUNS}/{run.name}"):
             summary = None
-            if run.summary is not None and self._references is not None:
+            if run.summary is not None and self._summary_references() is not None:
                 # (its reference, placed below, is at most as long as its own name: room for the row)
                 summary = replace(run.summary, index=self._next_index, reference=run.name)
             extra = run_table.row_bytes(run_table.row(summary)) if summary is not None else 0

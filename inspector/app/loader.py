@@ -46,8 +46,8 @@ class Opened:
     first: RunInfo | None              # the run to show first (see `open_first`)
     unusable: dict[str, str]           # run -> why it cannot be shown
     conditions: dict[str, str]         # run -> its listed condition (`Trace.run_conditions`)
-    #: What the run summary table says of the runs it holds: run -> (RunInfo, RunStats, Mark against
-    #: the default reference), read at once; the other runs are summarised in the background.
+    #: What the run summary table says of the runs it holds (run -> `TableRun`), read at once; the
+    #: other runs are summarised in the background.
     summaries: dict = field(default_factory=dict)
     #: Worker processes started for summarising the runs (a trace of more than IN_THREAD_MAX runs):
     #: the receiver hands them to `SummaryJob` or closes them.
