@@ -374,10 +374,12 @@ class TraceWriter:
 
     def _append_summary(self, row: dict[str, object]) -> None:
         """Add a run's row to the run summary table (made with the first run)."""
-        tables = self._file.require_group(schema.TABLES)
-        if schema.RUN_SUMMARY_TABLE not in tables:
-            run_table.create(tables, _STR)
-        run_table.append(tables[schema.RUN_SUMMARY_TABLE], row)
+        if self._summary_columns is None:  # open until the file is closed or reopened
+            tables = self._file.require_group(schema.TABLES)
+            if schema.RUN_SUMMARY_TABLE not in tables:
+                run_table.create(tables, _STR)
+            self._summary_columns = run_table.columns_of(tables[schema.RUN_SUMMARY_TABLE])
+        run_table.append(self._summary_columns, row)
 
     def write_table(self, name: str, columns: Mapping[str, object],
                     attrs: Mapping[str, object] | None = None) -> None:
@@ -448,6 +450,7 @@ class TraceWriter:
 
     _failed: TraceError | None = None
     _writes_since_open = 0
+    _summary_columns: list | None = None
     _pool: ThreadPoolExecutor | None = None
     _threads: int | None = None
 
@@ -525,6 +528,7 @@ class TraceWriter:
     def _close_quietly(self) -> None:
         """Close the file; after a failure its metadata is dropped, not written (a failed flush left
         the disk as it was at the last good one)."""
+        self._summary_columns = None   # closed with the file
         try:
             self._file.close()
         except Exception as exc:  # the flush inside close fails the same way
@@ -546,6 +550,7 @@ class TraceWriter:
         self._writes_since_open += 1
         if self._writes_since_open < REOPEN_EVERY:
             return
+        self._summary_columns = None   # closed with the file
         self._file.close()
         self._file = h5py.File(self._disk, "r+", libver=LIBVER)
         self._hold_metadata()
