@@ -101,11 +101,12 @@ def summarise(name: str, attrs: Mapping, array: ArrayOf) -> RunSummary:
         focus_dropped = int(np.count_nonzero(~row_kept))
         completion = tokens[prompt_len:n].astype(np.int32)
     routing = attrs.get("routing")
+    routing = json.loads(routing) if isinstance(routing, str) else routing
     return RunSummary(
         run=name, index=int(_plain(attrs.get("index", -1))), condition=_text(attrs, "condition"),
         label=_text(attrs, "label"), experiment=_text(attrs, "experiment"),
         kernel_mode=_text(attrs, "kernel_mode"),
-        routing=json.loads(routing) if isinstance(routing, str) else routing,
+        routing=routing if isinstance(routing, dict) else None,   # as a reader keeps it
         batch_size=int(_plain(attrs["batch_size"])), request_ids=request_ids, probe_row=probe_row,
         prompt_len=prompt_len, completion=completion, requested=requested, dropped=requested - kept_total,
         focus_dropped=focus_dropped)

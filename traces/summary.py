@@ -130,7 +130,8 @@ def _run_summary_line(trace: Trace) -> str:
         return f"run summary table: unreadable ({exc.where}: {exc.expected}); runs are summarised one by one"
     if summaries is None:
         held = schema.RUN_SUMMARY_TABLE in trace.table_names
-        return ("run summary table: " + ("of another version" if held else "none")
-                + "; runs are summarised one by one from their arrays")
+        return ("run summary table: " + ("not read (of another version, or runs were added since the trace "
+                                         "was opened)" if held else "none; runs are summarised one by one "
+                                                                    "from their arrays"))
     return (f"run summary table: {len(summaries)} of {len(trace.run_names)} runs "
             f"(version {schema.RUN_SUMMARY_VERSION})")
