@@ -673,6 +673,7 @@ def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
     out: list[str] = []
     total = 0
     try:
+        _check_string_entries(path, ds, where, scan.largest_object)
         text = ds.asstr()
         for start in range(0, len(ds), step):
             part = [str(s) for s in text[start:start + step]]
@@ -688,6 +689,39 @@ def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
     except Exception as exc:  # damaged heap, invalid UTF-8, ...
         raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
     return out
+
+
+def _check_string_entries(path: str, ds: h5py.Dataset, where: str, longest: int) -> None:
+    """TraceError when an entry of the string dataset `ds` declares a string longer than the longest
+    string the file holds (`longest`, from the heap walk): HDF5 allocates what an entry declares before
+    it looks the string up, so one damaged entry would take gigabytes. An entry starts with its
+    length (4 bytes, little-endian); the entries are read as the file's bytes, unconverted."""
+    n = int(ds.shape[0]) if ds.shape else 0
+    plist = ds.id.get_create_plist()
+    if n == 0 or ds.id.get_storage_size() == 0:
+        return
+    if plist.get_nfilters():  # never written so: the writer keeps its strings unfiltered
+        raise TraceError(path, where, "expected strings stored without filters")
+    if plist.get_layout() == h5py.h5d.CONTIGUOUS:
+        spans = [(ds.id.get_offset(), ds.id.get_storage_size(), n, n)]
+    elif plist.get_layout() == h5py.h5d.CHUNKED:
+        rows = plist.get_chunk()[0]
+        spans = [(info.byte_offset, info.size, rows, min(rows, n - info.chunk_offset[0]))
+                 for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))]
+    else:
+        raise TraceError(path, where, "expected strings stored contiguous or in chunks")
+    with open(path, "rb") as f:
+        for offset, size, stored, used in spans:
+            if used <= 0 or offset is None:
+                continue
+            width = size // stored
+            if width < 4 or width % 4 or width * stored != size:
+                raise TraceError(path, where, f"expected string entries of a whole number of 4-byte words, "
+                                              f"found {size} bytes for {stored}")
+            lengths = np.frombuffer(os.pread(f.fileno(), width * used, offset), "<u4")[::width // 4]
+            if lengths.size and int(lengths.max()) > longest:
+                raise TraceError(path, where, f"expected strings of at most {longest} bytes (the longest the "
+                                              f"file holds), found an entry of {int(lengths.max())} bytes")
 
 
 def is_hdf5(path: str | os.PathLike) -> bool:
