@@ -6,6 +6,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from old_format import without_run_summaries
 
 from inspector.app.errors import ExceptHook
 from inspector.qt import QtCore, QtWidgets
@@ -96,14 +97,22 @@ def test_missing_file_leaves_the_recent_list(qtbot, window, dialogs, good, tmp_p
     assert str(gone) not in window.settings.recent_files()
 
 
-def test_damaged_run_is_listed_not_fatal(qtbot, window, dialogs, good, tmp_path):
+def _damaged(good, tmp_path, table: bool):
+    """A copy of `good` whose run r001 has a dataset of a wrong dtype and whose r002 is incomplete."""
     path = tmp_path / "damaged.h5"
     path.write_bytes(good.read_bytes())
+    if not table:
+        without_run_summaries(path)
     with h5py.File(path, "r+") as f:
         del f["runs/r001/routing/kept"]
         f["runs/r001/routing/kept"] = np.zeros((2, 3, 24, 2), dtype=np.float32)  # wrong dtype
         f["runs/r002"].attrs["complete"] = False
-    assert open_and_wait(qtbot, window, path)
+    return path
+
+
+def test_damaged_run_is_listed_not_fatal(qtbot, window, dialogs, good, tmp_path):
+    """A trace without the run summary table: the background check greys the damaged run."""
+    assert open_and_wait(qtbot, window, _damaged(good, tmp_path, table=False))
     assert not dialogs
     model = window.browser.model
     qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=10000)
@@ -119,6 +128,22 @@ def test_damaged_run_is_listed_not_fatal(qtbot, window, dialogs, good, tmp_path)
     window._run_selected("r001")
     assert len(dialogs) == 1 and "kept" in dialogs[0][1]
     assert window.state.run.name == "r000" and "r001" in window.state.unusable
+
+
+def test_damaged_run_of_the_summary_table_is_greyed_once_shown(qtbot, window, dialogs, good, tmp_path):
+    """With the run summary table the runs are listed from it and checked when shown: the damaged
+    run is listed from its row; selecting it gives one dialog and greys it."""
+    assert open_and_wait(qtbot, window, _damaged(good, tmp_path, table=True))
+    model = window.browser.model
+    assert not dialogs and not window.progress.isVisible()  # nothing left to read in the background
+    assert list(model.stats) == ["r000", "r001"] and set(model.unusable) == {"r002"}
+    assert "incomplete" in model.unusable["r002"] and "1 incomplete or damaged" in window.browser.count.text()
+    window._run_selected("r001")
+    assert len(dialogs) == 1 and "kept" in dialogs[0][1]
+    assert window.state.run.name == "r000" and "r001" in window.state.unusable
+    assert set(model.unusable) == {"r001", "r002"} and "kept" in model.unusable["r001"]
+    assert "2 incomplete or damaged" in window.browser.count.text()
+    assert model.flags(model.index_of("r001", 1)) == QtCore.Qt.ItemFlag.NoItemFlags
 
 
 def test_unexpected_exception_becomes_a_dialog_without_traceback(qtbot, window, dialogs):

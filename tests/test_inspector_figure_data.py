@@ -123,7 +123,7 @@ def test_run_browser_rows(trace):
     assert [i.name for i in infos] == trace.run_names
     assert all(i.focus_request == 0 for i in infos)  # the synthetic probe is request 0
     assert "batch" in infos[0].routing and "kmajor_position" in infos[0].routing
-    stats = {i.name: run_stats(trace.run(i.name), trace.vocab, i.focus_row) for i in infos}
+    stats = {i.name: run_stats(trace.run(i.name), trace.vocab) for i in infos}
     run = trace.run(infos[0].name)
     assert stats[run.name].batch_dropped == int(run.requested[...].sum() - run.load_kept[...].sum()) > 0
     refs = default_references(infos)

@@ -1,27 +1,66 @@
-"""Traces of many runs: the summary of a large trace runs in worker processes and gives what the
-in-thread one gives, the browser adds summaries in batches and ends in the same groups as a
-grouping from scratch, and a reload while recording reads only the new runs."""
+"""Traces of many runs: a trace with the run summary table is listed from it at once; without the
+table the summary of a large trace runs in worker processes and gives what the in-thread one gives,
+the browser adds summaries in batches and ends in the same groups as a grouping from scratch, and a
+reload while recording reads only the new runs."""
 
 from dataclasses import replace
 
 import pytest
+from linked_runs import linked_trace
+from old_format import without_run_summaries
 
-from inspector.app.browser import COL, NAME_ROLE, PENDING, SORT_ROLE, RunBrowser, RunTableModel
+from inspector.app.browser import COL, NAME_ROLE, SORT_ROLE, RunBrowser, RunTableModel
 from inspector.app.loader import OpenJob
 from inspector.app.main_window import MainWindow
 from inspector.app.settings import Settings
 from inspector.figure_data.browser import references
 from inspector.figure_data.run_summaries import Workers, summaries_in_workers, summarise
 from inspector.qt import QtCore
+from inspector.state.catalog import PENDING
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace
+from traces.validate import check_run
 
 
 @pytest.fixture(scope="module")
 def trace_path(tmp_path_factory):
+    """40 runs without the run summary table (a trace written before it): summarised run by run."""
     path = tmp_path_factory.mktemp("many") / "many.h5"
     write_synthetic_trace(path, 40, L=2, E=4, K=2, V=32, B=2, T=10, R=3, seed=4)
-    return path
+    return without_run_summaries(path)
+
+
+@pytest.fixture(scope="module")
+def thousand(tmp_path_factory):
+    """1,000 runs with their run summary table."""
+    return linked_trace(tmp_path_factory.mktemp("thousand") / "thousand.h5", 1000, L=2, E=4, K=2, V=32, B=2,
+                        T=10, R=3, seed=4)
+
+
+def test_a_thousand_runs_are_listed_from_the_table_opening_one_run(qtbot, thousand, make_window,
+                                                                     monkeypatch):
+    """With the run summary table the window lists every run, its drops, completion and mark, at
+    once: it checks and reads only the run it shows, and starts no summary job nor worker."""
+    checked, workers = [], []
+    monkeypatch.setattr("traces.reader.check_run", counting(check_run, checked))
+    monkeypatch.setattr("inspector.app.loader.Workers", lambda *args: workers.append(args))
+    w = make_window(thousand)
+    model = w.browser.model
+    assert w._summary_job is None and workers == [] and not w.progress.isVisible()
+    assert len(model.names) == len(model.stats) == 1000 and not model.unusable
+    assert [model.mark(n).kind for n in model.names[:3]] == ["ref", "same", "same"]
+    assert w.browser.count.text() == "1000 runs"
+    assert {args[1] for args, _ in checked} == {w.state.run.name} == {"r0000"}
+    assert w.state.run.tokens.shape[0] == 2   # the run shown is read as before
+    w.browser.select("r0500")                 # another run is checked when shown
+    assert {args[1] for args, _ in checked} == {"r0000", "r0500"}
+
+
+def counting(function, calls: list):
+    def counted(*args, **kwargs):
+        calls.append((args, kwargs))
+        return function(*args, **kwargs)
+    return counted
 
 
 def test_worker_processes_summarise_as_the_thread_does(trace_path):
@@ -53,9 +92,9 @@ def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot
         stop = {0: 3, 3: 4, 4: 17, 17: 30, 30: 40}[start]
         model.add_runs([(info, stats) for _, info, stats, _ in summaries[start:stop]])
         assert sum(len(g.names) for g in model.groups) == len(names)
-        assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model._grouped()]
+        assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model.catalog.grouped()]
         for name in names:  # every row findable where it is
-            g, r = model._where[name]
+            g, r = model.catalog.where(name)
             assert model.groups[g].names[r] == name
     assert [g.key for g in model.groups] == ["c0", "c1", "c2", "late"]
     assert sum(proxy.rowCount(proxy.index(g, 0)) for g in range(proxy.rowCount())) == len(names)
@@ -129,7 +168,7 @@ def test_summaries_fill_cells_without_moving_a_row(qtbot, trace_path):
     for start, stop in ((0, 3), (3, 4), (4, 17), (17, 40)):
         model.add_runs([(info, stats) for _, info, stats, _ in summaries[start:stop]])
     assert moves == []
-    assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model._grouped()]
+    assert [(g.key, g.names) for g in model.groups] == [(g.key, g.names) for g in model.catalog.grouped()]
     assert [g.key for g in model.groups] == ["c0", "c1"]
     assert model.refs == references([info for _, info, _, _ in summaries], None)
     first = proxy.index(0, 0)

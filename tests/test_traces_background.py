@@ -23,7 +23,7 @@ def test_runs_are_written_in_order_and_close_joins(tmp_path):
             add_run(writer, f"r{i}", seed=i)
         writer.write_table("t", {"x": np.arange(3)})
     with open_trace(path) as trace:
-        assert trace.run_names == [f"r{i}" for i in range(5)] and trace.table_names == ["t"]
+        assert trace.run_names == [f"r{i}" for i in range(5)] and trace.table_names == ["run_summary", "t"]
         expected = synthetic_run_arrays(L, B, T, K, E, V, np.random.default_rng(3), prompt_len=2,
                                         request_ids=np.zeros(B, int))
         np.testing.assert_array_equal(trace.run("r3").router_logits[...], expected["routing/router_logits"])

@@ -80,7 +80,7 @@ def test_writer_reopens_its_file_and_every_run_survives(tmp_path, monkeypatch):
     with TraceWriter.append(path) as writer:
         writer.write_table("t", {"x": [1, 2]})
     with open_trace(path) as trace:
-        assert len(trace.run_names) == 7 and trace.table_names == ["t"]
+        assert len(trace.run_names) == 7 and trace.table_names == ["run_summary", "t"]
     assert validate(path, read_data=True) == []
 
 

@@ -3,6 +3,7 @@ each in bounded time (a watchdog per file turns a hang into a failure) and bound
 
 import collections
 
+import h5py
 import numpy as np
 import pytest
 
@@ -48,6 +49,23 @@ def test_zeroed_global_heap_is_reported_not_read(small, tmp_path):
     assert len(problems) == 1 and "global heap" in problems[0].message
     with pytest.raises(TraceError, match="global heap"):
         TraceWriter.append(path)
+
+
+@pytest.mark.parametrize("where", ["vocab", "tables/run_summary/label"])  # stored contiguous, in chunks
+def test_a_string_entry_declaring_gigabytes_is_refused_unread(small, tmp_path, where):
+    """HDF5 allocates what a string's entry declares before it finds the string: a damaged length
+    (3 GiB here) is refused from the file's bytes instead."""
+    with h5py.File(small, "r") as f:
+        ds = f[where]
+        offset = ds.id.get_offset() if ds.chunks is None else ds.id.get_chunk_info(0).byte_offset
+    data = bytearray(small.read_bytes())
+    data[offset:offset + 4] = (3 << 30).to_bytes(4, "little")   # the first entry's length
+    path = tmp_path / "long.h5"
+    path.write_bytes(bytes(data))
+    with open_trace(path) as trace, pytest.raises(TraceError, match=f"/{where}: expected strings of at "
+                                                                    f"most .* found an entry of 3221225472"):
+        trace.read_table("run_summary") if where.startswith("tables") else trace.vocab
+    assert any("found an entry of 3221225472 bytes" in p.message for p in validate(path))
 
 
 def test_intact_file_has_no_damaged_collection(small):

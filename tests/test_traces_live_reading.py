@@ -1,6 +1,7 @@
 """Reading a trace while another process records it: readers opening in a tight loop for the whole
 recording never crash (no SIGBUS from a file that shrinks under a map), never raise on the healthy
-growing file, see the run count only grow, and see every run in the end."""
+growing file, see the run count only grow, see every run in the end, and find the run summary table's
+row of every run they list when no run was committed since they opened the trace."""
 
 import json
 import subprocess
@@ -38,8 +39,9 @@ READER = """
 import json, sys
 from pathlib import Path
 from traces import TraceError, open_trace, validate
+from traces.run_table import read_summaries
 path, done, check = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "check"
-opens, errors, counts = 0, [], []
+opens, errors, counts, tables = 0, [], [], 0
 while True:
     last = done.exists()
     try:
@@ -50,6 +52,10 @@ while True:
         else:
             with open_trace(path) as trace:
                 n = len(trace.run_names)
+                summarised = read_summaries(trace)  # None when runs were committed since the open
+                if summarised is not None and n:
+                    assert set(summarised) == set(trace.run_names), (n, len(summarised))
+                    tables += 1
                 for name in trace.run_names[-2:]:  # the newest runs read back whole
                     run = trace.run(name)
                     assert run.complete and run.tokens.read().shape[0] == 3
@@ -61,7 +67,8 @@ while True:
         errors.append(str(exc))
     if last:
         break
-print(json.dumps({"opens": opens, "errors": errors[:5], "n_errors": len(errors), "counts": counts}))
+print(json.dumps({"opens": opens, "errors": errors[:5], "n_errors": len(errors), "counts": counts,
+                  "tables": tables}))
 """
 
 
@@ -83,6 +90,7 @@ def test_readers_in_a_tight_loop_never_crash_nor_err_and_see_every_run(tmp_path)
         result = json.loads(out)
         assert result["n_errors"] == 0, result["errors"]
         assert result["opens"] >= 2
+    assert all(json.loads(out)["tables"] for out, _ in outs[:2]), "no reader ever read the run summary table"
     counts = json.loads(outs[0][0])["counts"]
     assert counts == sorted(counts), "a reader saw fewer runs after seeing more"
     assert counts[-1] == N_RUNS

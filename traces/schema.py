@@ -214,6 +214,55 @@ def topk_values(attrs) -> str:
     return str(attrs.get("topk_values") or ("log_probs" if attrs.get("not_recorded") else "logits"))
 
 
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column of a table the writer keeps itself: name, numpy dtype name ("str": UTF-8 text,
+    "json": UTF-8 JSON text) and meaning."""
+
+    name: str
+    dtype: str
+    meaning: str
+
+
+#: The run summary table, `/tables/run_summary` (docs/trace-format.md): one row per complete run, what
+#: a run browser shows of it, added by the writer in the same commit as its run so that a reader lists
+#: thousands of runs from one table instead of opening every run. Its attributes name its kind and
+#: version (tables are versioned on their own: a reader ignores a kind or version it does not know).
+RUN_SUMMARY_TABLE = "run_summary"
+RUN_SUMMARY_KIND = "run_summary"
+RUN_SUMMARY_VERSION = 1
+#: The "focus row" of a run is its probe row, or row 0 when it has no probe.
+RUN_SUMMARY_COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec("run", "str", "run name (a group under /runs)"),
+    ColumnSpec("index", "int64", "the run's index attribute (write order)"),
+    ColumnSpec("condition", "str", "the run's condition attribute ('' when it has none)"),
+    ColumnSpec("label", "str", "the run's label attribute"),
+    ColumnSpec("experiment", "str", "the run's experiment attribute"),
+    ColumnSpec("kernel_mode", "str", "the run's kernel_mode attribute"),
+    ColumnSpec("routing", "json", "the run's routing attribute as stored ('' when it has none)"),
+    ColumnSpec("batch_size", "int32", "B"),
+    ColumnSpec("request_ids", "json", "the run's request_ids attribute, a JSON list of B ints"),
+    ColumnSpec("probe_row", "int32", "the run's probe_row attribute (-1: none)"),
+    ColumnSpec("prompt_len", "int32", "prompt length of the focus row"),
+    ColumnSpec("completion", "json", "generated token ids of the focus row (tokens[focus, "
+                                     "prompt_len:n]), a JSON list"),
+    ColumnSpec("requested", "int64", "candidates of the whole batch: the sum of load/requested"),
+    ColumnSpec("dropped", "int64", "dropped candidates of the whole batch: requested less the sum of "
+                                   "load/kept"),
+    ColumnSpec("focus_dropped", "int64", "dropped candidates of the focus row: false entries of "
+                                         "routing/kept[:, focus, :n]"),
+    ColumnSpec("reference", "str", "the run its focus row is compared with: the first run (write order) "
+                                   "of its focus request and condition, the run itself for that first "
+                                   "run (traces/analysis/reference.py)"),
+    ColumnSpec("first_difference", "int32", "position (prompt_len + new-token index) of the first "
+                                            "generated token where the focus completion differs from "
+                                            "the reference's (a length difference counts); -1 none"),
+)
+#: Rows per chunk of the run summary table's columns (stored uncompressed, so a row appended rewrites
+#: its chunk in place).
+RUN_SUMMARY_CHUNK = 64
+
+
 def run_datasets(form: str = "full", not_recorded=()) -> tuple[DatasetSpec, ...]:
     """The datasets of a run whose logits are in `form`, less those `not_recorded` (ENGINE_OMITTABLE)."""
     return tuple(d for d in RUN_DATASETS if (d.required or d.path in LOGITS_FORMS[form])

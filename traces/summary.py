@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from traces import fingerprint, schema
+from traces import fingerprint, run_table, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
 from traces.route_check import RouteCheck, summarize
@@ -130,6 +130,22 @@ def describe(trace: Trace) -> str:
         lines.append(f"all runs: {_size(total_raw)} as arrays, {_size(total_stored)} on disk{ratio}")
     if engine_runs:
         lines.append(summarize(checks, engine_runs))
-    tables = trace.table_names
+    tables = [name for name in trace.table_names if name != schema.RUN_SUMMARY_TABLE]
     lines.append(f"tables: {', '.join(tables) if tables else 'none'}")
+    lines.append(_run_summary_line(trace))
     return "\n".join(lines)
+
+
+def _run_summary_line(trace: Trace) -> str:
+    """Whether the runs are summarised in the run summary table (what a browser lists them from)."""
+    try:
+        summaries = run_table.read_summaries(trace)
+    except TraceError as exc:
+        return f"run summary table: unreadable ({exc.where}: {exc.expected}); runs are summarised one by one"
+    if summaries is None:
+        held = schema.RUN_SUMMARY_TABLE in trace.table_names
+        return ("run summary table: " + ("not read (of another version, or runs were added since the trace "
+                                         "was opened)" if held else "none; runs are summarised one by one "
+                                                                    "from their arrays"))
+    return (f"run summary table: {len(summaries)} of {len(trace.run_names)} runs "
+            f"(version {schema.RUN_SUMMARY_VERSION})")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from traces import schema
+from traces import run_table, schema
 from traces.errors import TraceError
 from traces.heap import HeapScan, scan_heap
 from traces.live import being_written, read_consistently
@@ -555,6 +555,7 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                 table_names = _safe(lambda: list(tables), f"/{schema.TABLES}", problems, "a readable group")
                 for name in table_names or []:
                     problems.extend(check_table(f, name)[1])
+                problems.extend(check_run_summaries(path, f, meta))
         for group, where in to_read:  # committed runs: a writer never changes them again
             _read_all(group, where, problems)
             if _too_many(problems):
@@ -605,6 +606,42 @@ def check_table(f: h5py.File, name: str) -> tuple[list[str], list[Problem]]:
     if len(lengths) > 1:
         problems.append(Problem(where, f"expected columns of equal length, found lengths {sorted(lengths)}"))
     return [str(c) for c in columns], problems
+
+
+def check_run_summaries(path: str, f: h5py.File, meta: dict) -> list[Problem]:
+    """Problems of the run summary table against the runs it summarises (`run_table.check`); its
+    layout is `check_table`'s."""
+    where = f"/{schema.TABLES}/{schema.RUN_SUMMARY_TABLE}"
+    problems: list[Problem] = []
+    group = _safe(lambda: f.get(where), where, problems, "a readable group")
+    if not isinstance(group, h5py.Group) or any(p.severity == "error" for p in check_table(
+            f, schema.RUN_SUMMARY_TABLE)[1]):
+        return problems  # none, or its layout is reported with the other tables
+    attrs = _json_attr(group, "attrs", where, problems, dict)
+    if attrs is None or not run_table.known(attrs):
+        return problems + [Problem(where, f"expected a run summary table of kind {schema.RUN_SUMMARY_KIND!r} "
+                                          f"version {schema.RUN_SUMMARY_VERSION} (not checked)", "warning")]
+    try:
+        columns = {name: (np.array(read_strings(path, group[name], f"{where}/{name}"), dtype=str)
+                          if name in run_table.TEXT_COLUMNS else group[name][()])
+                   for name in run_table.COLUMN_NAMES}
+    except Exception as exc:  # damaged files raise OSError, RuntimeError, KeyError, ValueError, ...
+        return problems + [Problem(where, f"expected readable columns {', '.join(run_table.COLUMN_NAMES)} "
+                                          f"({type(exc).__name__}: {exc})")]
+    runs = _safe(lambda: f[schema.RUNS], f"/{schema.RUNS}", [], "a readable group")
+    if not isinstance(runs, h5py.Group) or len(runs) > schema.MAX_RUNS:
+        return problems  # reported with the runs
+    groups = _safe(lambda: {name: runs[name] for name in runs}, f"/{schema.RUNS}", [], "readable runs")
+    complete = {name: g for name, g in (groups or {}).items() if _complete(g) is True}
+
+    def actual(name: str) -> run_table.RunSummary | None:
+        found: dict = {}
+        if any(p.severity == "error" for p in check_run(f, name, meta, group=complete[name], found=found)[1]):
+            return None  # the run's own problems are reported with it
+        return run_table.summarise(name, found["attrs"], found["datasets"].get)
+
+    return problems + [Problem(where, message, severity)
+                       for severity, message in run_table.check(columns, list(complete), actual)]
 
 
 def open_hdf5(path: str) -> h5py.File:
@@ -658,6 +695,7 @@ def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
     out: list[str] = []
     total = 0
     try:
+        _check_string_entries(path, ds, where, scan.largest_object)
         text = ds.asstr()
         for start in range(0, len(ds), step):
             part = [str(s) for s in text[start:start + step]]
@@ -673,6 +711,39 @@ def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
     except Exception as exc:  # damaged heap, invalid UTF-8, ...
         raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
     return out
+
+
+def _check_string_entries(path: str, ds: h5py.Dataset, where: str, longest: int) -> None:
+    """TraceError when an entry of the string dataset `ds` declares a string longer than the longest
+    string the file holds (`longest`, from the heap walk): HDF5 allocates what an entry declares before
+    it looks the string up, so one damaged entry would take gigabytes. An entry starts with its
+    length (4 bytes, little-endian); the entries are read as the file's bytes, unconverted."""
+    n = int(ds.shape[0]) if ds.shape else 0
+    plist = ds.id.get_create_plist()
+    if n == 0 or ds.id.get_storage_size() == 0:
+        return
+    if plist.get_nfilters():  # never written so: the writer keeps its strings unfiltered
+        raise TraceError(path, where, "expected strings stored without filters")
+    if plist.get_layout() == h5py.h5d.CONTIGUOUS:
+        spans = [(ds.id.get_offset(), ds.id.get_storage_size(), n, n)]
+    elif plist.get_layout() == h5py.h5d.CHUNKED:
+        rows = plist.get_chunk()[0]
+        spans = [(info.byte_offset, info.size, rows, min(rows, n - info.chunk_offset[0]))
+                 for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))]
+    else:
+        raise TraceError(path, where, "expected strings stored contiguous or in chunks")
+    with open(path, "rb") as f:
+        for offset, size, stored, used in spans:
+            if used <= 0 or offset is None:
+                continue
+            width = size // stored
+            if width < 4 or width % 4 or width * stored != size:
+                raise TraceError(path, where, f"expected string entries of a whole number of 4-byte words, "
+                                              f"found {size} bytes for {stored}")
+            lengths = np.frombuffer(os.pread(f.fileno(), width * used, offset), "<u4")[::width // 4]
+            if lengths.size and int(lengths.max()) > longest:
+                raise TraceError(path, where, f"expected strings of at most {longest} bytes (the longest the "
+                                              f"file holds), found an entry of {int(lengths.max())} bytes")
 
 
 def is_hdf5(path: str | os.PathLike) -> bool:

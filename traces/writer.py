@@ -28,19 +28,19 @@ import os
 import resource
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 
 import h5py
 import numpy as np
 
-from traces import schema
+from traces import run_table, schema
 from traces.chunks import encoded_chunks, new_pool
 from traces.errors import TraceError
 from traces.lock import WriteLock
 from traces.superblock import trim_to_stored_eof
-from traces.validate import check_heap
+from traces.validate import check_heap, read_strings
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ SPACE_SLACK = 16 << 10
 REOPEN_EVERY = 16
 
 _STR = h5py.string_dtype("utf-8")
+#: The run summary table's references of a reopened trace before they are read.
+_UNREAD = object()
 
 
 def _producer() -> str:
@@ -155,6 +157,7 @@ class PreparedRun:
     attrs: dict
     arrays: dict[str, np.ndarray]
     dims: dict[str, int]
+    summary: run_table.RunSummary | None = None   # its row of the run summary table, before placing
 
 
 def stored_bound(arrays: Mapping[str, np.ndarray]) -> int:
@@ -210,6 +213,7 @@ class TraceWriter:
         self._n_layers = len(json.loads(root_attrs["moe_layers"]))
         self._n_vocab, self._n_requests, self._next_index = len(vocab), len(texts), 0
         self._version = schema.FORMAT_VERSION
+        self._references: run_table.References | None = run_table.References()
         self._hold_metadata()
 
     @classmethod
@@ -256,6 +260,43 @@ class TraceWriter:
             self._next_index = 1 + max((int(g.attrs.get("index", -1)) for g in runs.values()), default=-1)
         except (KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
             raise TraceError(self.path, "/", f"expected a complete trace root ({exc})") from exc
+        self._references = _UNREAD   # read when the first run is added (`_summary_references`)
+
+    def _summary_references(self) -> run_table.References | None:
+        """The run summary table's references so far, to add rows to it (read once); None when the
+        runs are not summarised (a trace written before the table, or a table this writer does not
+        know or cannot read): the runs added are not either, so a reader summarises them itself."""
+        if self._references is _UNREAD:
+            self._references = self._existing_references()
+        return self._references
+
+    def _existing_references(self) -> run_table.References | None:
+        where = f"/{schema.TABLES}/{schema.RUN_SUMMARY_TABLE}"
+        group = self._file.get(where)
+        if group is None:
+            if len(self._file[schema.RUNS]):
+                log.info("%s: its runs have no summary table; the runs added get none either", self.path)
+                return None
+            return run_table.References()
+        try:
+            if not run_table.known(json.loads(group.attrs["attrs"])):
+                log.info("%s: a run summary table of another version; the runs added get no row", self.path)
+                return None
+            columns = {name: (np.array(read_strings(self.path, group[name], f"{where}/{name}"), dtype=str)
+                              if name in run_table.TEXT_COLUMNS else group[name][()])
+                       for name in run_table.COLUMN_NAMES}
+        except (TraceError, KeyError, OSError, ValueError, TypeError, RecursionError) as exc:
+            log.warning("%s: an unreadable run summary table (%s); the runs added get no row", self.path, exc)
+            return None
+        summaries, problems = run_table.from_columns(columns)
+        if problems:
+            log.warning("%s: row %d of the run summary table cannot be read (%s); the runs added get no row",
+                        self.path, *problems[0])
+            return None
+        references = run_table.References()
+        for summary in sorted(summaries, key=lambda s: s.index):
+            references.place(summary)
+        return references
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -281,16 +322,28 @@ class TraceWriter:
             if index.size and (int(index.min()) < schema.MISSING or int(index.max()) >= self._n_vocab):
                 raise ValueError(f"logits_topk/index: expected ids in [0, {self._n_vocab}) or "
                                  f"{schema.MISSING}, found {int(index.min())}..{int(index.max())}")
-        return PreparedRun(name, self._run_attrs(attrs, dims), arrays, dims)
+        run_attrs = self._run_attrs(attrs, dims)
+        summarised = self._summary_references() is not None
+        summary = run_table.summarise(name, run_attrs, arrays.get) if summarised else None
+        return PreparedRun(name, run_attrs, arrays, dims, summary)
 
     def write_prepared(self, run: PreparedRun) -> None:
         """Write a run `prepare_run` checked (TraceError when the disk or HDF5 fails)."""
         self._check_usable()
         with self._io(f"/{schema.RUNS}/{run.name}"):
-            self._check_space(stored_bound(run.arrays), len(run.arrays))
+            summary = None
+            if run.summary is not None and self._summary_references() is not None:
+                # (its reference, placed below, is at most as long as its own name: room for the row)
+                summary = replace(run.summary, index=self._next_index, reference=run.name)
+            extra = run_table.row_bytes(run_table.row(summary)) if summary is not None else 0
+            self._check_space(stored_bound(run.arrays) + extra, len(run.arrays) + (summary is not None))
             group = self._add_run(run.name, run.attrs, run.arrays)
+            # Placed among the runs before it once the run is sure to be written.
+            row = run_table.row(self._references.place(summary)) if summary is not None else None
             with self._lock.changing():  # readers wait for this moment only (traces/live.py)
                 self._file.flush()
+                if row is not None:  # the row and the run's completeness reach the disk in one flush
+                    self._append_summary(row)
                 group.attrs["complete"] = True
                 self._file.flush()
                 trim_to_stored_eof(self._disk)  # give back the reserved space the run did not use
@@ -319,10 +372,21 @@ class TraceWriter:
             self._write_dataset(group, spec, arrays[spec.path], chunks)
         return group
 
+    def _append_summary(self, row: dict[str, object]) -> None:
+        """Add a run's row to the run summary table (made with the first run)."""
+        if self._summary_columns is None:  # open until the file is closed or reopened
+            tables = self._file.require_group(schema.TABLES)
+            if schema.RUN_SUMMARY_TABLE not in tables:
+                run_table.create(tables, _STR)
+            self._summary_columns = run_table.columns_of(tables[schema.RUN_SUMMARY_TABLE])
+        run_table.append(self._summary_columns, row)
+
     def write_table(self, name: str, columns: Mapping[str, object],
                     attrs: Mapping[str, object] | None = None) -> None:
         """Write `/tables/<name>`: equal-length 1-D columns, replacing a table of that name."""
         _check_name("table", name)
+        if name == schema.RUN_SUMMARY_TABLE:
+            raise ValueError(f"table name {name!r} is the writer's own run summary table")
         cols = {}
         for key, value in columns.items():
             _check_name("column", key)
@@ -386,6 +450,7 @@ class TraceWriter:
 
     _failed: TraceError | None = None
     _writes_since_open = 0
+    _summary_columns: list | None = None
     _pool: ThreadPoolExecutor | None = None
     _threads: int | None = None
 
@@ -463,6 +528,7 @@ class TraceWriter:
     def _close_quietly(self) -> None:
         """Close the file; after a failure its metadata is dropped, not written (a failed flush left
         the disk as it was at the last good one)."""
+        self._summary_columns = None   # closed with the file
         try:
             self._file.close()
         except Exception as exc:  # the flush inside close fails the same way
@@ -484,6 +550,7 @@ class TraceWriter:
         self._writes_since_open += 1
         if self._writes_since_open < REOPEN_EVERY:
             return
+        self._summary_columns = None   # closed with the file
         self._file.close()
         self._file = h5py.File(self._disk, "r+", libver=LIBVER)
         self._hold_metadata()

@@ -15,9 +15,9 @@ import pickle
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from inspector.figure_data.browser import RunInfo, first_divergent_run, run_info
+from inspector.figure_data.browser import RunInfo, first_divergent_run, run_info, table_summaries
 from inspector.figure_data.run_summaries import IN_THREAD_MAX, Workers, summarise
 from inspector.qt import QtCore, Signal
 from traces import Trace, TraceError, open_trace
@@ -46,6 +46,9 @@ class Opened:
     first: RunInfo | None              # the run to show first (see `open_first`)
     unusable: dict[str, str]           # run -> why it cannot be shown
     conditions: dict[str, str]         # run -> its listed condition (`Trace.run_conditions`)
+    #: What the run summary table says of the runs it holds (run -> `TableRun`), read at once; the
+    #: other runs are summarised in the background.
+    summaries: dict = field(default_factory=dict)
     #: Worker processes started for summarising the runs (a trace of more than IN_THREAD_MAX runs):
     #: the receiver hands them to `SummaryJob` or closes them.
     workers: Workers | None = None
@@ -57,22 +60,26 @@ class OpenSignals(QtCore.QObject):
 
 
 def open_first(path: str, listed: Callable[[list[str]], None] | None = None):
-    """Open `path` and read the attributes of its first usable run only (and, to pick the run shown
-    first, the probe tokens of at most `first_divergent_run`'s limit of runs), so a trace of
-    thousands of runs opens as fast as one of a single run; raises TraceError for the file.
+    """Open `path`, read its run summary table and check its first usable run only (and, to pick
+    the run shown first, read the probe tokens of at most `first_divergent_run`'s limit of runs the
+    table does not hold), so a trace of thousands of runs opens as fast as one of a single run;
+    raises TraceError for the file.
 
     Returns (trace, info of the run to show first: the first divergent probe run, else the first
-    usable one, or None; unusable runs: name -> why). A run that
-    fails its checks does not make the file unusable; the others are checked later (`SummaryJob`).
-    `listed(names)` is called with the complete runs as soon as they are listed.
+    usable one, or None; unusable runs: name -> why; the table's summaries: `table_summaries`). A run
+    that fails its checks does not make the file unusable; the others are checked later (`SummaryJob`,
+    or, for runs the table holds, when shown). `listed(names)` is called with the complete runs the
+    table does not hold as soon as they are known.
     """
     trace = open_trace(path)
     # While a recording adds runs, its incomplete run is the one being written: it shows once done.
     unusable = {} if trace.recording else {name: INCOMPLETE for name in trace.incomplete_runs}
     first = None
+    summaries: dict = {}
     try:
+        summaries = _table_summaries(trace)
         if listed is not None:
-            listed(list(trace.run_names))
+            listed([name for name in trace.run_names if name not in summaries])
         for name in trace.run_names:
             try:
                 first = run_info(trace.run(name))
@@ -81,7 +88,7 @@ def open_first(path: str, listed: Callable[[list[str]], None] | None = None):
                 log.warning("run %s of %s is unusable: %s", name, path, exc)
                 unusable[name] = str(exc)
         # Open on what matters: the first run whose probe completion leaves its reference's.
-        name = first_divergent_run(trace) if first is not None else None
+        name = first_divergent_run(trace, known=summaries) if first is not None else None
         if name is not None:
             first = run_info(trace.run(name))
     except TraceError as exc:  # a damaged run met while looking: open on the first usable one
@@ -89,7 +96,17 @@ def open_first(path: str, listed: Callable[[list[str]], None] | None = None):
     except BaseException:
         trace.close()
         raise
-    return trace, first, unusable
+    return trace, first, unusable, summaries
+
+
+def _table_summaries(trace: Trace) -> dict:
+    """`table_summaries`, or none when the trace has no table (or an unreadable one: its runs are
+    then summarised one by one)."""
+    try:
+        return table_summaries(trace) or {}
+    except TraceError as exc:
+        log.warning("the run summary table of %s is left out: %s", trace.path, exc)
+        return {}
 
 
 #: A file this large starts the summary's worker processes as its open begins, before its runs are
@@ -126,7 +143,7 @@ class OpenJob(QtCore.QRunnable):
         try:
             if _size(self.path) >= EARLY_START_BYTES:
                 self._workers = start_workers(self.path)
-            trace, first, unusable = open_first(self.path, listed=self._listed)
+            trace, first, unusable, summaries = open_first(self.path, listed=self._listed)
         except TraceError as exc:
             log.info("could not open %s: %s", self.path, exc)
             _emit(self.signals.failed, self.path, str(exc))
@@ -135,12 +152,13 @@ class OpenJob(QtCore.QRunnable):
             _emit(self.signals.failed, self.path,
                   f"{self.path}: could not be opened ({type(exc).__name__}: {exc})")
         else:
-            try:  # read here, off the window's thread (a few thousand attributes)
-                conditions = trace.run_conditions
+            conditions = {}
+            try:  # read here, off the window's thread (a few thousand attributes), when some are needed
+                if any(name not in summaries for name in trace.run_names):
+                    conditions = trace.run_conditions
             except TraceError as exc:
                 log.warning("listing the conditions of %s: %s", self.path, exc)
-                conditions = {}
-            opened = Opened(trace, first, unusable, conditions, self._workers)
+            opened = Opened(trace, first, unusable, conditions, summaries, self._workers)
             self._workers = None
             if not _emit(self.signals.opened, opened):
                 trace.close()

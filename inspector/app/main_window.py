@@ -223,18 +223,22 @@ class MainWindow(QtWidgets.QMainWindow):
         self.path = trace.path
         infos = {first.name: first} if first is not None else {}
         stats = {}
+        table = opened.summaries   # the run summary table's: no summary job reads these runs
+        infos.update({name: run.info for name, run in table.items()})
+        stats.update({name: run.stats for name, run in table.items()})
+        marks = {(name, run.reference): run.mark for name, run in table.items()}
         if selection is not None and old is not None and old.version[0] == trace.version[0]:
             # The same file reloaded (a recording committed runs): a committed run never changes, so
             # what was read of the runs still listed stands and only the new runs are read.
             listed = set(trace.run_names)
             infos.update({n: i for n, i in self.browser.model.infos.items() if n in listed})
-            stats = {n: s for n, s in self.browser.model.stats.items() if n in listed}
+            stats.update({n: s for n, s in self.browser.model.stats.items() if n in listed})
             unusable.update({n: why for n, why in self.browser.model.unusable.items()
                              if n in listed and n not in unusable})
         self.state.set_trace(trace, infos, set(unusable))
         if old is not None:
             old.close()
-        self.browser.set_runs(list(trace.run_names), infos, unusable, stats, opened.conditions)
+        self.browser.set_runs(list(trace.run_names), infos, unusable, stats, opened.conditions, marks)
         self.settings.add_recent(trace.path)
         # The platform adds the application's name ("example.h5 — moe-inspector").
         self.setWindowTitle(os.path.basename(trace.path))
@@ -253,8 +257,13 @@ class MainWindow(QtWidgets.QMainWindow):
             if tab is not None:
                 self.tabs.setCurrentIndex(tab)
             self.focus_plot()
-            self._start_summary(trace.path, [n for n in trace.run_names
-                                             if n not in unusable and n not in stats], opened.workers)
+            todo = [n for n in trace.run_names if n not in unusable and n not in stats]
+            if todo:
+                self._start_summary(trace.path, todo, opened.workers)
+            else:  # every run summarised already (the run summary table, or a reload)
+                if opened.workers is not None:
+                    opened.workers.close()
+                self._idle(self._trace_summary())
         else:
             if opened.workers is not None:
                 opened.workers.close()

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inspector.figure_data.tokens import preview
-from traces import TraceError, schema
-from traces.analysis import divergence, reference
+from traces import TraceError
+from traces.analysis import reference
+from traces.run_table import RunSummary, first_difference, read_summaries, summarise_run
 
 
 def _capacity_text(routing: Mapping) -> str | None:
@@ -122,36 +123,82 @@ def run_info(run) -> RunInfo:
         label=str(attrs.get("label", "")), condition=str(attrs.get("condition", "")),
         experiment=str(attrs.get("experiment", "")), batch_size=int(run.batch_size),
         request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
-        probe_row=int(run.probe_row), routing=routing_summary(routing),
-        routing_json=json.dumps(routing, indent=1, sort_keys=True) if routing is not None else "",
+        probe_row=int(run.probe_row), **routing_texts(routing),
         kernel_mode=str(attrs.get("kernel_mode", "")), compared_in=reference.condition_of(attrs),
     )
 
 
-def run_stats(run, vocab: Sequence[str], focus_row: int) -> RunStats:
+def routing_texts(routing) -> dict[str, str]:
+    """A run's routing knobs as RunInfo shows them: one line (`routing`) and every knob (`routing_json`)."""
+    return {"routing": routing_summary(routing),
+            "routing_json": json.dumps(routing, indent=1, sort_keys=True) if routing is not None else ""}
+
+
+def run_stats(run, vocab: Sequence[str]) -> RunStats:
     """Read the load tables and the focus row to count drops and decode the completion."""
-    requested = int(run.requested.read().sum(dtype=np.int64))
-    kept = int(run.load_kept.read().sum(dtype=np.int64))
-    tokens = run.tokens[focus_row]                        # the row read once: its length, completion
-    T = int(np.count_nonzero(tokens != schema.MISSING))   # as Run.row_length
-    row_kept = run.kept[:, focus_row, :T]                 # [L, T, K]
-    prompt_len = int(run.prompt_len[focus_row])
-    completion = tokens[prompt_len:T].copy()
-    return RunStats(
-        name=run.name, batch_dropped=requested - kept, batch_requested=requested,
-        focus_dropped=int((~row_kept).sum()), prompt_len=prompt_len, completion=completion,
-        preview=preview(vocab, completion),
+    return summary_stats(summarise_run(run), vocab)
+
+
+def summary_info(summary: RunSummary, texts: dict[str, str] | None = None) -> RunInfo:
+    """The browser's cheap columns, from a run's summary (`traces.run_table`); `texts` its
+    `routing_texts` when the caller has them."""
+    return RunInfo(
+        name=summary.run, index=summary.index, complete=True, label=summary.label,
+        condition=summary.condition, experiment=summary.experiment, batch_size=summary.batch_size,
+        request_ids=summary.request_ids, probe_row=summary.probe_row,
+        **(texts or routing_texts(summary.routing)),
+        kernel_mode=summary.kernel_mode, compared_in=summary.compared_in,
     )
 
 
-def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
-    """First new-token index where completion `a` differs from `b` (a length difference counts),
-    or None when they are equal."""
-    n = min(len(a), len(b))
-    t = int(divergence.first_divergence(np.stack([np.asarray(b[:n]), np.asarray(a[:n])]), reference=0)[1])
-    if t >= 0:
-        return t
-    return None if len(a) == len(b) else n
+def summary_stats(summary: RunSummary, vocab: Sequence[str], text: str | None = None) -> RunStats:
+    """Drops and the focus row's completion, from a run's summary (`traces.run_table`); `text` the
+    completion's preview when the caller has it."""
+    return RunStats(
+        name=summary.run, batch_dropped=summary.dropped, batch_requested=summary.requested,
+        focus_dropped=summary.focus_dropped, prompt_len=summary.prompt_len, completion=summary.completion,
+        preview=preview(vocab, summary.completion) if text is None else text,
+    )
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """What the run summary table says of one run: its info, stats, and mark against `reference`
+    (its default reference)."""
+
+    info: RunInfo
+    stats: RunStats
+    reference: str
+    mark: Mark
+
+
+def table_summaries(trace) -> dict[str, TableRun] | None:
+    """What the run summary table says of the trace's listed runs (`traces.run_table.read_summaries`);
+    None without a table (the runs are then summarised one by one)."""
+    summaries = read_summaries(trace)
+    if summaries is None:
+        return None
+    vocab = trace.vocab
+    # Runs share their routing (one decoded object per text) and, mostly, their completions.
+    texts: dict[int, dict[str, str]] = {}
+    previews: dict[bytes, str] = {}
+    out = {}
+    for name, s in summaries.items():
+        if id(s.routing) not in texts:
+            texts[id(s.routing)] = routing_texts(s.routing)
+        key = s.completion.tobytes()
+        if key not in previews:
+            previews[key] = preview(vocab, s.completion)
+        out[name] = TableRun(summary_info(s, texts[id(s.routing)]), summary_stats(s, vocab, previews[key]),
+                             s.reference, table_mark(s))
+    return out
+
+
+def table_mark(summary: RunSummary) -> Mark:
+    """The mark the table gives a run against its default reference (`RunSummary.reference`)."""
+    if summary.reference == summary.run:
+        return Mark("ref")
+    return Mark("same") if summary.first_difference < 0 else Mark("differs", summary.first_difference)
 
 
 def default_references(infos: Sequence[RunInfo], firsts: dict | None = None) -> dict[str, str]:
@@ -209,10 +256,12 @@ def divergence_mark(name: str, reference: str, stats: Mapping[str, RunStats]) ->
     return Mark("same") if t is None else Mark("differs", stats[name].prompt_len + t)
 
 
-def first_divergent_run(trace, limit: int = 64) -> str | None:
+def first_divergent_run(trace, limit: int = 64, known: Mapping[str, TableRun] | None = None) -> str | None:
     """The first run (of the first `limit`, write order) whose probe completion differs from its
     reference's (`default_references`); None when none does. Reads attributes and the probe rows'
-    tokens only, so it is cheap enough to pick the run a trace opens on."""
+    tokens only, so it is cheap enough to pick the run a trace opens on; runs `known` from the run
+    summary table (`table_summaries`) are not read at all."""
+    known = known or {}
     infos: list[RunInfo] = []
     completions: dict[str, np.ndarray] = {}
 
@@ -227,10 +276,16 @@ def first_divergent_run(trace, limit: int = 64) -> str | None:
     by_name: dict[str, RunInfo] = {}
     for name in list(trace.run_names)[:limit]:
         try:
-            run = trace.run(name)
-            if not run.complete or run.probe_row < 0:
+            if name in known:
+                info = known[name].info
+                completions[name] = known[name].stats.completion
+            else:
+                run = trace.run(name)
+                if not run.complete:
+                    continue
+                info = run_info(run)
+            if info.probe_row < 0:
                 continue
-            info = run_info(run)
             reference = default_references([*infos, info])[name]
             if reference != name and first_difference(completion(info),
                                                        completion(by_name[reference])) is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inspector.figure_data.browser import RunInfo, run_info
+from inspector.figure_data.browser import RunInfo, run_info, table_summaries
 from inspector.figure_data.memo import Memo
 from inspector.figure_data.pair import PairData, compare_rows, pair_figure_data
 from traces import TraceError
@@ -61,7 +61,13 @@ class DivergenceSource:
         self.unusable: dict[str, str] = {}   # run name -> why it is left out
         self._runs: list[tuple[str, np.ndarray, int]] = []
         self._infos: dict[str, RunInfo] = {}
+        known = self._table(trace)
         for name in trace.run_names:
+            if name in known:  # the run summary table's: the run is checked when its rows are read
+                info = known[name].info
+                self._runs.append((name, np.asarray(info.request_ids), info.probe_row))
+                self._infos[name] = info
+                continue
             try:
                 run = trace.run(name)
                 if not run.complete:
@@ -76,6 +82,16 @@ class DivergenceSource:
         self._small = Memo(256)
         self._records: list[ExplainRecord] | None = None
         self.table_problems: list[str] = []
+
+    @staticmethod
+    def _table(trace) -> dict:
+        """The run summary table's runs (`table_summaries`); none without one, or when it cannot be read
+        (every run is then checked here)."""
+        try:
+            return table_summaries(trace) or {}
+        except TraceError as exc:
+            log.warning("divergence: the run summary table is left out: %s", exc)
+            return {}
 
     # -- requests and runs ------------------------------------------------------------------------
 
@@ -122,8 +138,9 @@ class DivergenceSource:
         """Row `row` of run `run` with its next-token logits (read once, then memoised)."""
         return self._rows.get((run, row), lambda: row_trace(self.trace.run(run), row))
 
-    def rows(self, choices: Sequence[RunChoice]) -> list[RowTrace]:
-        return [self.row(c.run, c.row) for c in choices]
+    def rows(self, choices: Sequence[RunChoice]) -> Rows:
+        """The rows of `choices`, each read when asked for (`Rows`)."""
+        return Rows(self, choices)
 
     def capacity(self, run: str, layer: int) -> np.ndarray:
         """[S, G] capacity of each group of each step of `run` at MoE layer `layer`."""
@@ -171,6 +188,23 @@ class DivergenceSource:
                     log.warning("explanation table %s left out: %s", name, exc)
                     self.table_problems.append(f"table {name}: {exc}")
         return self._records
+
+
+class Rows(Sequence):
+    """The rows of some run choices, read when indexed through their source's memo, so that going
+    through thousands of them holds only the last ROW_MEMO (each row keeps its run's open datasets)."""
+
+    def __init__(self, source: DivergenceSource, choices: Sequence[RunChoice]) -> None:
+        self._source, self._choices = source, list(choices)
+
+    def __len__(self) -> int:
+        return len(self._choices)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        choice = self._choices[i]
+        return self._source.row(choice.run, choice.row)
 
 
 def find_record(records: Sequence[ExplainRecord], run: str, row: int, ref_run: str,

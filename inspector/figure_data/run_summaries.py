@@ -36,7 +36,7 @@ def summarise(trace: Trace, names: Sequence[str]) -> list[Summary]:
         try:
             run = trace.run(name)
             info = run_info(run)
-            out.append((name, info, run_stats(run, trace.vocab, info.focus_row), None))
+            out.append((name, info, run_stats(run, trace.vocab), None))
         except TraceError as exc:
             out.append((name, None, None, str(exc)))
         except Exception as exc:  # a run the reader accepts but that does not add up

@@ -267,7 +267,7 @@ def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, voca
     return RunsData(
         request=analysis.request, condition=condition, choices=tuple(choices), reference=reference,
         prompt_len=analysis.prompt_len, n_new=comp.n_new_tokens,
-        cropped=any(r.tokens.shape[0] - r.prompt_len > comp.n_new_tokens for r in rows),
+        cropped=bool(np.any(analysis.lengths - analysis.prompt_len > comp.n_new_tokens)),
         n_unique=comp.n_unique,
         mode_count=comp.mode_count, mode_share=comp.mode_share, headline=comp.describe(),
         first_split=first_split_text(analysis), labels=labels, order=order, clusters=clusters,

@@ -36,6 +36,7 @@ class RequestAnalysis:
     tree: BranchNode
     verdicts: tuple[Verdict, ...]  # one per run; the reference's own is `identical`
     differences: tuple[RoutingDifferences, ...]  # of each run against the reference, shared prefix
+    lengths: np.ndarray | None = None  # [N] valid positions of each row (prompt and completion)
 
     @property
     def request(self) -> int:
@@ -69,20 +70,29 @@ def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
 
     `n_new` is the number of new tokens compared for U(N) and t* (default: the shortest completion);
     the causes compare each pair over its whole shared prefix.
+
+    Each row is read once, in order, and compared with the reference's as it is read: `rows` may be a
+    sequence that reads rows on demand (`len` and indexing), which then never holds them all.
     """
-    rows = tuple(rows)
-    if not rows:
+    rows = rows if isinstance(rows, Sequence) else tuple(rows)
+    if not len(rows):
         raise ValueError("no runs given")
-    requests = {r.request for r in rows}
-    if len(requests) > 1:
-        raise ValueError(f"rows hold several requests {sorted(requests)}: give the runs of one request")
     if not 0 <= reference < len(rows):
         raise ValueError(f"reference {reference} is not one of the {len(rows)} runs")
-    new = new_tokens([r.tokens for r in rows], [r.prompt_len for r in rows], n_new)
     ref = rows[reference]
-    pairs = [explain_pair_with_differences(ref, row) for row in rows]
+    tokens, prompt_lens, pairs = [], [], []
+    for i in range(len(rows)):
+        row = ref if i == reference else rows[i]
+        if row.request != ref.request:
+            raise ValueError(f"rows hold several requests {sorted({ref.request, row.request})}: give "
+                             f"the runs of one request")
+        tokens.append(row.tokens)
+        prompt_lens.append(row.prompt_len)
+        pairs.append(explain_pair_with_differences(ref, row))
+    new = new_tokens(tokens, prompt_lens, n_new)
     return RequestAnalysis(
         rows=rows, reference=reference, completions=count_completions(new), new=new,
         first_divergence=first_divergence(new, reference), tree=prefix_tree(new),
         verdicts=tuple(v for v, _ in pairs), differences=tuple(d for _, d in pairs),
+        lengths=np.array([len(t) for t in tokens], dtype=np.int64),
     )
