@@ -22,12 +22,13 @@ import numpy as np
 from traces import schema
 from traces.absent import stand_ins
 from traces.errors import TraceError
+from traces.h5safe import open_hdf5
+from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
 from traces.toplogits import LazyTopLogits
-from traces.validate import attr_or_none, check_root, check_run, check_table, open_hdf5, plain_attr
-from traces.validate import read_strings as _strings
+from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ every dataset of every run to find damaged chunks.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from dataclasses import dataclass
@@ -17,7 +16,14 @@ import numpy as np
 
 from traces import run_table, schema
 from traces.errors import TraceError
-from traces.heap import HeapScan, scan_heap
+from traces.h5safe import (
+    open_hdf5,
+    open_object,
+    read_only_file,
+    read_strings,
+    run_outside,
+    storage_outside,
+)
 from traces.live import being_written, read_consistently
 from traces.lock import reading
 from traces.route_check import check_problems
@@ -42,11 +48,6 @@ MAX_EXPANSION = 1100
 MAX_UNSTORED = 1 << 20
 #: Largest attribute read (stored bytes); the schema's attributes are a few KB.
 MAX_ATTR_BYTES = 16 << 20
-#: Longest string (one global heap object) a trace may hold: the schema's strings (JSON attributes,
-#: prompts, token texts) are KBs. A file holding a longer one is refused before anything is read.
-MAX_STRING_BYTES = MAX_ATTR_BYTES
-#: Bytes of strings read at once (a slice of a string dataset holds at most this many bytes).
-STRING_SLICE_BYTES = 32 << 20
 #: Most problems `validate` collects before it stops walking a file.
 MAX_PROBLEMS = 1000
 
@@ -159,61 +160,6 @@ def _json_attr(obj, key: str, where: str, problems: list[Problem], kind: type, r
 ABSENT = object()
 
 
-class Dataset(h5py.Dataset):
-    """An h5py Dataset that converts its HDF5 type to a numpy dtype once (h5py converts it on every
-    `.dtype`, and checking and reading a run asked some forty times per run; a dataset's type never
-    changes), keeps its shape without h5py's lock (some thirty times per run), and makes its transfer
-    property list only when it is read (a run's check opens 17 datasets, a summary reads 5)."""
-
-    def __init__(self, bind: h5py.h5d.DatasetID, *, readonly: bool = False) -> None:
-        # As h5py's, less the transfer property list it makes for every dataset (made on first read).
-        if not isinstance(bind, h5py.h5d.DatasetID):
-            raise ValueError(f"{bind} is not a DatasetID")
-        h5py.HLObject.__init__(self, bind)
-        self._readonly = readonly
-        self._cache_props = {}
-
-    @functools.cached_property
-    def _dxpl(self) -> h5py.h5p.PropDXID:
-        return h5py.h5p.create(h5py.h5p.DATASET_XFER)
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.id.dtype
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """As h5py's (kept once read when the file is read-only), at a plain attribute's cost."""
-        shape = self.__dict__.get("_shape")
-        if shape is None:
-            shape = self.id.shape
-            if self._readonly:
-                self.__dict__["_shape"] = shape
-        return shape
-
-
-def _open_object(parent, path: str, read_only: bool | None = None):
-    """The object at `path` under `parent` (a dataset as `Dataset`, else its low-level id), or None
-    when nothing is there: what `parent.get(path)` gives, without the cost h5py's high-level lookup
-    adds per call (a File object made to ask the mode), which was much of checking a run.
-    `read_only`: whether the file is open read-only (`_read_only`), when the caller knows."""
-    head = path.rpartition("/")[0]
-    if head and "/" not in head and not parent.id.links.exists(head.encode()):
-        return None  # asked this way, a missing group costs HDF5 no error stack
-    try:
-        oid = h5py.h5o.open(parent.id, path.encode())
-    except KeyError:
-        return None
-    if isinstance(oid, h5py.h5d.DatasetID):
-        return Dataset(oid, readonly=_read_only(parent) if read_only is None else read_only)
-    return oid
-
-
-def _read_only(obj) -> bool:
-    """Whether `obj`'s file is open read-only (an h5py Dataset then keeps its shape)."""
-    return h5py.h5i.get_file_id(obj.id).get_intent() == h5py.h5f.ACC_RDONLY
-
-
 #: What a non-dataset object is called in problems (h5py's class names, lower case).
 _KINDS = {h5py.h5g.GroupID: "group", h5py.h5t.TypeID: "datatype"}
 
@@ -221,9 +167,9 @@ _KINDS = {h5py.h5g.GroupID: "group", h5py.h5t.TypeID: "datatype"}
 def _dataset(parent, path: str, where: str, problems: list[Problem], required: bool = True,
              read_only: bool | None = None):
     """The dataset at `path`, None (a problem recorded) when it is not a usable one, or ABSENT when it
-    is optional and missing (`read_only`: see `_open_object`)."""
+    is optional and missing (`read_only`: see `open_object`)."""
     n_before = len(problems)
-    obj = _safe(lambda: _open_object(parent, path, read_only), where, problems, "a readable object")
+    obj = _safe(lambda: open_object(parent, path, read_only), where, problems, "a readable object")
     if obj is None:
         if not required and len(problems) == n_before:
             return ABSENT
@@ -233,6 +179,11 @@ def _dataset(parent, path: str, where: str, problems: list[Problem], required: b
     if not isinstance(obj, h5py.Dataset):
         kind = next((k for t, k in _KINDS.items() if isinstance(obj, t)), type(obj).__name__.lower())
         problems.append(Problem(where, f"expected dataset, found {kind}"))
+        return None
+    outside = _safe(lambda: storage_outside(obj.id), where, problems, "a readable dataset")
+    if outside:
+        problems.append(Problem(where, outside))
+    if outside or outside is None and len(problems) > n_before:
         return None
     declared = _safe(lambda: _declared_bytes(obj), where, problems, "a readable dataset")
     if declared is None:
@@ -375,6 +326,10 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         if group is not None or not problems:
             problems.append(Problem(where, "expected group"))
         return {}, problems
+    outside = _safe(lambda: run_outside(group, where), where, problems, "readable links")
+    if outside is None or outside:
+        problems.extend(Problem(w, m) for w, m in outside or [])
+        return {}, problems
     values.update(complete=_attr(group, "complete", where, problems, bool),
                   index=_attr(group, "index", where, problems, int),
                   request_ids=_attr(group, "request_ids", where, problems, np.ndarray),
@@ -403,7 +358,7 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
         del values[key]
     shapes = {}
     present = set()
-    read_only = _safe(lambda: _read_only(group), where, problems, "a readable group")
+    read_only = _safe(lambda: read_only_file(group), where, problems, "a readable group")
     for spec in schema.RUN_DATASETS:
         ds_where = f"{where}/{spec.path}"
         required = spec.required and spec.path not in not_recorded
@@ -644,111 +599,3 @@ def check_run_summaries(path: str, f: h5py.File, meta: dict) -> list[Problem]:
                        for severity, message in run_table.check(columns, list(complete), actual)]
 
 
-def open_hdf5(path: str) -> h5py.File:
-    """Open `path` read-only as HDF5, or raise TraceError saying why it cannot be."""
-    if not os.path.exists(path):
-        raise TraceError(path, "/", "expected an existing file, found nothing at that path")
-    if os.path.isdir(path):
-        raise TraceError(path, "/", "expected a file, found a directory")
-    if not os.access(path, os.R_OK):
-        raise TraceError(path, "/", "expected a readable file, permission denied")
-    try:
-        if os.path.getsize(path) == 0:
-            raise TraceError(path, "/", "expected an HDF5 trace, found an empty file")
-        check_heap(path)
-        # No file lock: a trace being recorded can still be inspected up to its last flushed run.
-        return h5py.File(path, "r", locking=False)
-    except TraceError:
-        raise
-    except Exception as exc:
-        reason = "a file that is not HDF5" if not is_hdf5(path) else f"{type(exc).__name__}: {exc}"
-        raise TraceError(path, "/", f"expected an HDF5 trace, found {reason}") from exc
-
-
-def check_heap(path: str, walk_again: bool = True) -> HeapScan:
-    """TraceError when a global heap collection of `path` would make HDF5 loop for ever, or holds a
-    string longer than MAX_STRING_BYTES (traces/heap.py); else what the walk found (`walk_again`:
-    see `scan_heap`)."""
-    try:
-        scan = scan_heap(path, walk_again)
-    except (OSError, ValueError) as exc:
-        raise TraceError(path, "/", f"expected a readable file ({type(exc).__name__}: {exc})") from exc
-    stuck = scan.stuck
-    if scan.largest_object > MAX_STRING_BYTES:
-        raise TraceError(path, "/", f"expected strings of at most {MAX_STRING_BYTES} bytes, found one of "
-                                    f"{scan.largest_object} bytes (refused unread)")
-    if stuck is not None:
-        raise TraceError(path, "/", f"expected intact string storage, found a damaged HDF5 global heap "
-                                    f"collection at byte {stuck[0]} (object at byte {stuck[1]} has size 0; "
-                                    f"HDF5 would never finish reading it)")
-    return scan
-
-
-def read_strings(path: str, ds: h5py.Dataset, where: str) -> list[str]:
-    """Every string of a 1-D string dataset, read in slices that the heap walk bounds: a slice holds
-    at most STRING_SLICE_BYTES whatever its strings point at, and the strings together may not take
-    more bytes than the file holds (entries pointing at one long string many times are refused
-    before they fill memory)."""
-    scan = check_heap(path, walk_again=False)  # walked when the file was opened
-    budget = os.path.getsize(path)
-    step = max(1, STRING_SLICE_BYTES // max(scan.largest_object, 1))
-    out: list[str] = []
-    total = 0
-    try:
-        _check_string_entries(path, ds, where, scan.largest_object)
-        text = ds.asstr()
-        for start in range(0, len(ds), step):
-            part = [str(s) for s in text[start:start + step]]
-            total += sum(len(s) for s in part)
-            if total > budget:
-                raise TraceError(path, where, f"expected strings that fit in the file ({budget} bytes), "
-                                              f"found {total} bytes in the first {start + len(part)} of "
-                                              f"{len(ds)} entries (they point at the same data again and "
-                                              f"again)")
-            out += part
-    except TraceError:
-        raise
-    except Exception as exc:  # damaged heap, invalid UTF-8, ...
-        raise TraceError(path, where, f"readable UTF-8 strings ({type(exc).__name__}: {exc})") from exc
-    return out
-
-
-def _check_string_entries(path: str, ds: h5py.Dataset, where: str, longest: int) -> None:
-    """TraceError when an entry of the string dataset `ds` declares a string longer than the longest
-    string the file holds (`longest`, from the heap walk): HDF5 allocates what an entry declares before
-    it looks the string up, so one damaged entry would take gigabytes. An entry starts with its
-    length (4 bytes, little-endian); the entries are read as the file's bytes, unconverted."""
-    n = int(ds.shape[0]) if ds.shape else 0
-    plist = ds.id.get_create_plist()
-    if n == 0 or ds.id.get_storage_size() == 0:
-        return
-    if plist.get_nfilters():  # never written so: the writer keeps its strings unfiltered
-        raise TraceError(path, where, "expected strings stored without filters")
-    if plist.get_layout() == h5py.h5d.CONTIGUOUS:
-        spans = [(ds.id.get_offset(), ds.id.get_storage_size(), n, n)]
-    elif plist.get_layout() == h5py.h5d.CHUNKED:
-        rows = plist.get_chunk()[0]
-        spans = [(info.byte_offset, info.size, rows, min(rows, n - info.chunk_offset[0]))
-                 for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))]
-    else:
-        raise TraceError(path, where, "expected strings stored contiguous or in chunks")
-    with open(path, "rb") as f:
-        for offset, size, stored, used in spans:
-            if used <= 0 or offset is None:
-                continue
-            width = size // stored
-            if width < 4 or width % 4 or width * stored != size:
-                raise TraceError(path, where, f"expected string entries of a whole number of 4-byte words, "
-                                              f"found {size} bytes for {stored}")
-            lengths = np.frombuffer(os.pread(f.fileno(), width * used, offset), "<u4")[::width // 4]
-            if lengths.size and int(lengths.max()) > longest:
-                raise TraceError(path, where, f"expected strings of at most {longest} bytes (the longest the "
-                                              f"file holds), found an entry of {int(lengths.max())} bytes")
-
-
-def is_hdf5(path: str | os.PathLike) -> bool:
-    """Whether `path` is an existing HDF5 file (by its signature; nothing else is read)."""
-    try:
-        return bool(h5py.is_hdf5(path))
-    except Exception:
-        return False

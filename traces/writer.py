@@ -38,9 +38,9 @@ import numpy as np
 from traces import run_table, schema
 from traces.chunks import encoded_chunks, new_pool
 from traces.errors import TraceError
+from traces.h5safe import open_hdf5, read_strings
 from traces.lock import WriteLock
 from traces.superblock import trim_to_stored_eof
-from traces.validate import check_heap, read_strings
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +227,7 @@ class TraceWriter:
         self.path = self._disk = os.fspath(path)
         self._lock = WriteLock(self.path)
         try:
-            check_heap(self.path)
-            self._file = h5py.File(self.path, "r+", libver=LIBVER)
+            self._file = open_hdf5(self.path, "r+", libver=LIBVER)  # refuses what reaches outside
         except (OSError, ValueError) as exc:
             self._lock.release()
             raise TraceError(self.path, "/", f"expected a writable HDF5 trace ({exc})") from exc

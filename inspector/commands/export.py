@@ -180,7 +180,7 @@ def _application() -> None:
 
 def _check_output(trace: str, output: str) -> None:
     """An export never replaces its input, nor any HDF5 file (a trace is not a figure)."""
-    from traces.validate import is_hdf5
+    from traces.h5safe import is_hdf5
 
     try:
         same = os.path.exists(output) and os.path.exists(trace) and os.path.samefile(trace, output)
