@@ -22,11 +22,12 @@ import numpy as np
 from traces import schema
 from traces.absent import stand_ins
 from traces.errors import TraceError
-from traces.h5safe import open_hdf5
+from traces.h5safe import open_hdf5, runs_outside
 from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
+from traces.prompts import prompt_mismatch
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
@@ -276,8 +277,13 @@ class Trace:
             try:
                 with reading(self.path):  # the run's string attributes share heap blocks with new runs
                     group = self._file[self._refs[name]] if name in self._refs else None
-                    self._runs[name] = Run(self.path, self._file, name,
-                                           {**self.meta, "R": self._R, "V": self._V}, group)
+                    run = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V}, group)
+                if run.complete:
+                    wrong = prompt_mismatch(np.asarray(run.tokens[...]), np.asarray(run.prompt_len[...]),
+                                            run.request_ids, self.requests.prompt_tokens)
+                    if wrong:
+                        raise TraceError(self.path, f"{run.where}/tokens", wrong)
+                self._runs[name] = run
                 self._held += self._runs[name].resident_bytes
             except TraceError:
                 raise
@@ -337,6 +343,12 @@ class Trace:
         return out, json.loads(plain_attr(group.attrs["attrs"]))
 
     # -- lifetime -----------------------------------------------------------------------------
+
+    def check_contained(self) -> None:
+        """TraceError when any run reaches outside the file (traces/h5safe.py): what opening the trace
+        leaves to each run's own check, walked now for every run."""
+        with reading(self.path):
+            runs_outside(self.path, self._file)
 
     def close(self) -> None:
         """Close the file and every run read from it; the memory they held goes back to the system."""

@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the summary; exit status 2 with a one-line message when the file is unusable."""
     try:
         with open_trace(args.file) as trace:
+            trace.check_contained()  # info vouches for the whole file, every run included
             print(describe(trace))
     except TraceError as exc:
         print(f"moe-inspector info: error: {message(exc)}", file=sys.stderr)

@@ -1,0 +1,141 @@
+"""A folder of hostile traces: each a small valid trace edited so that opening it would read another
+file, write into another file, wait on a FIFO or follow links for ever (docs/trace-format.md,
+"Opening traces from others"). `SECRET` is the text of the file they try to reach: it must never
+appear in anything a command prints or writes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from traces.synthetic import write_synthetic_trace
+
+SECRET = "secret-of-another-file"
+#: The run the views show first (the hostile run edits are made there).
+RUN = "runs/r000"
+
+
+def base_trace(folder: Path) -> Path:
+    """The small valid trace every hostile one is made from."""
+    path = folder / "base.h5"
+    if not path.exists():
+        write_synthetic_trace(path, 2, L=2, E=4, K=2, V=64, B=3, T=24, R=2)
+    return path
+
+
+def _other(folder: Path, base: Path) -> Path:
+    """Another HDF5 file, holding secret data at the paths the links name."""
+    other = folder / "other.h5"
+    if not other.exists():
+        shutil.copy(base, other)
+        with h5py.File(other, "r+") as f:
+            del f["vocab"]
+            f.create_dataset("vocab", data=[SECRET] * len(h5py.File(base, "r")["vocab"]),
+                             dtype=h5py.string_dtype())
+    return other
+
+
+def _secret_file(folder: Path) -> Path:
+    path = folder / "secret.txt"
+    path.write_text((SECRET + "\n") * 4096)
+    return path
+
+
+def _replace(f: h5py.File, where: str, make) -> None:
+    like = f[where]
+    shape, dtype = (like.shape, like.dtype) if isinstance(like, h5py.Dataset) else (None, None)
+    del f[where]
+    make(f, where, shape, dtype)
+
+
+def _external_link(target: Path, inside: str):
+    return lambda f, where, shape, dtype: f.__setitem__(where, h5py.ExternalLink(str(target), inside))
+
+
+def _external_storage(target: Path):
+    def make(f, where, shape, dtype):
+        f.create_dataset(where, shape=shape, dtype=dtype, external=[(str(target), 0, h5py.h5f.UNLIMITED)])
+    return make
+
+
+def _virtual(source: Path, inside: str):
+    def make(f, where, shape, dtype):
+        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+        layout[...] = h5py.VirtualSource(str(source), inside, shape=shape)
+        f.create_virtual_dataset(where, layout)
+    return make
+
+
+def hostile_traces(folder: Path) -> dict[str, Path]:
+    """name -> path of every hostile trace, built in `folder` (the FIFOs too)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = base_trace(folder)
+    other, secret = _other(folder, base), _secret_file(folder)
+    fifo = folder / "pipe"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    edits = {
+        "vocab-external-link": ("vocab", _external_link(other, "/vocab")),
+        "text-external-link": ("requests/text", _external_link(other, "/vocab")),
+        "tokens-external-link": (f"{RUN}/tokens", _external_link(other, f"/{RUN}/tokens")),
+        "tables-external-link": ("tables", _external_link(other, "/tables")),
+        "nested-external-link": (f"{RUN}/routing/expert", _external_link(other, f"/{RUN}/routing/expert")),
+        "vocab-link-to-fifo": ("vocab", _external_link(fifo, "/vocab")),
+        "tokens-external-storage": (f"{RUN}/tokens", _external_storage(secret)),
+        "offsets-external-storage": ("requests/offsets", _external_storage(secret)),
+        "tokens-storage-in-fifo": (f"{RUN}/tokens", _external_storage(fifo)),
+        "tokens-virtual": (f"{RUN}/tokens", _virtual(other, f"/{RUN}/tokens")),
+        "offsets-virtual": ("requests/offsets", _virtual(other, "/requests/offsets")),
+    }
+    out: dict[str, Path] = {}
+    for name, (where, make) in edits.items():
+        path = folder / f"{name}.h5"
+        shutil.copy(base, path)
+        with h5py.File(path, "r+") as f:
+            _replace(f, where, make)
+        out[name] = path
+    out["links-in-links"] = _links_in_links(folder, base, other)
+    out["soft-link-cycle"] = _soft_cycle(folder, base)
+    out["fifo"] = fifo
+    out["prompt-mismatch"] = _prompt_mismatch(folder, base)
+    return out
+
+
+def _links_in_links(folder: Path, base: Path, other: Path) -> Path:
+    """/vocab an external link to a file whose /vocab is an external link to the secret file."""
+    middle = folder / "middle.h5"
+    with h5py.File(middle, "w") as f:
+        f["vocab"] = h5py.ExternalLink(str(other), "/vocab")
+    path = folder / "links-in-links.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+") as f:
+        _replace(f, "vocab", _external_link(middle, "/vocab"))
+    return path
+
+
+def _soft_cycle(folder: Path, base: Path) -> Path:
+    """/vocab a soft link into a cycle of soft links."""
+    path = folder / "soft-link-cycle.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+") as f:
+        del f["vocab"]
+        f["a"] = h5py.SoftLink("/b")
+        f["b"] = h5py.SoftLink("/a")
+        f["vocab"] = h5py.SoftLink("/a")
+    return path
+
+
+def _prompt_mismatch(folder: Path, base: Path) -> Path:
+    """One prompt token of one row edited: that run no longer has its request's prompt."""
+    path = folder / "prompt-mismatch.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+") as f:
+        tokens = f["runs/r001/tokens"]
+        row = np.array(tokens[0])
+        row[0] = (row[0] + 1) % 64
+        tokens[0] = row
+    return path
