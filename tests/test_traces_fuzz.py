@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from traces import TraceError, TraceWriter, open_trace, validate
-from traces.fuzz import BLOCK, fuzz
+from traces.fuzz import BLOCK, LINK_KINDS, fuzz
 from traces.heap import SIGNATURE, damaged_collection
 from traces.synthetic import synthetic_routing, synthetic_run_arrays, write_synthetic_trace
 
@@ -28,6 +28,10 @@ def test_fuzzed_copies_never_hang_nor_raise_other_errors(small, tmp_path):
     assert not bad, bad[:5]
     counts = collections.Counter(o.result for o in outcomes)
     assert counts["TraceError"] > 0 and counts["ok"] > 0
+    reaching = [o for o in outcomes if o.damage.split(" at ")[0] in LINK_KINDS]
+    assert len(reaching) == 50 and {o.damage.split(" at ")[0] for o in reaching} == set(LINK_KINDS)
+    read = [o for o in reaching if o.result != "TraceError"]
+    assert not read, read[:5]
     assert peak_kib < 1 << 20  # 1 GiB: memory follows the file, not what damage declares
 
 

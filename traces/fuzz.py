@@ -1,7 +1,9 @@
 """Seeded corruption of a trace and a reader of the results that cannot hang its caller.
 
 `fuzz(src, n, seed)` writes `n` damaged copies of `src` (4 KiB zeroed at a random offset, the
-damage a lost disk block does; short zeroed or random runs; flipped bytes; truncation) and reads
+damage a lost disk block does; short zeroed or random runs; flipped bytes; truncation; and, one copy
+in LINK_EVERY, a random object turned into an external link, a dataset kept in external raw storage
+or a virtual dataset of another file: a trace made to reach outside itself) and reads
 each one the way a viewer and `info --check` do, in one worker process. The worker arms a
 watchdog per file (`faulthandler.dump_traceback_later(exit=True)`): HDF5 looping inside C cannot be
 interrupted by a signal handler, but the watchdog thread ends the process, and the parent reports
@@ -22,6 +24,9 @@ import numpy as np
 
 BLOCK = 4096
 KINDS = ("zero-block", "zero-run", "random-run", "flips", "truncate")
+#: Ways a copy is made to reach outside itself (`reach_outside`), one copy in LINK_EVERY.
+LINK_KINDS = ("external-link", "external-storage", "virtual")
+LINK_EVERY = 5
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,31 @@ def corrupt(data: bytes, rng: np.random.Generator) -> tuple[bytes, str]:
     return bytes(out[:cut]), f"{kind} to {cut}"
 
 
+def reach_outside(path: str | os.PathLike, rng: np.random.Generator, outside: str | os.PathLike) -> str:
+    """Turn a random object of the trace at `path` into one that reaches `outside` (another trace, an
+    HDF5 file with the same paths): an external link to it, or a dataset stored in it as external
+    raw storage, or a virtual dataset of it; a description of the change."""
+    import h5py  # the fuzzer's parent process edits HDF5 only here
+
+    kind = LINK_KINDS[int(rng.integers(len(LINK_KINDS)))]
+    with h5py.File(path, "r+") as f:
+        names: list[str] = []
+        f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        where = names[int(rng.integers(len(names)))]
+        shape, dtype = f[where].shape, f[where].dtype
+        del f[where]
+        if kind == "external-link":
+            f[where] = h5py.ExternalLink(os.fspath(outside), where)
+        elif kind == "external-storage":
+            external = [(os.fspath(outside), 0, h5py.h5f.UNLIMITED)]
+            f.create_dataset(where, shape=shape, dtype=dtype, external=external)
+        else:
+            layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+            layout[...] = h5py.VirtualSource(os.fspath(outside), where, shape=shape)
+            f.create_virtual_dataset(where, layout)
+    return f"{kind} at /{where}"
+
+
 def read_everything(path: str | os.PathLike) -> None:
     """Everything a viewer and `info --check` do with a file: open, list, read every run and table,
     summarise, validate with data."""
@@ -87,10 +117,16 @@ def fuzz(src: str | os.PathLike, n: int, seed: int, workdir: str | os.PathLike,
     data = Path(src).read_bytes()
     rng = np.random.default_rng(seed)
     jobs = []
+    outside = Path(workdir) / "outside.h5"
+    outside.write_bytes(data)
     for i in range(n):
-        damaged, damage = corrupt(data, rng)
         path = Path(workdir) / f"fuzz{i:04d}.h5"
-        path.write_bytes(damaged)
+        if i % LINK_EVERY == LINK_EVERY - 1:
+            path.write_bytes(data)
+            damage = reach_outside(path, rng, outside)
+        else:
+            damaged, damage = corrupt(data, rng)
+            path.write_bytes(damaged)
         jobs.append({"file": str(path), "damage": damage})
     outcomes: list[Outcome] = []
     peak = 0
