@@ -1,0 +1,140 @@
+"""A trace from someone else is safe to open: every hostile trace of tests/hostile.py is refused in one
+sentence with exit status 2 by `info`, `info --check`, `export` of every view, the writer's append,
+`explain` and the app's open; nothing another file holds is read, no other file is written, and no
+command waits on a FIFO (each command runs in a child process with a time limit)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hostile import SECRET, hostile_traces
+
+from inspector.specs.registry import SPECS
+from traces import TraceError, TraceWriter, open_trace, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Seconds a refusal may take (a wait on a FIFO would last for ever).
+LIMIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> dict[str, Path]:
+    return hostile_traces(tmp_path_factory.mktemp("hostile"))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """Every command of one trace in one child process: `args` lists the command lines, `;`-separated."""
+    code = ("import sys, contextlib, io\nfrom inspector.cli import main\n"
+            "for argv in sys.argv[1].split(';'):\n"
+            "    print('>>>', argv, flush=True)\n"
+            "    print('rc', main(argv.split('|')), flush=True)\n")
+    return subprocess.run([sys.executable, "-c", code, ";".join(args)], capture_output=True, text=True,
+                          timeout=LIMIT_S, cwd=ROOT)
+
+
+def test_every_hostile_trace_is_refused_by_every_command(folder, tmp_path):
+    """info, info --check and export of every view: exit 2 and one sentence naming what is refused."""
+    other = folder["vocab-external-link"].parent / "other.h5"
+    before = _digest(other)
+    views = sorted(SPECS)
+    for name, path in folder.items():
+        # info summarises a run without reading its rows: a run's prompt is checked by --check and views
+        commands = [f"info|--check|{path}"] + ([f"info|{path}"] if name != "prompt-mismatch" else [])
+        commands += [f"export|--view|{v}|-o|{tmp_path / f'{name}-{v}.csv'}|{path}" for v in views]
+        done = _cli(*commands)
+        out = done.stdout + done.stderr
+        assert SECRET not in out, name
+        blocks = done.stdout.split(">>> ")[1:]
+        assert len(blocks) == len(commands), (name, done.stderr[-500:])
+        for argv, block in zip(commands, blocks, strict=True):
+            status = int(block.rstrip().rsplit("rc ", 1)[1])
+            assert status == 2, (name, argv, block[-300:])
+        errors = [line for line in done.stderr.splitlines() if line.strip()]
+        assert all(line.startswith("moe-inspector ") and ": error: " in line for line in errors), errors[:3]
+        assert "Traceback" not in done.stderr, (name, done.stderr[-800:])
+        assert not list(tmp_path.glob(f"{name}-*")), name  # no export written
+    assert _digest(other) == before
+
+
+def test_the_validator_lists_each_one_as_an_error(folder):
+    for name, path in folder.items():
+        problems = validate(path, read_data=True)
+        errors = [p for p in problems if p.severity == "error"]
+        assert errors, name
+        assert not any(SECRET in p.message for p in problems), name
+
+
+@pytest.mark.parametrize("name", ["tables-external-link", "vocab-external-link", "tokens-external-storage",
+                                  "tokens-virtual", "fifo"])
+def test_the_writer_never_writes_through_them(folder, name):
+    other = folder[name].parent / "other.h5"
+    before = _digest(other)
+    with pytest.raises(TraceError):
+        with TraceWriter.append(folder[name]) as writer:
+            writer.write_table("x", {"a": [1]}, {})
+            for run in open_trace(folder[name]).run_names:  # reading a run through the writer's file
+                pass
+    assert _digest(other) == before
+
+
+def test_soft_links_inside_the_file_keep_working(folder, tmp_path):
+    import shutil
+
+    import h5py
+
+    path = tmp_path / "soft.h5"
+    shutil.copy(folder["vocab-external-link"].parent / "base.h5", path)
+    with h5py.File(path, "r+") as f:
+        f.move("vocab", "vocab_stored")
+        f["vocab"] = h5py.SoftLink("/vocab_stored")
+    with open_trace(path) as trace:
+        assert len(trace.vocab) == 64
+        trace.check_contained()
+
+
+def test_explain_never_writes_into_the_file_a_link_names(tmp_path):
+    """`explain` of the shipped example whose /tables is an external link to another file: refused
+    before the model loads, the other file untouched."""
+    import h5py
+
+    example = ROOT / "traces" / "examples" / "example.h5"
+    trace, other = tmp_path / "example.h5", tmp_path / "other.h5"
+    trace.write_bytes(example.read_bytes())
+    other.write_bytes(example.read_bytes())
+    with h5py.File(trace, "r+") as f:
+        del f["tables"]
+        f["tables"] = h5py.ExternalLink(str(other), "/tables")
+    before = _digest(other)
+    done = _cli(f"explain|--limit|1|{trace}")
+    assert done.stdout.rstrip().endswith("rc 2"), done.stdout[-500:] + done.stderr[-500:]
+    assert done.stderr.strip().count("\n") == 0 and "external link" in done.stderr
+    assert _digest(other) == before
+
+
+@pytest.mark.parametrize("name", ["vocab-external-link", "offsets-virtual", "fifo", "tokens-external-storage"])
+def test_the_app_shows_the_sentence(qtbot, make_window, monkeypatch, folder, name):
+    from inspector.qt import QtWidgets
+
+    shown = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "critical",
+                        staticmethod(lambda parent, title, text, *a, **k: shown.append(text)
+                                     or QtWidgets.QMessageBox.StandardButton.Ok))
+    window = make_window()
+    with qtbot.waitSignal(window.open_finished, timeout=20000):
+        window.open_path(str(folder[name]))
+    if name == "tokens-external-storage":  # the trace opens; its run is greyed out, the sentence its reason
+        model = window.browser.model
+        qtbot.waitUntil(lambda: "r000" in model.unusable, timeout=20000)
+        assert "external raw storage" in model.unusable["r000"] and SECRET not in model.unusable["r000"]
+        assert not shown and window.state.run.name == "r001"
+        return
+    assert len(shown) == 1 and "Traceback" not in shown[0] and SECRET not in shown[0]
+    assert ("external" in shown[0] or "virtual" in shown[0] or "FIFO" in shown[0]), shown[0]
