@@ -6,6 +6,11 @@ when the recorder stored one; the shipped `assets/moe-default` (or `assets/dense
 trace). A relative path is looked up beside the trace, then in the working folder, then in the
 repository. The loaded model's configuration must equal the trace's (the free-form `extra` aside);
 whether the weights are the recorded ones is what the bitwise reproduction check then shows.
+
+A trace may come from anyone, so a folder it names is used only when it lies (symbolic links
+resolved) inside the trace's own folder or the project's `assets/` (`allowed`); any other is used
+only when the user names it with `--checkpoint`. No model code is ever run from a folder: every
+Hugging Face load passes `trust_remote_code=False`, and the shipped model's weights are safetensors.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ def resolve_checkpoint(meta: dict, trace_path: str | Path, given: str | None) ->
     candidates.append(default)
     for stem in candidates:
         if _exists(stem):
+            refuse_unless_allowed(named, _weights(stem), trace_path)
             return stem
     what = f"the trace names {named!r}; " if named else ""
     raise ExplainError(f"--checkpoint: {what}no checkpoint found at {', '.join(str(c) for c in candidates)}; "
@@ -93,6 +99,8 @@ def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_pat
         places = (Path(named), Path(trace_path).parent / named, ASSETS.parent / named)
         found = [p for p in places if p.is_dir()]
         name = str(found[0]) if found else named
+    if not given and (Path(name).is_absolute() or Path(name).is_dir()):
+        refuse_unless_allowed(named, Path(name), trace_path)
     try:
         model = load_hf(str(name), dtype=str(meta.get("dtype", "float32")), device=device)
     except HFLoadError as exc:
@@ -108,6 +116,21 @@ def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_pat
         raise ExplainError(f"--checkpoint: {name} is not the trace's model: {shown}")
     log.info("rerunning with %s on %s", name, device)
     return model, str(named)
+
+
+def allowed(path: Path, trace_path: str | Path) -> bool:
+    """Whether `path` lies inside the trace's folder or the project's `assets/` (links resolved)."""
+    real = Path(path).resolve()
+    return any(real.is_relative_to(Path(root).resolve()) for root in (Path(trace_path).parent, ASSETS))
+
+
+def refuse_unless_allowed(named: str | None, path: Path, trace_path: str | Path) -> None:
+    """ExplainError when the checkpoint a trace names lies outside the places a trace may name."""
+    if named is None or allowed(path, trace_path):
+        return
+    raise ExplainError(f"--checkpoint: the trace names the checkpoint {named!r} ({Path(path).resolve()}), "
+                       f"outside its own folder and assets/; a trace cannot choose what runs here: "
+                       f"name it yourself with --checkpoint {path} to use it")
 
 
 def _weights(stem: Path) -> Path:

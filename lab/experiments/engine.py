@@ -131,7 +131,8 @@ def eos_ids(folder: str, tokenizer) -> tuple[int, ...]:
     from transformers import GenerationConfig
 
     try:
-        eos = GenerationConfig.from_pretrained(folder, local_files_only=True).eos_token_id
+        generation = GenerationConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        eos = generation.eos_token_id
     except OSError:
         eos = None
     if eos is None:
@@ -147,8 +148,8 @@ def run(args, settings, progress: ProgressFn = no_progress):
 
     check_options(args, settings)
     folder = settings.hf_model
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+    config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     pool = RequestPool.build(settings.probe, read_partners(settings.partners),
                              encode=lambda text: list(tokenizer(text)["input_ids"]))
     engine = start_engine(args, settings)

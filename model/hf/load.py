@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import warnings
 from pathlib import Path
 
 import torch
@@ -35,7 +36,7 @@ def _config(name: str):
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(name, local_files_only=True)
+        return AutoConfig.from_pretrained(name, local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError) as exc:
         if Path(name).is_dir():
             raise HFLoadError(f"{name}: no readable config.json ({str(exc).splitlines()[0]})") from None
@@ -84,16 +85,21 @@ def load_hf(name: str | Path, *, dtype: str = "float32", device: str | torch.dev
     config = _config(name)
     check_config(config)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, TypeError) as exc:
         raise HFLoadError(f"{name}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
-    kwargs = dict(dtype=DTYPES[dtype], local_files_only=True)
+    kwargs = dict(dtype=DTYPES[dtype], local_files_only=True, trust_remote_code=False)
     if device_map == "auto":
         kwargs["device_map"] = "auto"
     try:
-        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise HFLoadError(f"{name}: the weights could not be loaded ({str(exc).splitlines()[0]})") from None
+        with warnings.catch_warnings():  # torch's note on a pickle it refuses: our one line says it
+            warnings.filterwarnings("ignore", message=".*pickle.*", category=UserWarning)
+            model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except Exception as exc:  # OSError, ValueError, and pickle's UnpicklingError for a refused payload
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        if "weights_only" in str(exc) or type(exc).__name__ == "UnpicklingError":
+            first = "a pickled file holds more than weights, and pickles are not run"
+        raise HFLoadError(f"{name}: the weights could not be loaded ({first})") from None
     if device_map is None:
         model = model.to(torch.device(device))
     model.eval()

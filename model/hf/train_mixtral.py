@@ -190,7 +190,8 @@ def train(args: argparse.Namespace) -> dict:
     tokenizer.save_pretrained(args.out)
     for path in args.out.iterdir():  # safetensors writes owner-only files; a checkpoint is for everyone
         path.chmod(0o644)
-    shipped = transformers.MixtralForCausalLM.from_pretrained(args.out, dtype=torch.float32)
+    shipped = transformers.MixtralForCausalLM.from_pretrained(args.out, dtype=torch.float32,
+                                                              trust_remote_code=False)
     held = evaluate(shipped, held_stream, args.seq)
     card = {
         "name": args.out.name,

@@ -115,6 +115,7 @@ class OfflineEngine:
         args.setdefault("use_tqdm_on_load", not quiet)
         if dtype is not None:
             args["dtype"] = dtype
+        args["trust_remote_code"] = False  # no code from a model folder, whatever --engine-arg says
         self.logprobs = logprobs
         self.engine_args = dict(engine_args or {})
         self.package, self.version = package, version
