@@ -77,6 +77,26 @@ def test_view_without_a_display_is_one_line_and_exit_2(trace_path, monkeypatch, 
     assert err.startswith("moe-inspector view: error: no display") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("env, says", [({"DISPLAY": ":99"}, "no X server answers at DISPLAY=:99"),
+                                       ({"QT_QPA_PLATFORM": "xcb"}, "neither DISPLAY nor WAYLAND_DISPLAY"),
+                                       ({"QT_QPA_PLATFORM": "xcb", "DISPLAY": ":98"}, "DISPLAY=:98"),
+                                       ({"WAYLAND_DISPLAY": "wl-nowhere"}, "has no socket")])
+def test_view_with_a_display_nobody_answers_is_one_line_and_exit_2(trace_path, monkeypatch, capsys, env,
+                                                                    says):
+    """Qt would abort the process (SIGABRT) on an unreachable X server: the display is probed first."""
+    for name in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(trace_path.parent))
+    monkeypatch.setattr("sys.platform", "linux")
+    if env.get("DISPLAY") and os.path.exists(f"/tmp/.X11-unix/X{env['DISPLAY'][1:]}"):
+        pytest.skip(f"an X server may run at {env['DISPLAY']} on this machine")
+    assert main(["view", str(trace_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moe-inspector view: error: no ") and says in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("argv", [["infoo", "t.h5"], ["expot"], ["nonsense"]])
 def test_unknown_command_is_an_error_not_a_file(argv, capsys):
     assert main(argv) == 2

@@ -33,14 +33,66 @@ def _log_file() -> Path:
 
 
 def _no_display() -> str | None:
-    """Why no window can be shown here (Linux without X11 or Wayland, no Qt platform chosen), or None.
-    Qt itself would abort the process on it."""
-    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+    """Why no window can be shown here, or None. On Linux Qt aborts the process (SIGABRT, a screen of
+    messages) when its platform finds no display, so the display is probed first: the X server that
+    DISPLAY names must accept a connection (xcb), or the Wayland socket must exist."""
+    if not sys.platform.startswith("linux"):
         return None
-    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return None
-    return ("no display (neither DISPLAY nor WAYLAND_DISPLAY is set): run it in a desktop session, or "
-            "use `moe-inspector info` or `export`, which need none")
+    platform = os.environ.get("QT_QPA_PLATFORM", "").split(":")[0].strip()
+    x11, wayland = os.environ.get("DISPLAY", ""), os.environ.get("WAYLAND_DISPLAY", "")
+    if platform and platform != "xcb" and not platform.startswith("wayland"):
+        return None  # offscreen, minimal, vnc, eglfs, ...: no display server needed
+    if platform.startswith("wayland") or (not platform and wayland and _wayland_reachable(wayland)):
+        if _wayland_reachable(wayland):
+            return None
+        why = "WAYLAND_DISPLAY is not set" if not wayland else f"{wayland!r} has no socket"
+        return _sentence(f"no Wayland display ({why})")
+    if not x11 and wayland:
+        return _sentence(f"no display: DISPLAY is not set and WAYLAND_DISPLAY={wayland} has no socket")
+    if not x11:
+        return _sentence("no display (neither DISPLAY nor WAYLAND_DISPLAY is set)")
+    if not _x11_reachable(x11):
+        return _sentence(f"no display: no X server answers at DISPLAY={x11}")
+    return None
+
+
+def _sentence(why: str) -> str:
+    return (f"{why}: run it in a desktop session, or use `moe-inspector info` or `export`, which need "
+            f"none")
+
+
+def _x11_reachable(display: str, timeout_s: float = 2.0) -> bool:
+    """Whether an X server accepts a connection at `display` ("[host]:N[.S]")."""
+    import socket
+
+    host, _, rest = display.rpartition(":")
+    number = rest.split(".")[0]
+    if not number.isdigit():
+        return False
+    host = host.removeprefix("unix/")
+    if host not in ("", "unix"):
+        try:
+            with socket.create_connection((host, 6000 + int(number)), timeout=timeout_s):
+                return True
+        except OSError:
+            return False
+    for address in (f"/tmp/.X11-unix/X{number}", f"\0/tmp/.X11-unix/X{number}"):  # the file, the abstract
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout_s)
+            try:
+                sock.connect(address)
+                return True
+            except OSError:
+                continue
+    return False
+
+
+def _wayland_reachable(name: str) -> bool:
+    if not name:
+        return False
+    runtime = Path(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"))
+    path = Path(name) if name.startswith("/") else runtime / name
+    return path.is_socket()
 
 
 def run(args: argparse.Namespace) -> int:
