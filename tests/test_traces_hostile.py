@@ -72,9 +72,11 @@ def test_the_validator_lists_each_one_as_an_error(folder):
         assert not any(SECRET in p.message for p in problems), name
 
 
-@pytest.mark.parametrize("name", ["tables-external-link", "vocab-external-link", "tokens-external-storage",
-                                  "tokens-virtual", "fifo"])
+@pytest.mark.parametrize("name", ["tables-external-link", "vocab-external-link", "offsets-virtual",
+                                  "links-in-links", "fifo"])
 def test_the_writer_never_writes_through_them(folder, name):
+    """The writer's append refuses what reaches outside the file where it writes (the root, the
+    tables, the run list); it never writes into an existing run."""
     other = folder[name].parent / "other.h5"
     before = _digest(other)
     with pytest.raises(TraceError), TraceWriter.append(folder[name]) as writer:
