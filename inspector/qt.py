@@ -15,3 +15,13 @@ from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 from PySide6.QtCore import Qt, Signal, Slot  # noqa: E402
 
 __all__ = ["QtCore", "QtGui", "QtWidgets", "Qt", "Signal", "Slot", "pg"]
+
+
+def plain_tip(text: str | None) -> str | None:
+    """`text` as a tooltip shows it, never as rich text: Qt renders a tooltip that looks like HTML
+    (a run named `<img src=...>` would load that image), so such text is escaped into a paragraph."""
+    if not text or not QtGui.Qt.mightBeRichText(text):
+        return text
+    import html
+
+    return f"<p style='white-space:pre-wrap'>{html.escape(text)}</p>"

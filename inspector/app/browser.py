@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from inspector.app.browser_fit import TreeFit
 from inspector.figure_data.browser import Mark, RunInfo, RunStats
-from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
+from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal, plain_tip
 from inspector.state.catalog import DAMAGED, CatalogListener, RunCatalog
 from inspector.state.run_columns import COL, COLUMNS, ORDER, RUN, Column
 
@@ -166,7 +166,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if role == SORT_ROLE:
             return -1 if column.summarised and row.stats is None else column.sort_value(row)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return column.tooltip(row)
+            return plain_tip(column.tooltip(row))
         return _ALERT if column.alert(row) else None   # ForegroundRole
 
     def _group_data(self, g: int, c: int, role):
@@ -176,7 +176,7 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if role == Qt.ItemDataRole.DisplayRole and c == 0:
             return self.catalog.group_title(group)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return self.catalog.group_tip(group)
+            return plain_tip(self.catalog.group_tip(group))
         if role == SORT_ROLE:
             return g  # groups keep their order under every sort
         if role == Qt.ItemDataRole.FontRole:
@@ -196,14 +196,15 @@ class RunTableModel(QtCore.QAbstractItemModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return name if column is RUN else "…"
         if role == Qt.ItemDataRole.ToolTipRole and column is RUN:
-            return name
+            return plain_tip(name)
         if role == SORT_ROLE:
             return self._pending_sort(name, column, -1)
         return None
 
     def _unusable_data(self, name: str, column: Column, role):
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole) and column is RUN:
-            return f"{name}: {self.catalog.unusable[name]}"  # spans the row: the reason stays in view
+            text = f"{name}: {self.catalog.unusable[name]}"  # spans the row: the reason stays in view
+            return text if role == Qt.ItemDataRole.DisplayRole else plain_tip(text)
         if role == SORT_ROLE:
             return self._pending_sort(name, column, "")
         if role == Qt.ItemDataRole.ForegroundRole:
@@ -316,6 +317,7 @@ class RunBrowser(QtWidgets.QWidget):
         self.table.collapsed.connect(lambda i: self._folded(i, True))
         self.table.expanded.connect(lambda i: self._folded(i, False))
         self.count = QtWidgets.QLabel()
+        self.count.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.filter)

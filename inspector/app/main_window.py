@@ -126,6 +126,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.addToolBar(self.navigation)
 
         self.status_text = QtWidgets.QLabel()
+        self.status_text.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         self.progress = QtWidgets.QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.setTextVisible(True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inspector.qt import Qt, QtWidgets
+from inspector.qt import Qt, QtCore, QtWidgets, plain_tip
 from inspector.state.signals import InspectorState
 
 
@@ -15,6 +15,7 @@ class NavigationBar(QtWidgets.QToolBar):
         self.setMovable(False)
         self.state = state
         self.run_label = QtWidgets.QLabel("no run")
+        self.run_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         self.run_label.setMinimumWidth(160)
         self.row = QtWidgets.QComboBox()
         self.row.setMinimumContentsLength(28)
@@ -53,7 +54,8 @@ class NavigationBar(QtWidgets.QToolBar):
             # The name in the bar (a long batch label would push the layer off a 1280-pixel window);
             # the label in its tooltip, in the run browser's tooltip and in the details panel.
             self.run_label.setText(run.name)
-            self.run_label.setToolTip(f"{run.name} · {info.label}" if info and info.label else run.name)
+            tip = f"{run.name} · {info.label}" if info and info.label else run.name
+            self.run_label.setToolTip(plain_tip(tip))
             for b, r in enumerate(run.request_ids):
                 star = "★ probe · " if b == run.probe_row else ""
                 self.row.addItem(f"{star}row {b} · request {int(r)}", b)

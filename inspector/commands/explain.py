@@ -12,6 +12,7 @@ import signal
 import sys
 
 from inspector.commands.errors import UsageError, message
+from inspector.terminal import printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         if isinstance(bar, ProgressBar):
             bar.finish()
-    print(describe(result))
+    print(printable(describe(result)))
     if result.interrupted:
         how = "terminated" if terminated else "interrupted"
         print(f"moe-inspector explain: {how}: the runs explained so far are stored", file=sys.stderr)
@@ -98,7 +99,7 @@ def _engine_trace(args: argparse.Namespace) -> int:
         check = reference_check(args.trace, device=args.device)
     except (FileNotFoundError, ValueError, ImportError) as exc:
         raise UsageError(f"{args.trace}: {exc}") from None
-    print(check.describe())
+    print(printable(check.describe()))
     return 0
 
 

@@ -15,6 +15,7 @@ from inspector.commands.errors import UsageError, message
 from inspector.export.output import FORMATS
 from inspector.export.page import PRESETS
 from inspector.specs.registry import SPECS, spec_of, view_names
+from inspector.terminal import printable
 
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
@@ -223,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
                     picked = picked and f"{picked}; showing MoE layer {sel.layer}, as --layer asks"
                 sel = picked_sel
                 if picked:
-                    print(f"{picked} (name --run, --request, --pair... to choose)")
+                    print(printable(f"{picked} (name --run, --request, --pair... to choose)"))
             export = read_export(trace, args.view, sel)
             written = save(export, args.output, fmt, page, style, fit_height=args.height is None,
                            caption=args.caption)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from inspector.commands.errors import message
+from inspector.terminal import printable
 from traces import TraceError, open_trace, validate
 from traces.summary import describe
 
@@ -21,14 +22,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open_trace(args.file) as trace:
             trace.check_contained()  # info vouches for the whole file, every run included
-            print(describe(trace))
+            print(printable(describe(trace)))
     except TraceError as exc:
         print(f"moe-inspector info: error: {message(exc)}", file=sys.stderr)
         return 2
     if args.check:
         problems = validate(args.file, read_data=True)
         for problem in problems:
-            print(problem)
+            print(printable(str(problem)))
         errors = sum(p.severity == "error" for p in problems)
         print(f"check: {errors} errors, {len(problems) - errors} warnings")
         return 2 if errors else 0

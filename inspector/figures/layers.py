@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -82,7 +83,8 @@ class LayersFigure:
         self.marks.set_mark("boundary", data.prompt_len - 0.5 if 0 < data.prompt_len < T else None,
                             "prompt | generation", self.style.foreground)
         self._set_legend(data.n_experts)
-        self.plot.setTitle(f"run {data.run} · row{NB}{data.row} (request{NB}{data.request})<br>top-1 expert "
+        self.plot.setTitle(f"run {html.escape(data.run)} · row{NB}{data.row} (request{NB}{data.request})"
+                           f"<br>top-1 expert "
                            f"per layer · {int(data.n_dropped.sum())}{NB}dropped candidates (red)",
                            color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T, yMin=-1.5, yMax=L + 0.5)

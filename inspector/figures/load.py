@@ -4,6 +4,8 @@ line's value is named beside the plot, at its height, where it hides no bar."""
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 
 from inspector.figure_data.load import LoadData
@@ -99,7 +101,7 @@ class LoadFigure:
             plot.setYRange(0, top, padding=0)
         step = "prefill" if data.step == 0 else f"decode step {data.step}"
         self.totals.setTitle(
-            f"run {data.run} · {step} · layer {data.layer} · group {data.group}<br>"
+            f"run {html.escape(data.run)} · {step} · layer {data.layer} · group {data.group}<br>"
             f"{capacity_text(cap)} · requested {int(data.requested.sum())}, kept {int(data.kept.sum())}, "
             f"dropped {int(data.dropped.sum())}",
             color=self.style.foreground, size=f"{self.style.font_size + 1}pt")

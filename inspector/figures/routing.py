@@ -5,6 +5,8 @@ by choice, with a key of its few colours instead of a continuous scale."""
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 
 from inspector.figure_data.routing import RoutingData, describe_cell
@@ -116,7 +118,8 @@ class RoutingFigure:
                             self.style.boundary)
         nb = "\u00a0"  # a number stays on the line of its word when a title wraps
         self.plot.setTitle(
-            f"run {data.run} · row{nb}{data.row} (request{nb}{data.request}) · layer{nb}{data.layer} "
+            f"run {html.escape(data.run)} · row{nb}{data.row} (request{nb}{data.request}) · "
+            f"layer{nb}{data.layer} "
             f"(model layer{nb}{data.model_layer}) · "
             + (f"{int((~data.kept).sum())}{nb}dropped" if data.probabilities
                else "router logits not recorded"),

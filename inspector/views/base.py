@@ -74,6 +74,7 @@ class View(QtWidgets.QWidget):
         self._dirty = True
         self._scheduled = False
         self.message = QtWidgets.QLabel()
+        self.message.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: #b03a2e; padding: 4px;")
         self.message.hide()

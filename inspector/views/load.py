@@ -6,7 +6,7 @@ from __future__ import annotations
 from inspector.figure_data.load import load_data, step_positions
 from inspector.figures.load import LoadFigure
 from inspector.figures.style import FigureStyle
-from inspector.qt import QtWidgets, pg
+from inspector.qt import QtCore, QtWidgets, pg
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
@@ -25,6 +25,7 @@ class LoadView(View):
         self.step.setToolTip("Forward step: 0 is the prefill (the whole prompt), then one step per new token")
         self.step.setKeyboardTracking(False)
         self.step_info = QtWidgets.QLabel()
+        self.step_info.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         self.group = QtWidgets.QComboBox()
         self.group.setToolTip("Group: the tokens whose candidates compete for the same buffers")
         bar = QtWidgets.QHBoxLayout()

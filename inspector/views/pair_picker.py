@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice
 from inspector.figures.divergence_text import A_COLOR, B_COLOR
-from inspector.qt import Qt, QtWidgets, Signal
+from inspector.qt import Qt, QtWidgets, Signal, plain_tip
 from inspector.views.fit_combo import FitComboBox
 
 
@@ -71,7 +71,7 @@ class PairPicker(QtWidgets.QWidget):
             box.clear()
             for i, c in enumerate(self.choices):  # the condition in the tooltip: the name and row fit
                 box.addItem(f"{c.run} · row {c.row}{' (probe)' if c.is_probe else ''}", c.key)
-                box.setItemData(i, c.text(), Qt.ItemDataRole.ToolTipRole)
+                box.setItemData(i, plain_tip(c.text()), Qt.ItemDataRole.ToolTipRole)
             box.blockSignals(False)
 
     def _request_picked(self, index: int) -> None:

@@ -7,7 +7,7 @@ from inspector.figure_data.divergence_source import DivergenceSource, RunChoice,
 from inspector.figure_data.runs import RunsData, runs_figure_data
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
-from inspector.qt import Qt, QtWidgets, pg
+from inspector.qt import Qt, QtCore, QtWidgets, pg, plain_tip
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
@@ -77,6 +77,7 @@ class RunsView(View):
         self.causes.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.causes.horizontalHeader().setStretchLastSection(True)
         self.causes_note = QtWidgets.QLabel()
+        self.causes_note.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         self.causes_note.setWordWrap(True)
         side = QtWidgets.QSplitter(Qt.Orientation.Vertical)
         side.addWidget(self.tree)
@@ -308,7 +309,7 @@ class RunsView(View):
             item.setData(0, RUNS_ROLE, node.runs)
             tip = f"{said}; shared text: {node.text!r}; runs: {', '.join(node.runs)}"
             for column in range(3):
-                item.setToolTip(column, tip)
+                item.setToolTip(column, plain_tip(tip))
             item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             if node.parent < 0:
                 self.tree.addTopLevelItem(item)
