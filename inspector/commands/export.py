@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from dataclasses import replace
 
 from inspector.commands.errors import UsageError, message
@@ -195,9 +196,9 @@ def _check_output(trace: str, output: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
-    from inspector.export import RenderError, SelectionError, read_export, save
-    from inspector.specs.defaults import CHOOSING, informative
-    from traces import TraceError, open_trace
+    from inspector.export import RenderError, SelectionError
+    from inspector.export.whole import Interrupted, Interruptions
+    from traces import TraceError
 
     sel = selection(args)
     fmt = _format(args)
@@ -210,24 +211,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"the folder of {args.output!r} does not exist")
     _check_output(args.file, args.output)
     try:
-        if fmt != "csv":
-            _application()
-        with open_trace(args.file) as trace:
-            given = [name for name in CHOOSING if getattr(args, name) is not None]
-            if not given or given == ["layer"]:  # a layer alone keeps the most telling run or pair
-                picked_sel, picked = informative(trace, spec_of(args.view), sel)
-                # A step or group named keeps its value (the pick is the cause's step and group).
-                picked_sel = replace(picked_sel, **{k: getattr(sel, k) for k in ("step", "group")
-                                                    if getattr(args, k) is not None})
-                if given:
-                    picked_sel = replace(picked_sel, layer=sel.layer)
-                    picked = picked and f"{picked}; showing MoE layer {sel.layer}, as --layer asks"
-                sel = picked_sel
-                if picked:
-                    print(printable(f"{picked} (name --run, --request, --pair... to choose)"))
-            export = read_export(trace, args.view, sel)
-            written = save(export, args.output, fmt, page, style, fit_height=args.height is None,
-                           caption=args.caption)
+        with Interruptions() as interruptions:  # noted while Qt draws, acted on before a rename
+            written = _export(args, sel, fmt, page, style, interruptions)
+    except Interrupted as exc:
+        print(f"moe-inspector export: {exc}; {args.output} is as it was", file=sys.stderr)
+        return 128 + exc.signum
     except (TraceError, SelectionError, RenderError) as exc:
         raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
@@ -237,3 +225,30 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"wrote {caption_path(args.output)} (its caption)")
     return 0
+
+
+def _export(args: argparse.Namespace, sel, fmt: str, page, style, interruptions):
+    """Draw and write the export; the page written (None for a CSV)."""
+    from inspector.export import read_export, save
+    from inspector.specs.defaults import CHOOSING, informative
+    from traces import open_trace
+
+    if fmt != "csv":
+        _application()
+    interruptions.check()
+    with open_trace(args.file) as trace:
+        given = [name for name in CHOOSING if getattr(args, name) is not None]
+        if not given or given == ["layer"]:  # a layer alone keeps the most telling run or pair
+            picked_sel, picked = informative(trace, spec_of(args.view), sel)
+            # A step or group named keeps its value (the pick is the cause's step and group).
+            picked_sel = replace(picked_sel, **{k: getattr(sel, k) for k in ("step", "group")
+                                                if getattr(args, k) is not None})
+            if given:
+                picked_sel = replace(picked_sel, layer=sel.layer)
+                picked = picked and f"{picked}; showing MoE layer {sel.layer}, as --layer asks"
+            sel = picked_sel
+            if picked:
+                print(printable(f"{picked} (name --run, --request, --pair... to choose)"))
+        export = read_export(trace, args.view, sel)
+        return save(export, args.output, fmt, page, style, fit_height=args.height is None,
+                    caption=args.caption, stop=interruptions.check)

@@ -3,14 +3,16 @@ CSV) or to an image for the clipboard."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
 from inspector.export.csv import write_csv
 from inspector.export.page import DEFAULT_FONT_PT, IMAGE_FORMATS, MIN_FONT_PT, PRESETS, Page, RenderError
+from inspector.export.whole import whole_file
 from inspector.specs.registry import Export, spec_of
 
 log = logging.getLogger(__name__)
@@ -166,25 +168,29 @@ def caption_path(path: str | os.PathLike) -> str:
     return os.path.splitext(os.fspath(path))[0] + ".txt"
 
 
-def _write_caption(path: str, text: str) -> None:
-    """Write a caption whole or not at all: a temporary file in its folder, then renamed."""
-    temporary = f"{path}.part"
+def _write_caption(path: str, text: str, stop: Callable[[], None]) -> None:
+    """Write a caption whole or not at all (`whole_file`)."""
     try:
-        with open(temporary, "w", encoding="utf-8") as f:
+        with whole_file(path, stop) as temporary, open(temporary, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(temporary, path)
     except OSError as exc:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise RenderError(f"{path}: cannot write the caption ({exc.strerror or exc})") from None
+        raise RenderError(f"{path}: cannot write the caption ({_why(exc)})") from None
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return "the disk is full or the file is over this process's size limit; the previous file is kept"
+    return exc.strerror or str(exc)
 
 
 def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: Page | None = None,
-         style=None, *, fit_height: bool = False, caption: bool = False) -> Page | None:
+         style=None, *, fit_height: bool = False, caption: bool = False,
+         stop: Callable[[], None] = lambda: None) -> Page | None:
     """Write `export` to `path` as `fmt` (default: from the extension); with `caption` (a figure
     format), also its caption beside it (`caption_path`): the figure in words and what a compact
-    layout left out. Returns the page written (None for CSV). Raises RenderError for a bad format,
-    page or path."""
+    layout left out. Every file is written whole or not at all (`whole_file`); `stop` is called
+    before each is put in place and may raise (an interrupted export). Returns the page written
+    (None for CSV). Raises RenderError for a bad format, page or path."""
     from inspector.export.csv import TableError
 
     path = os.fspath(path)
@@ -197,9 +203,10 @@ def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: 
         raise RenderError(f"{path}: the folder {folder} does not exist")
     if fmt == "csv":
         try:
-            write_csv(export.columns(), path)
+            with whole_file(path, stop) as temporary:
+                write_csv(export.columns(), temporary)
         except OSError as exc:
-            raise RenderError(f"{path}: cannot write the CSV file ({exc.strerror or exc})") from None
+            raise RenderError(f"{path}: cannot write the CSV file ({_why(exc)})") from None
         except TableError as exc:
             raise RenderError(f"{path}: {exc}") from None
         log.info("wrote %s (csv)", path)
@@ -208,9 +215,17 @@ def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: 
 
     page = page or default_page(export.view)
     with drawn(export, page, style, fit_height=fit_height) as canvas:
-        write_figure(canvas, fmt, path, title=export.stem())
+        stop()
+        try:
+            with whole_file(path, stop) as temporary:
+                try:
+                    write_figure(canvas, fmt, temporary, title=export.stem())
+                except RenderError as exc:  # named by the file asked for, not the temporary one
+                    raise RenderError(str(exc).replace(temporary, path)) from None
+        except OSError as exc:
+            raise RenderError(f"{path}: cannot write the {fmt.upper()} file ({_why(exc)})") from None
         if caption:
-            _write_caption(caption_path(path), export.caption(canvas.left_out))
+            _write_caption(caption_path(path), export.caption(canvas.left_out), stop)
         return canvas.page
 
 

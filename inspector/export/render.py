@@ -226,9 +226,21 @@ def _set_dpi(image: QtGui.QImage, dpi: float) -> None:
 
 
 def write_png(canvas: Canvas, path: str) -> None:
+    """The figure as PNG, encoded in memory and written by Python: a failed write is an OSError that
+    says why (a full disk), never a message of the image library on standard error."""
     image = render_image(canvas)
-    if not image.save(path, "PNG"):
-        raise RenderError(f"{path}: cannot write the PNG file")
+    data = QtCore.QByteArray()
+    buffer = QtCore.QBuffer(data)
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        raise RenderError(f"{path}: cannot encode the PNG image")
+    buffer.close()
+    _write_bytes(path, data.data())
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def svg_bytes(canvas: Canvas, title: str = "") -> bytes:
@@ -274,7 +286,10 @@ def write_svg(canvas: Canvas, path: str, title: str = "") -> None:
 def write_pdf(canvas: Canvas, path: str, title: str = "") -> None:
     """The figure as a one-page PDF of the page's physical size; text stays text (extractable)."""
     page = canvas.page
-    writer = QtGui.QPdfWriter(path)
+    data = QtCore.QByteArray()
+    buffer = QtCore.QBuffer(data)
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    writer = QtGui.QPdfWriter(buffer)  # in memory, then written by Python (see write_png)
     # Device units at the layout's DPI: fonts keep their point sizes, the page its physical size.
     writer.setResolution(int(round(canvas.dpi)))
     w_in, h_in = page.inches
@@ -291,6 +306,9 @@ def write_pdf(canvas: Canvas, path: str, title: str = "") -> None:
         _paint(canvas, painter, target)
     finally:
         painter.end()
+    del writer  # the PDF is complete in the buffer once its writer is gone
+    buffer.close()
+    _write_bytes(path, data.data())
 
 
 def write_figure(canvas: Canvas, fmt: str, path: str | os.PathLike, title: str = "") -> None:
