@@ -70,6 +70,7 @@ def _parser() -> _Parser:
         prog="moe-inspector",
         description="Record and inspect routing in Mixture-of-Experts language models.",
     )
+    parser.add_argument("--version", action="version", version=f"moe-inspector {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.commands = {}
     for name, help_text in COMMANDS.items():
@@ -77,6 +78,16 @@ def _parser() -> _Parser:
         parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(parser.commands[name])
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version, or the source tree's when it is run uninstalled."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("moe-inspector")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 #: File name endings that make a first argument a file to open, not a mistyped command.
@@ -90,7 +101,7 @@ def _with_default_command(argv: list[str]) -> list[str]:
     if not argv:
         return ["view"]
     first = argv[0]
-    if first in COMMANDS or first in ("-h", "--help"):
+    if first in COMMANDS or first in ("-h", "--help", "--version"):
         return argv
     if (first.startswith("-") or os.path.exists(first) or os.sep in first
             or first.lower().endswith(TRACE_SUFFIXES)):

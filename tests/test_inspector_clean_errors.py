@@ -97,6 +97,15 @@ def test_view_with_a_display_nobody_answers_is_one_line_and_exit_2(trace_path, m
     assert err.startswith("moe-inspector view: error: no ") and says in err and err.count("\n") == 1
 
 
+def test_version_is_the_distributions(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out.strip() == f"moe-inspector {metadata.version('moe-inspector')}"
+
+
 @pytest.mark.parametrize("argv", [["infoo", "t.h5"], ["expot"], ["nonsense"]])
 def test_unknown_command_is_an_error_not_a_file(argv, capsys):
     assert main(argv) == 2

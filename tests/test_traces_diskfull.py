@@ -10,7 +10,7 @@ import pytest
 from tests.test_traces_locking import add_run, new_writer
 from traces import TraceError, open_trace, validate
 from traces.superblock import stored_eof
-from traces.writer import TraceWriter, is_disk_full
+from traces.writer import TraceWriter, is_disk_full, room_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,6 +42,7 @@ def test_disk_full_keeps_every_complete_run_and_a_valid_file(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "disk full" in proc.stdout and "Traceback" not in proc.stderr
     assert "then: " in proc.stdout  # a stopped writer refuses further runs
+    assert "bytes left" not in proc.stdout or "(-" not in proc.stdout  # never a negative room
     kept = int(proc.stdout.split("stopped after ")[1].split()[0])
     assert kept > 0
     with open_trace(path) as trace:
@@ -78,6 +79,16 @@ def test_space_is_reserved_before_hdf5_writes(tmp_path, limit):
     with open_trace(path) as trace:
         assert len(trace.run_names) == kept > 0 and trace.incomplete_runs == []
     assert validate(path, read_data=True) == []
+
+
+def test_room_is_never_negative_past_the_size_limit(tmp_path, monkeypatch):
+    """A file already past the process's file-size limit has 0 bytes of room, not a negative number."""
+    import resource
+
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"x" * 10_000)
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1000, 1000))
+    assert room_bytes(str(path)) == 0
 
 
 def test_reserved_space_is_given_back(tmp_path):

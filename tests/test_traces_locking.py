@@ -24,6 +24,7 @@ def new_writer(path) -> TraceWriter:
 def add_run(writer: TraceWriter, name: str, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     arrays = synthetic_run_arrays(L, B, T, K, E, V, rng, prompt_len=2, request_ids=np.zeros(B, int))
+    arrays["tokens"][:, :2] = [1, 2]  # request 0's prompt, as every run of it holds
     writer.add_run(name, attrs={"request_ids": np.zeros(B, int), "probe_row": 0, "batch_size": B,
                                 "max_new_tokens": T - 2, "label": name, "condition": "c", "experiment": "t",
                                 "routing": synthetic_routing(), "kernel_mode": "native", "seed": seed,

@@ -483,7 +483,9 @@ class TraceWriter:
         need = int(raw_bytes * SPACE_MARGIN) + n_datasets * DATASET_SLACK + SPACE_SLACK
         room = room_bytes(self._disk)
         if need > room:
-            self._fail_full(f"room for {need} more bytes; disk full ({room} bytes left)")
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            under = "" if limit == resource.RLIM_INFINITY else f" under the file-size limit of {limit} bytes"
+            self._fail_full(f"room for {need} more bytes; disk full ({room} bytes left{under})")
         if reserve:
             self._reserve(need)
 
@@ -648,7 +650,7 @@ def room_bytes(path: str) -> int:
     free = st.f_bavail * st.f_frsize
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    return free if limit == resource.RLIM_INFINITY else min(free, limit - size)
+    return free if limit == resource.RLIM_INFINITY else max(0, min(free, limit - size))
 
 
 def _root_image(root_attrs: dict, vocab: list[str], texts: list[str], flat: np.ndarray,
