@@ -130,12 +130,12 @@ def _soft_cycle(folder: Path, base: Path) -> Path:
 
 
 def _prompt_mismatch(folder: Path, base: Path) -> Path:
-    """One prompt token of one row edited: that run no longer has its request's prompt."""
+    """The first prompt token of every row of one run edited: its rows no longer hold their prompts."""
     path = folder / "prompt-mismatch.h5"
     shutil.copy(base, path)
     with h5py.File(path, "r+") as f:
         tokens = f["runs/r001/tokens"]
-        row = np.array(tokens[0])
-        row[0] = (row[0] + 1) % 64
-        tokens[0] = row
+        rows = np.array(tokens[...])
+        rows[:, 0] = (rows[:, 0] + 1) % 64   # every row's first prompt token
+        tokens[...] = rows
     return path

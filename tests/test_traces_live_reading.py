@@ -26,6 +26,7 @@ for i in range(n):
     rng = np.random.default_rng(i)
     rids = np.arange(B) % 3
     arrays = synthetic_run_arrays(L, B, T, K, E, V, rng, prompt_len=3, request_ids=rids)
+    arrays["tokens"][:, :3] = [7, 8, 9]  # every run of a request holds the same prompt
     writer.add_run(f"r{i:03d}", attrs={"request_ids": rids, "probe_row": 0, "batch_size": B,
                    "max_new_tokens": T - 3, "label": f"run {i}", "condition": "c", "experiment": "t",
                    "routing": synthetic_routing(), "kernel_mode": "native", "seed": i,

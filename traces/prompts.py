@@ -1,26 +1,38 @@
-"""Every run of a request holds that request's prompt: the rule the views and `explain` rely on when
-they compare runs of one request position by position."""
+"""Every run of a request holds the same prompt: the rule the views and `explain` rely on when they
+compare runs of one request position by position (`validate` checks it over the whole trace,
+`analyse_request` over the runs it compares)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
 
-def prompt_mismatch(tokens: np.ndarray, prompt_len: np.ndarray, request_ids: np.ndarray,
-                    prompt_of: Callable[[int], np.ndarray]) -> str | None:
-    """What is wrong with the first row of a run (tokens [B, T], prompt_len [B], request_ids [B]) whose
-    prompt is not its request's (`prompt_of(r)`, the pool's prompt), or None when every row's is."""
-    for b, (r, p) in enumerate(zip(request_ids.tolist(), prompt_len.tolist(), strict=True)):
-        expected = np.asarray(prompt_of(int(r)))
-        if p != expected.shape[0] or p > tokens.shape[1]:
-            return (f"expected row {b} to hold request {r}'s prompt of {expected.shape[0]} tokens (every "
-                    f"run of a request holds its prompt), found a prompt length of {p}")
-        differs = np.flatnonzero(tokens[b, :p] != expected)
-        if differs.size:
-            t = int(differs[0])
-            return (f"expected row {b} to hold request {r}'s prompt (every run of a request holds it), "
-                    f"found token {int(tokens[b, t])} at prompt position {t} where the request has "
-                    f"{int(expected[t])}")
+class PromptMismatch(ValueError):
+    """Runs of one request that hold different prompts; the message names them."""
+
+
+class Prompts:
+    """The prompt each request's rows hold, as first seen, to compare the next rows with."""
+
+    def __init__(self) -> None:
+        self._first: dict[int, tuple[np.ndarray, str]] = {}
+
+    def mismatch(self, request: int, prompt: np.ndarray, where: str) -> str | None:
+        """Why the prompt of a row (`where`: "run X row b") of `request` is not the one its request's
+        first row held, or None."""
+        prompt = np.asarray(prompt)
+        first = self._first.setdefault(int(request), (prompt, where))
+        return differs(first[0], prompt, int(request), first[1], where)
+
+
+def differs(a: np.ndarray, b: np.ndarray, request: int, where_a: str, where_b: str) -> str | None:
+    """Why two rows of one request do not hold the same prompt, or None."""
+    if a.shape != b.shape:
+        return (f"expected every run of request {request} to hold its prompt, found {len(b)} prompt tokens "
+                f"in {where_b} and {len(a)} in {where_a}")
+    at = np.flatnonzero(a != b)
+    if at.size:
+        t = int(at[0])
+        return (f"expected every run of request {request} to hold its prompt, found token {int(b[t])} at "
+                f"prompt position {t} in {where_b} where {where_a} holds {int(a[t])}")
     return None

@@ -27,7 +27,6 @@ from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
-from traces.prompts import prompt_mismatch
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
@@ -277,13 +276,8 @@ class Trace:
             try:
                 with reading(self.path):  # the run's string attributes share heap blocks with new runs
                     group = self._file[self._refs[name]] if name in self._refs else None
-                    run = Run(self.path, self._file, name, {**self.meta, "R": self._R, "V": self._V}, group)
-                if run.complete:
-                    wrong = prompt_mismatch(np.asarray(run.tokens[...]), np.asarray(run.prompt_len[...]),
-                                            run.request_ids, self.requests.prompt_tokens)
-                    if wrong:
-                        raise TraceError(self.path, f"{run.where}/tokens", wrong)
-                self._runs[name] = run
+                    self._runs[name] = Run(self.path, self._file, name,
+                                           {**self.meta, "R": self._R, "V": self._V}, group)
                 self._held += self._runs[name].resident_bytes
             except TraceError:
                 raise

@@ -26,7 +26,7 @@ from traces.h5safe import (
 )
 from traces.live import being_written, read_consistently
 from traces.lock import reading
-from traces.prompts import prompt_mismatch
+from traces.prompts import Prompts
 from traces.route_check import check_problems
 
 
@@ -438,22 +438,8 @@ def _not_recorded(group, where: str, problems: list[Problem]) -> tuple[str, ...]
     return tuple(value)
 
 
-class _Prompts:
-    """The request pool's prompts, read once when a run's are first compared with them."""
-
-    def __init__(self, f: h5py.File) -> None:
-        self._f = f
-        self._flat: np.ndarray | None = None
-
-    def __call__(self, r: int) -> np.ndarray:
-        if self._flat is None:
-            self._flat = np.asarray(self._f[schema.REQUEST_TOKENS][()])
-            self._offsets = np.asarray(self._f[schema.REQUEST_OFFSETS][()], dtype=np.int64)
-        return self._flat[self._offsets[r]:self._offsets[r + 1]]
-
-
-def _prompt_problems(f: h5py.File, found: dict, where: str, prompts: _Prompts) -> list[Problem]:
-    """A problem when a row of the run does not hold its request's prompt (traces/prompts.py)."""
+def _prompt_problems(found: dict, where: str, prompts: Prompts) -> list[Problem]:
+    """A problem when a row of the run does not hold the prompt its request's first row held."""
     problems: list[Problem] = []
     datasets = found["datasets"]
     tokens = _safe(lambda: datasets["tokens"][()], f"{where}/tokens", problems, "readable tokens")
@@ -461,9 +447,12 @@ def _prompt_problems(f: h5py.File, found: dict, where: str, prompts: _Prompts) -
     if tokens is None or lengths is None:
         return problems
     ids = np.asarray(found["attrs"]["request_ids"], dtype=np.int64)
-    wrong = _safe(lambda: prompt_mismatch(tokens, lengths, ids, prompts), f"{where}/tokens", problems,
-                  "the request pool's prompts")
-    return problems + ([Problem(f"{where}/tokens", wrong)] if wrong else [])
+    run = where.rsplit("/", 1)[-1]
+    for b, (r, p) in enumerate(zip(ids.tolist(), lengths.tolist(), strict=False)):
+        wrong = prompts.mismatch(r, tokens[b, :max(0, p)], f"run {run} row {b}")
+        if wrong:
+            return problems + [Problem(f"{where}/tokens", wrong)]
+    return problems
 
 
 def _read_all(group: h5py.Group, where_run: str, problems: list[Problem]) -> None:
@@ -521,7 +510,7 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                                                            f"{len(names)} groups (not checked)"))
                 names = []
             to_read = []
-            prompts = _Prompts(f)
+            prompts = Prompts()
             for name in names or []:
                 where = f"/{schema.RUNS}/{name}"
                 group = _safe(lambda name=name: runs[name], where, problems, "a readable group")
@@ -532,7 +521,7 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                 _, run_problems = check_run(f, name, meta, labels=True, found=found,
                                             group=group if isinstance(group, h5py.Group) else None)
                 if not any(p.severity == "error" for p in run_problems) and found["attrs"].get("complete"):
-                    run_problems += _prompt_problems(f, found, where, prompts)
+                    run_problems += _prompt_problems(found, where, prompts)
                 problems.extend(run_problems)
                 if read_data and not any(p.severity == "error" for p in run_problems):
                     to_read.append((group, where))

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from lab.counterfactual.report import describe
     from lab.experiments.progress import ProgressBar, no_progress
     from traces import TraceError
+    from traces.prompts import PromptMismatch
 
     try:
         if _engine_name(args.trace):
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(threads)
         result = explain(args.trace, checkpoint=args.checkpoint, device=args.device, requests=args.request,
                          limit=args.limit, redo=args.redo, progress=bar)
-    except (TraceError, ExplainError) as exc:
+    except (TraceError, ExplainError, PromptMismatch) as exc:
         raise UsageError(message(exc)) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

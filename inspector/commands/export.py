@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from inspector.export import RenderError, SelectionError
     from inspector.export.whole import Interrupted, Interruptions
     from traces import TraceError
+    from traces.prompts import PromptMismatch
 
     sel = selection(args)
     fmt = _format(args)
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         print(f"moe-inspector export: {exc}; {args.output} is as it was", file=sys.stderr)
         return 128 + exc.signum
-    except (TraceError, SelectionError, RenderError) as exc:
+    except (TraceError, SelectionError, RenderError, PromptMismatch) as exc:
         raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
     print(f"wrote {args.output} ({fmt}: {what})")

@@ -22,6 +22,7 @@ from traces.analysis.divergence import (
 from traces.analysis.rows import RowTrace
 from traces.analysis.summary import CauseSummary, summarize
 from traces.analysis.verdict import Verdict
+from traces.prompts import PromptMismatch, differs
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +87,10 @@ def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
         if row.request != ref.request:
             raise ValueError(f"rows hold several requests {sorted({ref.request, row.request})}: give "
                              f"the runs of one request")
+        wrong = differs(ref.tokens[:ref.prompt_len], row.tokens[:row.prompt_len], row.request,
+                        f"run {ref.run} row {ref.row}", f"run {row.run} row {row.row}")
+        if wrong:
+            raise PromptMismatch(wrong)
         tokens.append(row.tokens)
         prompt_lens.append(row.prompt_len)
         pairs.append(explain_pair_with_differences(ref, row))
