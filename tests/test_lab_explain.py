@@ -2,6 +2,7 @@
 
 import argparse
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -455,3 +456,35 @@ def test_sigterm_stores_the_finished_pairs_as_ctrl_c_does(trace_copy, capsys, mo
     assert signal.getsignal(signal.SIGTERM) is before
     records, _, _ = stored(path)
     assert sum(r.diverged for r in records) == 2
+
+
+def test_two_calls_on_one_file_keep_every_record_of_both(trace_copy):
+    """A second call's write waits for the first's (the trace's one-writer lock) and keeps the records
+    the first stored since the second read the table."""
+    import threading
+
+    from lab.counterfactual.store import record_key, store
+
+    stem, path, model = trace_copy
+    explain_trace(path, model, checkpoint=str(stem), requests=[0], limit=1)
+    records, attrs, _ = stored(path)
+    assert len(records) >= 2
+    half = len(records) // 2
+    first, second = records[:half], records[half:]
+    store(str(path), first, checkpoint=attrs["checkpoint"])      # as if each call had only its own
+    held = threading.Event()
+
+    def other_writer():
+        with TraceWriter.append(path):
+            held.set()
+            time.sleep(1.0)
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    held.wait(10)
+    t0 = time.perf_counter()
+    store(str(path), second, checkpoint=attrs["checkpoint"])     # waits for the other writer
+    thread.join()
+    assert time.perf_counter() - t0 >= 0.5
+    after = stored(path)[0]
+    assert {record_key(r) for r in after} == {record_key(r) for r in records}

@@ -76,8 +76,9 @@ def open_hdf5(path: str, mode: str = "r", **kwargs) -> h5py.File:
     regular_file(path)
     try:
         check_heap(path)
-        if mode == "r":  # no file lock: a trace being recorded can be inspected up to its last flushed run
-            kwargs.setdefault("locking", False)
+        # No HDF5 file lock: a trace being recorded can be inspected up to its last flushed run, and
+        # one writer at a time is the sidecar lock's work (traces/lock.py).
+        kwargs.setdefault("locking", False)
         f = h5py.File(path, mode, **kwargs)
     except TraceError:
         raise

@@ -2,8 +2,10 @@
 
 The reruns go to `/tables/explain_counterfactual` (columns of `traces.analysis.explain_table`). A
 call keeps the records of an earlier call made with the same checkpoint, so `--request`, `--limit`
-and an interrupted call complete one table step by step. The write itself holds Ctrl-C back until
-the table is complete: the file is never left with the old table deleted and the new one half done.
+and an interrupted call complete one table step by step; two calls on one file take turns to write
+(the trace's one-writer lock) and each keeps the records the other stored meanwhile. The write
+itself holds Ctrl-C back until the table is complete: the file is never left with the old table
+deleted and the new one half done.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Sequence
 
-from traces import TraceWriter
+from traces import TraceError, TraceWriter, open_trace
 from traces.analysis import ExplainRecord
 from traces.analysis.explain_table import from_columns, table_attrs, table_name, to_columns
 
@@ -82,9 +85,35 @@ def store(path: str, records: Sequence[ExplainRecord], **attrs) -> None:
     full = table_attrs(torch_version=str(torch.__version__), reference=REFERENCE_RULE,
                        counterfactuals=COUNTERFACTUAL_MEANING, decision="lab.counterfactual.decide",
                        **attrs)
-    with interrupts_deferred(), TraceWriter.append(path) as writer:
-        writer.write_table(TABLE, to_columns(records), full)
-    log.info("stored %d explanations in %s /tables/%s", len(records), path, TABLE)
+    with interrupts_deferred(), _one_writer(path) as writer:
+        # Another call may have stored its records since this one read the table: keep them.
+        with open_trace(path) as trace:
+            stored = earlier_records(trace, str(attrs.get("checkpoint", "")))
+        merged = {**stored, **{record_key(r): r for r in records}}
+        writer.write_table(TABLE, to_columns(list(merged.values())), full)
+    log.info("stored %d explanations in %s /tables/%s (%d kept from another call)", len(merged), path,
+             TABLE, len(merged) - len(records))
+
+
+#: Seconds a call waits for another call's write to the same trace before it gives up.
+WAIT_FOR_WRITER_S = 600.0
+
+
+@contextlib.contextmanager
+def _one_writer(path: str):
+    """The trace's writer, waiting while another process writes it (two `explain` calls on one file
+    take turns; the second stores its records beside the first's)."""
+    deadline = time.monotonic() + WAIT_FOR_WRITER_S
+    while True:
+        try:
+            writer = TraceWriter.append(path)
+            break
+        except TraceError as exc:
+            if "another process is writing" not in exc.expected or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    with writer:
+        yield writer
 
 
 @contextlib.contextmanager
