@@ -488,3 +488,18 @@ def test_two_calls_on_one_file_keep_every_record_of_both(trace_copy):
     assert time.perf_counter() - t0 >= 0.5
     after = stored(path)[0]
     assert {record_key(r) for r in after} == {record_key(r) for r in records}
+
+
+def test_a_clone_elsewhere_reuses_the_shipped_examples_table(tmp_path):
+    """The shipped example's table names its checkpoint by the path of the clone that made it; any
+    other clone reuses it (no pair rerun) and stores the name as `assets/...`."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "traces" / "examples" / "example.h5"
+    copy = tmp_path / "elsewhere" / "example.h5"
+    copy.parent.mkdir()
+    shutil.copy(example, copy)
+    result = explain(copy)
+    assert result.rerun == 0 and result.reused == result.divergent > 0
+    _, attrs, _ = stored(copy)
+    assert attrs["checkpoint"] == "assets/moe-default"

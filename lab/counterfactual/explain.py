@@ -40,6 +40,7 @@ from lab.counterfactual.reruns import RerunError, Reruns
 from lab.counterfactual.search import Proof, prove
 from lab.counterfactual.source import (
     ExplainError,
+    checkpoint_name,
     load_hf_model,
     load_model,
     resolve_checkpoint,
@@ -123,8 +124,8 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
     else:
         stem = resolve_checkpoint(meta, path, checkpoint)
         model = load_model(meta, stem, torch_device)
-    return explain_trace(path, model, checkpoint=str(stem), device=str(torch_device), requests=requests,
-                         limit=limit, redo=redo, progress=progress)
+    return explain_trace(path, model, checkpoint=checkpoint_name(stem, path), device=str(torch_device),
+                         requests=requests, limit=limit, redo=redo, progress=progress)
 
 
 def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str = "cpu",

@@ -118,6 +118,30 @@ def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_pat
     return model, str(named)
 
 
+def checkpoint_name(checkpoint: str | Path, trace_path: str | Path) -> str:
+    """How a table names the checkpoint it was made with, the same in every clone: `assets/...` for one
+    under the project's assets, a path relative to the trace's folder for one beside it, else as
+    given (a hub id, or a folder elsewhere, absolute)."""
+    path = Path(checkpoint)
+    if not path.exists() and not path.with_suffix(".safetensors").exists():
+        return portable_checkpoint(str(checkpoint))
+    real = path.resolve()
+    if real.is_relative_to(ASSETS.resolve()):
+        return str(Path("assets") / real.relative_to(ASSETS.resolve()))
+    folder = Path(trace_path).parent.resolve()
+    return str(real.relative_to(folder)) if real.is_relative_to(folder) else str(real)
+
+
+def portable_checkpoint(name: str) -> str:
+    """A stored checkpoint name as `checkpoint_name` gives it: an absolute path into some clone's
+    `assets/` (tables written before names were portable) becomes `assets/...`."""
+    parts = Path(name).parts
+    if Path(name).is_absolute() and "assets" in parts:
+        at = len(parts) - 1 - parts[::-1].index("assets")
+        return str(Path(*parts[at:]))
+    return name
+
+
 def allowed(path: Path, trace_path: str | Path) -> bool:
     """Whether `path` lies inside the trace's folder or the project's `assets/` (links resolved)."""
     real = Path(path).resolve()

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from lab.counterfactual.source import portable_checkpoint
 from traces import TraceError, TraceWriter, open_trace
 from traces.analysis import ExplainRecord
 from traces.analysis.explain_table import from_columns, table_attrs, table_name, to_columns
@@ -65,7 +66,7 @@ def earlier_records(trace, checkpoint: str) -> dict[Key, ExplainRecord]:
     if TABLE not in trace.table_names:
         return {}
     columns, attrs = trace.read_table(TABLE)
-    if attrs.get("checkpoint") != checkpoint:
+    if portable_checkpoint(str(attrs.get("checkpoint"))) != portable_checkpoint(checkpoint):
         log.info("%s: replacing the explanations made with checkpoint %s", trace.path,
                  attrs.get("checkpoint"))
         return {}
