@@ -108,3 +108,19 @@ def test_a_folder_beside_the_trace_is_allowed(tmp_path):
     assert not allowed(tmp_path / "elsewhere", trace)
     (tmp_path / "traces" / "link").symlink_to(tmp_path / "elsewhere")
     assert not allowed(trace.parent / "link", trace)  # a link out of the folder is where it points
+
+
+@pytest.mark.parametrize("name", ["example.h5", "tiny-mixtral-bf16.h5"])
+def test_no_shipped_trace_names_a_path_of_the_machine_that_made_it(name):
+    found = []
+
+    def visit(where, obj):
+        for key, value in obj.attrs.items():
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            if any(root in text for root in ("/work/", "/home/", "/tmp/", "/root/", "/Users/", ":\\\\")):
+                found.append((where, key))
+
+    with h5py.File(ROOT / "traces" / "examples" / name, "r") as f:
+        visit("/", f)
+        f.visititems(visit)
+    assert not found
