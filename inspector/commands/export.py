@@ -195,9 +195,21 @@ def _check_output(trace: str, output: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Export one figure; exit status 2 with a one-line message for bad options or a bad trace."""
-    from inspector.export import RenderError, SelectionError
+    """Export one figure; exit status 2 with a one-line message for bad options or a bad trace.
+    Ctrl-C or SIGTERM from the start (the imports included) is noted and stops the export before
+    anything is renamed into place: exit 130 or 143, the previous file kept."""
     from inspector.export.whole import Interrupted, Interruptions
+
+    try:
+        with Interruptions() as interruptions:
+            return _run(args, interruptions)
+    except Interrupted as exc:
+        print(f"moe-inspector export: {exc}; {args.output} is as it was", file=sys.stderr)
+        return 128 + exc.signum
+
+
+def _run(args: argparse.Namespace, interruptions) -> int:
+    from inspector.export import RenderError, SelectionError
     from traces import TraceError
     from traces.prompts import PromptMismatch
 
@@ -212,11 +224,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"the folder of {args.output!r} does not exist")
     _check_output(args.file, args.output)
     try:
-        with Interruptions() as interruptions:  # noted while Qt draws, acted on before a rename
-            written = _export(args, sel, fmt, page, style, interruptions)
-    except Interrupted as exc:
-        print(f"moe-inspector export: {exc}; {args.output} is as it was", file=sys.stderr)
-        return 128 + exc.signum
+        written = _export(args, sel, fmt, page, style, interruptions)
     except (TraceError, SelectionError, RenderError, PromptMismatch) as exc:
         raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
