@@ -13,6 +13,11 @@ capacity groups, as in a server that admits requests between decode steps; rows 
 finish. Ticks with nothing to run are skipped, so forward steps stay numbered 0..S-1. With every
 arrival at 0 this is the static batch above, step for step.
 
+A generation can keep its state at the start of chosen forward steps (`snapshots`) and another can
+resume from one (`resume`): a rerun whose changes (replay, interventions) lie at or after that step
+skips the steps before it, which it would compute exactly as the run the state was taken from. Only
+a cache with `compact()` and `clone()` (the shipped model's `KVCache`) keeps states.
+
 A model may name its own special tokens: `model.pad_id` (the filler of short rows; None when the model
 masks pads itself and reserves no id, as the Hugging Face bridge of `model.hf` does), `model.fill_id`
 (the id written at pad positions when no id is reserved: a model that routes pads, as transformers'
@@ -34,6 +39,23 @@ from model.step import StepInputs
 from model.tokenizer import EOS, PAD
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GenerationState:
+    """The loop's state at the start of forward step `steps` (tick `tick`): what a resumed generation
+    starts from. Never changed in place: a resumed generation copies it."""
+
+    tick: int
+    steps: int
+    rows: tuple[tuple[int, ...], ...]
+    running: tuple[bool, ...]
+    last: torch.Tensor | None   # [B,V] each row's logits at its last routed token
+    cache: object
+
+    def resumed(self) -> tuple[list[list[int]], list[bool], torch.Tensor | None, object]:
+        return ([list(r) for r in self.rows], list(self.running), self.last,
+                self.cache.clone())
 
 
 @dataclass(frozen=True)
@@ -83,7 +105,9 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int, 
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kernel_mode: str = "native",
              recorder=None, replay: dict[int, ReplayRouting] | None = None,
-             stop_at_eos: bool = True, intervention=None, arrivals=None, until=None) -> GenerationResult:
+             stop_at_eos: bool = True, intervention=None, arrivals=None, until=None,
+             snapshots: dict[int, GenerationState | None] | None = None,
+             resume: GenerationState | None = None) -> GenerationResult:
     """Greedy completions of a batch of prompts of different lengths (right padding).
 
     `recorder.record_step(step, positions, valid, routing, logits, tokens=...)` receives every forward
@@ -97,6 +121,9 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     docstring; default every row at 0). `until(rows)` is asked after every forward step with each
     row's tokens so far; True ends the generation there (a counterfactual that has its answer
     stops early: the steps it skips cannot change the tokens it already has).
+    `snapshots` maps forward steps to None; the generation fills in its state at the start of each
+    (when its cache can be cloned). `resume` starts from such a state of a generation of the same
+    prompts and settings whose replay and interventions agree with this one's before that step.
     """
     check_mode(kernel_mode)
     cfg = model.config
@@ -123,8 +150,14 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     if len(set(arrival)) > 1 and not getattr(model, "admits_arrivals", True):
         raise ValueError("this model's cache holds one shared column per step, so it cannot admit rows "
                          "into a running batch (arrivals)")
-    rows = [list(p) for p in prompts]
-    cache = model.new_cache(B)
+    if resume is not None:
+        rows, running, last, cache = resume.resumed()
+        steps, first_tick = resume.steps, resume.tick
+    else:
+        rows, running, last = [list(p) for p in prompts], [False] * B, None   # last: [B,V]
+        cache = model.new_cache(B)
+        steps, first_tick = 0, 0
+    keep = snapshots if snapshots is not None and hasattr(cache, "compact") else None
 
     def step(s: int, tok: torch.Tensor, pos: torch.Tensor, ok: torch.Tensor, pad: torch.Tensor | None):
         forced = forced_for_step(replay, pos, ok, L, K) if replay else None
@@ -135,10 +168,10 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
             recorder.record_step(s, pos, ok, out.routing, out.logits, tokens=tok)
         return out.logits
 
-    last: torch.Tensor | None = None  # [B,V] each row's logits at its last routed token
-    running = [False] * B
-    steps = 0
-    for tick in range(max(arrival) + max_new_tokens + 1):
+    for tick in range(first_tick, max(arrival) + max_new_tokens + 1):
+        if keep is not None and keep.get(steps, 0) is None:
+            keep[steps] = GenerationState(tick, steps, tuple(map(tuple, rows)), tuple(running), last,
+                                          cache.compact())
         joining = {b for b in range(B) if arrival[b] == tick}
         if not joining and not any(running):
             if tick > max(arrival):

@@ -24,6 +24,29 @@ class KVCache:
         self.context = context
         self.filled = 0
 
+    def compact(self) -> KVCache:
+        """A copy of the positions written so far only (`filled`): the generation's state at a step, kept
+        to resume from. `clone()` of it is a cache to write to again."""
+        copy = KVCache.__new__(KVCache)
+        copy.k = [t[:, :, :self.filled].clone() for t in self.k]
+        copy.v = [t[:, :, :self.filled].clone() for t in self.v]
+        copy.context, copy.filled = self.context, self.filled
+        return copy
+
+    def clone(self) -> KVCache:
+        """An independent, full-size copy (of a compact one too: the positions past it are zeros)."""
+        copy = KVCache.__new__(KVCache)
+
+        def full(t: torch.Tensor) -> torch.Tensor:
+            out = t.new_zeros((*t.shape[:2], self.context, t.shape[3]))
+            out[:, :, :t.shape[2]] = t
+            return out
+
+        copy.k = [full(t) for t in self.k]
+        copy.v = [full(t) for t in self.v]
+        copy.context, copy.filled = self.context, self.filled
+        return copy
+
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
               valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k/v[B,H,T,D] of the valid tokens at their positions[B,T]; return the keys to attend."""

@@ -5,12 +5,12 @@ machines differ in the last pixel)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import numpy as np
 from png_pixels import png_gray
+from project_scripts import load_script
 
 from inspector.cli import main
 from inspector.export.output import DEFAULT_DPI, default_page
@@ -22,10 +22,7 @@ BLOCK = 16
 
 
 def gallery():
-    spec = importlib.util.spec_from_file_location("export_gallery", ROOT / "scripts" / "export_gallery.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("export_gallery")
 
 
 def test_the_gallery_runs_the_commands_docs_export_lists():

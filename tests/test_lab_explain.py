@@ -13,7 +13,9 @@ from inspector.commands import explain as explain_command
 from inspector.commands.errors import UsageError
 from lab.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
 from lab.counterfactual.reruns import Reruns
-from model.checkpoint import load_checkpoint, save_checkpoint
+from lab.counterfactual.source import ASSETS, checkpoint_digest
+from lab.counterfactual.store import same_checkpoint
+from model.checkpoint import checkpoint_paths, load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.generate import generate
 from model.recorder import Recorder, trace_meta
@@ -344,7 +346,7 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
     event or 1-minimal set of events. Pairs whose split no event or set is shown to carry are
     `unconfirmed`, never `capacity`.
 
-    A subset keeps the suite fast: 9 divergent probe runs, taken in turns across its conditions.
+    A subset keeps the suite fast: 6 divergent probe runs, taken in turns across its conditions.
     """
     from pathlib import Path
 
@@ -361,12 +363,12 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
     with open_trace(copy) as trace:
         probe = probe_request(trace)
         recorded_machine = trace.meta.get("machine", {})
-    result = explain(copy, requests=[probe], limit=9)
-    assert result.rerun == 9 and not result.not_reproduced, result.levels
+    result = explain(copy, requests=[probe], limit=6)
+    assert result.rerun == 6 and not result.not_reproduced, result.levels
     assert set(result.levels.values()) <= {"bitwise", "decisions"}
     records, attrs, _ = stored(copy)
     divergent = [r for r in records if r.diverged]
-    assert len(divergent) == 9
+    assert len(divergent) == 6
     for r in divergent:
         assert r.confirmed_cause not in ("", "unexplained", "not_reproduced"), r.sentence
         assert r.reproduction in ("bitwise", "decisions"), r.sentence
@@ -503,3 +505,23 @@ def test_a_clone_elsewhere_reuses_the_shipped_examples_table(tmp_path):
     assert result.rerun == 0 and result.reused == result.divergent > 0
     _, attrs, _ = stored(copy)
     assert attrs["checkpoint"] == "assets/moe-default"
+    assert attrs["checkpoint_sha256"].startswith("sha256:")
+    # The same weights under another name beside the trace: the same content, so the table is reused;
+    # changed weights under the shipped name: not the same checkpoint, the table is not reused.
+    renamed = copy.parent / "my-model"
+    shipped = checkpoint_paths(ASSETS / "moe-default")
+    for source, target in zip(shipped, checkpoint_paths(renamed), strict=True):
+        shutil.copy(source, target)
+    again = explain(copy, checkpoint=str(renamed))
+    assert again.rerun == 0 and again.reused == result.divergent
+    changed = copy.parent / "changed"
+    for source, target in zip(checkpoint_paths(renamed), checkpoint_paths(changed), strict=True):
+        shutil.copy(source, target)
+    with open(checkpoint_paths(changed)[0], "r+b") as f:   # one byte of the weights' end
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    assert not same_checkpoint({"checkpoint": "assets/moe-default",
+                                "checkpoint_sha256": checkpoint_digest(ASSETS / "moe-default")},
+                               "assets/moe-default", checkpoint_digest(changed))

@@ -208,3 +208,23 @@ def test_with_dropless_routing_and_invariant_kernels_a_late_arrival_changes_noth
 def test_bad_arrivals_are_refused(arrivals, message, tiny_model):
     with pytest.raises(ValueError, match=message):
         generate(tiny_model(), [PROBE, PARTNERS[0]], 4, PER_SEQUENCE, arrivals=arrivals)
+
+
+@pytest.mark.parametrize("arrivals", [None, [0, 3, 3]])
+def test_a_generation_resumed_from_a_kept_state_equals_the_whole_run(arrivals, tiny_model):
+    """States kept at the start of chosen steps; a generation resumed from one, with the same
+    settings, gives the same tokens bit for bit and records the same routing for the steps it ran."""
+    model = tiny_model()
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    prompts = [PROBE, PARTNERS[1], PARTNERS[2]]
+    kept = {2: None, 5: None}
+    whole, arrays = run(model, prompts, policy, "native", new=8, arrivals=arrivals, snapshots=kept)
+    assert set(kept) == {2, 5} and all(state is not None and state.steps == s for s, state in kept.items())
+    for s, state in kept.items():
+        resumed, part = run(model, prompts, policy, "native", new=8, arrivals=arrivals, resume=state)
+        assert resumed.tokens == whole.tokens and resumed.steps == whole.steps
+        later = arrays["step"] >= s   # [B,T] positions routed from step s on
+        for path in ("routing/expert", "routing/kept", "routing/gate", "routing/router_logits"):
+            assert np.array_equal(part[path][:, later], arrays[path][:, later]), (s, path)
+        resumed_again, _ = run(model, prompts, policy, "native", new=8, arrivals=arrivals, resume=state)
+        assert resumed_again.tokens == whole.tokens   # the kept state is not changed by a resume

@@ -130,26 +130,43 @@ def test_bad_tables_give_clear_errors():
     assert to_columns([])["cause"].shape == (0,) and from_columns(to_columns([])) == []
 
 
-def test_version_3_stores_the_proof_and_reads_versions_2_and_1():
-    from traces.analysis.explain_table import _ADDED_IN_2, _ADDED_IN_3, TABLE_VERSION, proof_cells
+def test_version_4_stores_the_proof_and_its_scan_and_reads_versions_3_2_and_1():
+    from traces.analysis.explain_table import (
+        _ADDED_IN_2,
+        _ADDED_IN_3,
+        _ADDED_IN_4,
+        TABLE_VERSION,
+        proof_cells,
+    )
 
     records = [ExplainRecord.from_verdict(v) for v in verdicts()]
     single = dataclasses.replace(records[1], confirmed_cause="capacity", sufficient="keeping expert 5",
                                  scope="candidate", proof_step=3, proof_layer=2, proof_position=12,
                                  proof_kind="capacity", proof_cells="2:12", proof_size=1, proof_reruns=9,
-                                 necessary=True, reach=3, reach_of=20)
+                                 necessary=True, reach=3, reach_of=20, proof_how="keep",
+                                 proof_run=records[1].ref_run, candidates=57, alternatives=3,
+                                 alternative_cells="2:12 0:13", placebo=0.3, chain_cells="0:14 1:15+2:15",
+                                 chain_reach="9 20", chain_end="whole")
     minimal = dataclasses.replace(records[3], confirmed_cause="mixed", sufficient="replaying ...; replaying",
                                   scope="set", proof_step=1, proof_layer=0, proof_position=10,
                                   proof_kind="mixed", proof_cells="0:10 1:11", proof_size=2, proof_reruns=40,
                                   necessary=False, reach=7, reach_of=7)
     records[1], records[3] = single, minimal
-    assert TABLE_VERSION == 3 and table_attrs()["version"] == 3
+    assert TABLE_VERSION == 4 and table_attrs()["version"] == 4
     columns = to_columns(records)
+    assert columns["placebo"].tolist() == [-1.0, 0.3, -1.0, -1.0, -1.0, -1.0]
+    assert columns["alternatives"].dtype == np.int32 and columns["chain_cells"][1] == "0:14 1:15+2:15"
     assert columns["necessary"].tolist() == [-1, 1, -1, 0, -1, -1] and columns["necessary"].dtype == np.int8
     back = from_columns(columns)
     assert len(back) == len(records) and all(same(a, b) for a, b in zip(records, back, strict=True))
     assert back[1].proven and back[3].proven and not back[2].proven
     assert proof_cells(back[3]) == [(0, 10), (1, 11)] and proof_cells(back[0]) == []
+    # A version-3 table: no root-event scan; its proofs stay, the scan's columns are empty.
+    version3 = {k: v for k, v in columns.items() if k not in _ADDED_IN_4}
+    old3 = from_columns(version3)
+    assert old3[1].proven and old3[1].proof_kind == "capacity" and old3[1].reach == 3
+    assert all(r.alternatives == r.candidates == -1 and r.placebo == -1.0 and not r.proof_run
+               and not r.chain_end for r in old3)
     # A version-2 table: no proof columns; a proof at one event keeps its place, size 1.
     version2 = {k: v for k, v in columns.items() if k not in _ADDED_IN_3}
     version2["scope"] = np.array(["", "candidate", "", "step", "", ""])

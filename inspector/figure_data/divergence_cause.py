@@ -21,7 +21,20 @@ from traces.analysis import ExplainRecord, Verdict
 from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC, meaning, settles
 from traces.analysis.displacement import capacity_text
 from traces.analysis.explain_table import proof_cells
-from traces.analysis.proof import NO_PROOF, necessity_text, proof_sentence, reach_text
+from traces.analysis.proof import (
+    EVENT_WORDS,
+    NO_PROOF,
+    ROUTER_EVENTS,
+    alternatives_text,
+    chain_text,
+    is_weak,
+    meaning_of_event,
+    necessity_text,
+    placebo_text,
+    proof_sentence,
+    reach_text,
+)
+from traces.analysis.root_summary import chain_events
 from traces.analysis.verdict_text import agreement, numeric_flip, ordinal, quoted_token
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
@@ -116,6 +129,9 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
         text = f"Proven cause: {shown} — {what}"
         if (record.proof_position, record.proof_layer) != (v.position, v.layer):
             text += f" (the first difference, at {first}, is not it)"
+        if record.proof_how in ROUTER_EVENTS:   # the event is a router choice, not a drop
+            said = meaning_of_event(shown)
+            return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}."), confirmed
     elif confirmed and record.confirmed_cause == OUTPUT_NUMERIC:
         shown = record.confirmed_cause
         text = (f"Cause: {numeric_flip(v)} — confirmed by counterfactual reruns: no routing event carries "
@@ -145,8 +161,15 @@ def proof_text(v: Verdict, record: ExplainRecord | None) -> str:
     """'Proven cause: ... Necessary ... Reach ...' of a proven record ('' otherwise)."""
     if not proven(record):
         return ""
-    parts = [proof_sentence(record.sufficient, record.proof_size, record.proof_kind, v.t_star, v.new_index),
-             necessity_text(record.necessary), reach_text(record.reach, record.reach_of)]
+    other = (record.ref_run if record.proof_run == record.run else record.run) if record.proof_run else ""
+    parts = [proof_sentence(record.sufficient, record.proof_size, record.proof_kind, v.t_star, v.new_index,
+                            record.proof_run, other),
+             alternatives_text(record.alternatives, record.candidates, record.alternative_cells,
+                               (record.proof_layer, record.proof_position), record.candidates_all),
+             placebo_text(record.placebo),
+             necessity_text(record.necessary), reach_text(record.reach, record.reach_of),
+             chain_text(record.chain_cells, record.chain_reach, record.chain_end, record.reach,
+                        record.reach_of, brief=True)]
     return " ".join(p for p in parts if p)
 
 
@@ -264,6 +287,7 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
     if is_proven:
         kind = record.proof_kind.replace("_", " ") or shown
         facts.insert(2, ("proven cause", f"{kind}: {record.sufficient}"))
+        facts[3:3] = _scan_facts(record)
     text = CauseText(
         cause=shown, guessed=v.cause, confirmed=confirmed, headline=head, sentence=sentence, proven=is_proven,
         event=event, cells=cells, facts=tuple(facts), counterfactuals=counterfactual_lines(record),
@@ -271,6 +295,31 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
         displacing_summary=d.describe_ahead() if d is not None else "", run_a=v.ref_run, run_b=v.run,
     )
     return lettered(text)
+
+
+def _scan_facts(record: ExplainRecord) -> list[tuple[str, str]]:
+    """The root-event scan's facts: which run is changed, the alternatives, the specificity."""
+    facts = []
+    if record.proof_how in EVENT_WORDS:
+        facts.append(("the event changes", EVENT_WORDS[record.proof_how]))
+    if record.proof_run:
+        other = record.ref_run if record.proof_run == record.run else record.run
+        facts.append(("changed run", f"run {record.proof_run} (it then gives run {other}'s tokens)"))
+    if record.alternatives > 0:
+        scanned = (f"the earliest {record.candidates} of {record.candidates_all}"
+                   if record.candidates_all > record.candidates else f"{record.candidates}")
+        facts.append(("alternatives", f"1 of {record.alternatives} events that each suffice "
+                                      f"(of {scanned} scanned)"))
+    if record.placebo >= 0:
+        weak = "weak: a near-tie" if is_weak(record.placebo) else "specific"
+        facts.append(("specificity", f"{record.placebo:.0%} of random routings there also restore ({weak})"))
+    if record.chain_end:
+        events = chain_events(record)
+        last = record.chain_reach.split()[-1] if record.chain_reach else str(record.reach)
+        whole = " (the whole completion)" if record.chain_end == "whole" else ""
+        said = f"{events} event{'s' if events > 1 else ''} restore {last} of {record.reach_of} new tokens"
+        facts.append(("chain", f"{said}{whole}"))
+    return facts
 
 
 def lettered(text: CauseText) -> CauseText:

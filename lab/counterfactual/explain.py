@@ -40,6 +40,7 @@ from lab.counterfactual.reruns import RerunError, Reruns
 from lab.counterfactual.search import Proof, prove
 from lab.counterfactual.source import (
     ExplainError,
+    checkpoint_digest,
     checkpoint_name,
     load_hf_model,
     load_model,
@@ -52,7 +53,16 @@ from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
 from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC
 from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
-from traces.analysis.proof import format_cells, necessity_text, proof_sentence, reach_text
+from traces.analysis.proof import (
+    alternatives_text,
+    chain_text,
+    format_cells,
+    format_chain,
+    necessity_text,
+    placebo_text,
+    proof_sentence,
+    reach_text,
+)
 from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import NOT_REPRODUCED, weakest
 from traces.analysis.summary import CauseSummary
@@ -125,16 +135,18 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
         stem = resolve_checkpoint(meta, path, checkpoint)
         model = load_model(meta, stem, torch_device)
     return explain_trace(path, model, checkpoint=checkpoint_name(stem, path), device=str(torch_device),
-                         requests=requests, limit=limit, redo=redo, progress=progress)
+                         requests=requests, limit=limit, redo=redo, progress=progress,
+                         digest=checkpoint_digest(stem))
 
 
 def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str = "cpu",
                   requests: list[int] | None = None, limit: int | None = None, redo: bool = False,
-                  progress: ProgressFn = no_progress) -> ExplainResult:
+                  progress: ProgressFn = no_progress, digest: str = "") -> ExplainResult:
     """Confirm the cause of the divergences of `requests` (default all) in trace `path` with `model`.
 
     `limit` caps the divergent pairs rerun in this call; `redo` reruns pairs an earlier call with
-    the same `checkpoint` already explained. Raises `traces.TraceError` for an unusable trace and
+    the same checkpoint (by `checkpoint` name, or by content `digest`, `checkpoint_digest`) already
+    explained. Raises `traces.TraceError` for an unusable trace and
     `ExplainError` for a request the trace does not hold.
     """
     started = time.perf_counter()
@@ -150,7 +162,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
                                recorded_machine=dict(trace.meta.get("machine") or {}),
                                rerun_machine=machine_fingerprint(device))
-        earlier = earlier_records(trace, checkpoint)
+        earlier = earlier_records(trace, checkpoint, digest)
         reruns = Reruns(trace, model)
         machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}
@@ -186,7 +198,8 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
     result.seconds = time.perf_counter() - started
     if fresh:
         store(path, result.records, checkpoint=checkpoint, device=device,
-              not_reproduced=result.not_reproduced, rerun_machine=result.rerun_machine)
+              not_reproduced=result.not_reproduced, rerun_machine=result.rerun_machine,
+              **({"checkpoint_sha256": digest} if digest else {}))
     return result
 
 
@@ -226,7 +239,8 @@ def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | N
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        searched = old is not None and old.proof_reruns >= 0
+        # A proof from before the root-event scan (no candidates stored) is searched again.
+        searched = old is not None and old.proof_reruns >= 0 and (old.candidates > 0 or not old.proven)
         if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1
@@ -263,14 +277,37 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -
                                proof_position=lead.position if lead else -1, proof_kind=kind,
                                proof_cells=format_cells((e.layer, e.position) for e in proof.events),
                                proof_size=len(proof.events), proof_reruns=proof.reruns,
-                               necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new)
+                               necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new,
+                               proof_how=lead.how if lead and len(proof.events) == 1 else "",
+                               proof_run=lead.run if lead else "",
+                               candidates=proof.candidates if proof.candidates else -1,
+                               candidates_all=proof.candidates_all if proof.candidates else -1,
+                               alternatives=len(proof.alternatives) if proof.candidates else -1,
+                               alternative_cells=format_cells(((a.layer, a.position)
+                                                               for a in proof.alternatives), distinct=True),
+                               placebo=proof.placebo if proof.placebo is not None else -1.0,
+                               chain_cells=format_chain(c.cells for c in proof.chain),
+                               chain_reach=" ".join(str(c.reach) for c in proof.chain),
+                               chain_end=proof.chain_end)
 
 
 def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:
     """' Proven cause: ... Necessary ... Reach ...' or what the search found not to suffice."""
     if proof.events:
-        parts = [proof_sentence(e.sufficient, len(proof.events), proof.kind, v.t_star, v.new_index),
+        lead = proof.lead
+        other = v.ref_run if lead.run == v.run else v.run
+        how = lead.how if len(proof.events) == 1 else ""
+        parts = [proof_sentence(e.sufficient, len(proof.events), proof.kind, v.t_star, v.new_index,
+                                lead.run, other, how),
+                 alternatives_text(len(proof.alternatives), proof.candidates,
+                                   format_cells(((a.layer, a.position) for a in proof.alternatives),
+                                                distinct=True),
+                                   (lead.layer, lead.position), proof.candidates_all),
+                 placebo_text(proof.placebo if proof.placebo is not None else -1.0),
                  necessity_text(proof.necessary), reach_text(proof.reach, proof.n_new),
+                 chain_text(format_chain(c.cells for c in proof.chain),
+                            " ".join(str(c.reach) for c in proof.chain), proof.chain_end, proof.reach,
+                            proof.n_new),
                  f"The search took {proof.reruns} reruns."]
         return " " + " ".join(p for p in parts if p)
     if e.replay_same:

@@ -6,6 +6,7 @@ from lab.counterfactual.explain import ExplainResult
 from lab.experiments.tables import markdown_table, percent
 from traces import fingerprint
 from traces.analysis.reproduction import BITWISE, DECISIONS, LEVELS, NOT_REPRODUCED
+from traces.analysis.root_summary import root_summary
 from traces.analysis.summary import CauseSummary
 
 
@@ -61,6 +62,9 @@ def proof_lines(result: ExplainResult) -> list[str]:
     lines = [f"Proven cause (sufficient through the first split): {len(proven)} of {len(searched)} "
              f"searched pairs, {single} by a single event and {len(sets)} by a 1-minimal set{sizes}; "
              f"{necessary} also necessary; {whole} restore the whole completion."]
+    roots = root_summary(searched).describe()
+    if roots:
+        lines.append(roots)
     if result.rerun:
         lines.append(f"Cost of this call: {result.generations} batches generated ({result.trials} search "
                      f"trials), {result.seconds / 60:.1f} minutes, {result.seconds / result.rerun:.1f} s per "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.generate import generate
+from model.generate import GenerationState, generate
 from model.recorder import Recorder
 from model.replay import ReplayRouting
 from model.routing_policy import RoutingPolicy
@@ -66,6 +66,22 @@ def replay_cells(rec: ReplayRouting, cells, *, outside: bool = False) -> ReplayR
     keep = ~inside if outside else inside
     expert = np.where(keep[..., None], np.asarray(rec.expert), -1)
     return ReplayRouting(expert, np.asarray(rec.kept), np.asarray(rec.gate))
+
+
+def _joined(before: ReplayRouting, after: ReplayRouting, since: int) -> ReplayRouting:
+    """`before`'s routing at positions before `since`, `after`'s from there on (a resumed rerun records
+    only the steps it ran)."""
+    T = max(np.asarray(before.expert).shape[1], np.asarray(after.expert).shape[1])
+
+    def join(a, b, fill):
+        a, b = np.asarray(a), np.asarray(b)
+        out = np.full((a.shape[0], T, a.shape[2]), fill, dtype=b.dtype)
+        out[:, :min(since, a.shape[1])] = a[:, :since]
+        out[:, since:b.shape[1]] = b[:, since:]
+        return out
+
+    return ReplayRouting(join(before.expert, after.expert, -1), join(before.kept, after.kept, False),
+                         join(before.gate, after.gate, 0.0))
 
 
 def _watch(row: int, target: list[int]):
@@ -196,22 +212,66 @@ class Reruns:
         return ReplayRouting.from_run_arrays(self.trace.run(name), row)
 
     def trial(self, name: str, row: int, target: list[int], *, replay: dict | None = None,
-              intervention=None, full: bool = False) -> list[int]:
+              intervention=None, full: bool = False, resume: GenerationState | None = None) -> list[int]:
         """Row `row`'s tokens when run `name` is rerun as recorded with `replay` ({row: ReplayRouting})
         and/or `intervention`. Unless `full`, the generation stops as soon as the row's tokens leave
-        `target` or reach its length: a sufficiency test needs no more (`trials` counts these reruns)."""
+        `target` or reach its length: a sufficiency test needs no more (`trials` counts these reruns).
+        `resume` starts it from a state of a rerun whose changes agree with these before that state."""
         s = self.settings(name)
         self.trials += 1
         until = None if full else _watch(row, list(target))
         return self._generate(s, s.policy, s.kernel_mode, replay=replay, intervention=intervention,
-                              until=until).tokens[row]
+                              until=until, resume=resume).tokens[row]
+
+    def states(self, name: str, steps: list[int]) -> dict[int, GenerationState]:
+        """Run `name` rerun as recorded, its generation's state at the start of each of `steps` (none
+        when the model's cache keeps no states): a trial whose changes begin at or after a step
+        resumes from it instead of rerunning the batch from the prefill."""
+        if not steps:
+            return {}
+        s = self.settings(name)
+        snapshots: dict[int, GenerationState | None] = {step: None for step in steps}
+        ran = [0]
+
+        def enough(rows) -> bool:   # after the last step asked for
+            ran[0] += 1
+            return ran[0] > max(steps)
+
+        self._generate(s, s.policy, s.kernel_mode, snapshots=snapshots, until=enough)
+        return {step: state for step, state in snapshots.items() if state is not None}
+
+    def routed(self, name: str, row: int, position: int, *, replay: dict | None = None, intervention=None,
+               resume: tuple[GenerationState, ReplayRouting, int] | None = None
+               ) -> tuple[list[int], ReplayRouting, GenerationState | None]:
+        """Row `row`'s tokens and routing when run `name` is rerun to its end with `replay` and/or
+        `intervention` (recorded without logits; counted as a trial), and the generation's state at the
+        start of the step that routes the row's `position` in the recorded schedule (None when the
+        recording has no such step or the model's cache keeps no states): trials that change only that
+        position or later resume from it. `resume` (state, that rerun's routing, the position its
+        state was taken at) starts from an earlier such state: the routing before that position is
+        the earlier rerun's."""
+        s = self.settings(name)
+        self.trials += 1
+        steps = np.asarray(self.trace.run(name).step[row])
+        step = int(steps[position]) if 0 <= position < len(steps) else -1
+        recorder, snapshots = Recorder(None), ({step: None} if step >= 0 else None)
+        result = self._generate(s, s.policy, s.kernel_mode, recorder=recorder, replay=replay,
+                                intervention=intervention, snapshots=snapshots,
+                                resume=resume[0] if resume else None)
+        routing = ReplayRouting.from_run_arrays(recorder.arrays(result), row)
+        if resume is not None:
+            _, before, since = resume
+            routing = _joined(before, routing, since)
+        state = snapshots.get(step) if snapshots else None
+        return result.tokens[row], routing, state
 
     def _generate(self, s: RunSettings, policy, kernel_mode: str, recorder=None, replay=None,
-                  intervention=None, until=None):
+                  intervention=None, until=None, snapshots=None, resume=None):
         self.generations += 1
         log.debug("rerun %s (%s, %s)", s.name, kernel_mode, "replay" if replay else "no replay")
         try:
             return generate(self.model, s.prompts, s.max_new_tokens, policy, kernel_mode, recorder=recorder,
-                            replay=replay, intervention=intervention, arrivals=s.arrivals, until=until)
+                            replay=replay, intervention=intervention, arrivals=s.arrivals, until=until,
+                            snapshots=snapshots, resume=resume)
         except ValueError as exc:
             raise RerunError(f"run {s.name}: cannot be rerun with this model ({exc})") from None

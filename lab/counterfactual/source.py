@@ -15,6 +15,7 @@ Hugging Face load passes `trust_remote_code=False`, and the shipped model's weig
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -130,6 +131,28 @@ def checkpoint_name(checkpoint: str | Path, trace_path: str | Path) -> str:
         return str(Path("assets") / real.relative_to(ASSETS.resolve()))
     folder = Path(trace_path).parent.resolve()
     return str(real.relative_to(folder)) if real.is_relative_to(folder) else str(real)
+
+
+def checkpoint_digest(checkpoint: str | Path) -> str:
+    """'sha256:<hex>' of a checkpoint's content: a project checkpoint's weights and card, or a Hugging
+    Face folder's weights (*.safetensors, *.bin) and config.json, each file's name and bytes in name
+    order; '' for a name that is no local file or folder (a hub id). Two clones with the same
+    checkpoint, wherever it lies, give the same digest."""
+    path = Path(checkpoint)
+    if path.is_dir():
+        files = sorted(f for f in path.iterdir() if f.is_file() and
+                       (f.suffix in (".safetensors", ".bin") or f.name == "config.json"))
+    else:
+        files = [f for f in checkpoint_paths(path) if f.is_file()]
+    if not files:
+        return ""
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0")
+        with open(f, "rb") as handle:
+            for block in iter(lambda h=handle: h.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
 
 
 def portable_checkpoint(name: str) -> str:

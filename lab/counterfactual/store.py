@@ -48,6 +48,17 @@ COUNTERFACTUAL_MEANING = {
                  "proof's events",
     "reach": "new tokens that agree with the other row's completion, from the first on, after the "
              "proven intervention (of reach_of)",
+    "proof_how": "how the root event changes its run: keep, capacity, withdraw (capacity decisions), "
+                 "logits or cell (the router's choice)",
+    "proof_run": "the run rerun with the change; it then gives the other run's tokens",
+    "alternatives": "of the candidate events before the split (candidates), tried alone in time order, "
+                    "how many each suffice; the root event is the earliest (alternative_cells lists them)",
+    "placebo": "share of random expert sets at the root event's cell that also restore the tokens "
+               "(above 0.2: a weak cause, the cell is a near-tie)",
+    "chain_cells": "after the proof, the links of later cells (layer:position, '+' within a link) whose "
+                   "replay from the other row, added link by link, restores more of the completion; "
+                   "chain_reach the reach after each link, chain_end why the chain stopped (whole, "
+                   "no_cells, budget)",
 }
 
 #: How the reference of each row is chosen (`lab.counterfactual.pairs`).
@@ -61,12 +72,23 @@ def record_key(r: ExplainRecord) -> Key:
     return (r.run, r.row, r.ref_run, r.ref_row)
 
 
-def earlier_records(trace, checkpoint: str) -> dict[Key, ExplainRecord]:
-    """The records an earlier call stored with the same checkpoint, for runs the trace still holds."""
+def same_checkpoint(attrs: dict, checkpoint: str, digest: str = "") -> bool:
+    """Whether a table's attributes name the checkpoint `checkpoint` (content `digest`, '' unknown): the
+    same content wherever it lies, or else the same portable name where neither side's content
+    differs."""
+    stored = str(attrs.get("checkpoint_sha256", ""))
+    if stored and digest:
+        return stored == digest
+    return portable_checkpoint(str(attrs.get("checkpoint"))) == portable_checkpoint(checkpoint)
+
+
+def earlier_records(trace, checkpoint: str, digest: str = "") -> dict[Key, ExplainRecord]:
+    """The records an earlier call stored with the same checkpoint (`same_checkpoint`), for runs the
+    trace still holds."""
     if TABLE not in trace.table_names:
         return {}
     columns, attrs = trace.read_table(TABLE)
-    if portable_checkpoint(str(attrs.get("checkpoint"))) != portable_checkpoint(checkpoint):
+    if not same_checkpoint(attrs, checkpoint, digest):
         log.info("%s: replacing the explanations made with checkpoint %s", trace.path,
                  attrs.get("checkpoint"))
         return {}
@@ -89,7 +111,8 @@ def store(path: str, records: Sequence[ExplainRecord], **attrs) -> None:
     with interrupts_deferred(), _one_writer(path) as writer:
         # Another call may have stored its records since this one read the table: keep them.
         with open_trace(path) as trace:
-            stored = earlier_records(trace, str(attrs.get("checkpoint", "")))
+            stored = earlier_records(trace, str(attrs.get("checkpoint", "")),
+                                     str(attrs.get("checkpoint_sha256", "")))
         merged = {**stored, **{record_key(r): r for r in records}}
         writer.write_table(TABLE, to_columns(list(merged.values())), full)
     log.info("stored %d explanations in %s /tables/%s (%d kept from another call)", len(merged), path,

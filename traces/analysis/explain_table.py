@@ -8,6 +8,12 @@ columns hold -1. Table names are `explain_<label>`.
 Version 3 adds the proven cause (`traces.analysis.proof`): the proof's kind, its (layer, position)
 cells, how many events it holds, how many reruns it took, whether it is necessary, and its reach.
 Tables of versions 1 and 2 are read with those columns empty (no proof stored).
+
+Version 4 adds the root-event scan: how the root event changes its run (`proof_how`), which run is
+changed (`proof_run`), how many candidate events were scanned, how many of them each suffice alone
+and where (the alternatives), the placebo share at the root's cell (specificity), and the chain of
+later cells that restores more of the completion (`traces.analysis.proof.chain_text`). Older tables
+are read with those columns empty (-1, '').
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ from traces.analysis.verdict import Verdict
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
-TABLE_VERSION = 3
+TABLE_VERSION = 4
 #: Columns a version-1 table lacks; `from_columns` fills them in (`_version1_defaults`).
 _ADDED_IN_2 = ("reproduction", "drift", "keep_same", "withdraw_same", "logits_same", "sufficient", "scope",
                "proof_step", "proof_layer", "proof_position")
 #: Columns a version-2 table lacks (`_version2_defaults`).
 _ADDED_IN_3 = ("proof_kind", "proof_cells", "proof_size", "proof_reruns", "necessary", "reach", "reach_of")
+#: Columns a version-3 table lacks (`_version3_defaults`).
+_ADDED_IN_4 = ("proof_how", "proof_run", "candidates", "candidates_all", "alternatives", "alternative_cells",
+               "placebo", "chain_cells", "chain_reach", "chain_end")
 
 #: Encoding of the counterfactual columns (int8): the rerun's completion equals the reference's.
 COUNTERFACTUAL_CODES = {None: -1, False: 0, True: 1}
@@ -94,6 +103,18 @@ class ExplainRecord:
     reach: int = -1                      # new tokens agreeing with the other run after the intervention,
                                          # from the first on (-1 not measured)
     reach_of: int = -1                   # of how many new tokens
+    proof_how: str = ""                  # how a single-event proof changes its run: keep, capacity,
+                                         # withdraw, logits, cell ('' a set or none); version 4
+    proof_run: str = ""                  # the run rerun with the change (it then gives the other's tokens)
+    candidates: int = -1                 # candidate events the scan tried alone (-1 not stored)
+    candidates_all: int = -1             # candidate events before t* (more than tried: the scan's budget)
+    alternatives: int = -1               # of which each suffices alone (-1 not stored)
+    alternative_cells: str = ""          # their 'layer:position' cells in time order, space separated
+    placebo: float = -1.0                # share of random routings at the root's cell that also restore
+                                         # (-1 not measured)
+    chain_cells: str = ""                # the chain's links of later cells: "l:p+l:p l:p", in order
+    chain_reach: str = ""                # reach after each of them, space separated
+    chain_end: str = ""                  # whole, no_cells, budget ('' no chain searched)
 
     @property
     def proven(self) -> bool:
@@ -171,10 +192,12 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
 
     Raises ValueError naming a missing column, unequal lengths or a bad counterfactual code.
     """
-    missing = [name for name in COLUMNS if name not in columns and name not in (*_ADDED_IN_2, *_ADDED_IN_3)]
+    added = (*_ADDED_IN_2, *_ADDED_IN_3, *_ADDED_IN_4)
+    missing = [name for name in COLUMNS if name not in columns and name not in added]
     if missing:
         raise ValueError(f"explanation table lacks column(s) {', '.join(missing)}")
-    columns = {**_version1_defaults(columns), **_version2_defaults(columns), **columns}
+    columns = {**_version1_defaults(columns), **_version2_defaults(columns), **_version3_defaults(columns),
+               **columns}
     lengths = {name: len(columns[name]) for name in COLUMNS}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"explanation table columns differ in length: {lengths}")
@@ -227,6 +250,18 @@ def _version2_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     return {"proof_kind": empty, "proof_cells": empty, "proof_size": np.array(size, dtype=np.int32),
             "proof_reruns": np.full(n, -1, dtype=np.int32), "necessary": np.full(n, -1, dtype=np.int8),
             "reach": np.full(n, -1, dtype=np.int32), "reach_of": np.full(n, -1, dtype=np.int32)}
+
+
+def _version3_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns a version-3 (or older) table lacks: no root-event scan stored."""
+    n = len(np.asarray(columns["confirmed_cause"]))
+    empty = np.array([""] * n, dtype=np.str_)
+    none = np.full(n, -1, dtype=np.int32)
+    tried = np.asarray(columns.get("candidates", none))   # a table written before the scan's budget
+    return {"proof_how": empty, "proof_run": empty, "candidates": none, "candidates_all": tried,
+            "alternatives": none,
+            "alternative_cells": empty, "placebo": np.full(n, -1.0), "chain_cells": empty,
+            "chain_reach": empty, "chain_end": empty}
 
 
 def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,
