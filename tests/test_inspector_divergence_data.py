@@ -332,6 +332,23 @@ def test_the_panel_leads_with_the_proven_cause_and_names_the_first_difference_ap
     assert "a minimal set of 2 events, the first at position 0" in text.headline
     assert "1-minimal set of 2 events (mixed)" in text.sentence and "Not necessary" in text.sentence
     assert "restores the whole completion (4 of 4 new tokens)" in text.sentence
+    # The root-event scan: which run is changed, the alternatives, a weak placebo, the chain, a router
+    # event (not a drop: the meaning says so).
+    scanned = dataclasses.replace(proved, proof_how="cell", proof_run="crowded", candidates=40,
+                                  candidates_all=40, alternatives=3, alternative_cells="0:0 1:1", placebo=0.4,
+                                  chain_cells="0:2 1:3+0:3", chain_reach="2 4", chain_end="whole")
+    text = cause_text(v, scanned)
+    assert "weak: a near-tie" in text.headline and "not a drop" in text.headline
+    assert "makes B give A's tokens through the first split" in text.sentence
+    assert "Root event: the earliest of 3 of 40 candidate events that each suffice alone (at 2 cells" \
+           in text.sentence and "proximate trigger" in text.sentence
+    assert "Weak: 4 of 10 random routings at that cell restore the tokens too" in text.sentence
+    assert "Chain: 4 events restore all 4 new tokens." in text.sentence
+    facts = dict(text.facts)
+    assert facts["changed run"] == "B (it then gives A's tokens)"
+    assert facts["alternatives"] == "1 of 3 events that each suffice (of 40 scanned)"
+    assert facts["chain"] == "4 events restore 4 of 4 new tokens (the whole completion)"
+    assert facts["the event changes"] == "the router's choice: the experts routed to"
     unproved = dataclasses.replace(base, confirmed_cause="unconfirmed", proof_reruns=30)
     text = cause_text(v, unproved)
     assert not text.proven and not text.confirmed and text.event == (1, 1)

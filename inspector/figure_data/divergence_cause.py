@@ -127,6 +127,8 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
         what = f"at {where}" if record.proof_size == 1 else \
             f"a minimal set of {record.proof_size} events, the first at {where}"
         text = f"Proven cause: {shown} — {what}"
+        if record.placebo >= 0 and is_weak(record.placebo):   # the placebo restores too: say so first
+            text += ", weak: a near-tie"
         if (record.proof_position, record.proof_layer) != (v.position, v.layer):
             text += f" (the first difference, at {first}, is not it)"
         if record.proof_how in ROUTER_EVENTS:   # the event is a router choice, not a drop

@@ -134,21 +134,22 @@ def checkpoint_name(checkpoint: str | Path, trace_path: str | Path) -> str:
 
 
 def checkpoint_digest(checkpoint: str | Path) -> str:
-    """'sha256:<hex>' of a checkpoint's content: a project checkpoint's weights and card, or a Hugging
-    Face folder's weights (*.safetensors, *.bin) and config.json, each file's name and bytes in name
-    order; '' for a name that is no local file or folder (a hub id). Two clones with the same
-    checkpoint, wherever it lies, give the same digest."""
+    """'sha256:<hex>' of a checkpoint's content: a project checkpoint's weights then card (whatever its
+    stem is called), or a Hugging Face folder's weights (*.safetensors, *.bin) and config.json, each
+    file's name in the folder and bytes in name order; '' for a name that is no local file or folder
+    (a hub id). Two clones with the same checkpoint, wherever it lies and however it is named, give
+    the same digest."""
     path = Path(checkpoint)
     if path.is_dir():
-        files = sorted(f for f in path.iterdir() if f.is_file() and
-                       (f.suffix in (".safetensors", ".bin") or f.name == "config.json"))
+        files = [(f.name, f) for f in sorted(path.iterdir()) if f.is_file() and
+                 (f.suffix in (".safetensors", ".bin") or f.name == "config.json")]
     else:
-        files = [f for f in checkpoint_paths(path) if f.is_file()]
+        files = [(f.suffix, f) for f in checkpoint_paths(path) if f.is_file()]
     if not files:
         return ""
     digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.name.encode() + b"\0")
+    for name, f in files:
+        digest.update(name.encode() + b"\0")
         with open(f, "rb") as handle:
             for block in iter(lambda h=handle: h.read(1 << 20), b""):
                 digest.update(block)
