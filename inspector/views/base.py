@@ -11,18 +11,27 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inspector.qt import QtCore, QtWidgets, Signal, pg
 from inspector.specs.registry import Export, ViewSpec
 from inspector.views.hover import HoverLine
 from traces import TraceError
 
-if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
-    from inspector.app.settings import Settings
+if TYPE_CHECKING:
     from inspector.state.signals import InspectorState
 
 log = logging.getLogger(__name__)
+
+
+class ViewSettings(Protocol):
+    """The saved settings as a view reads and writes them. The app owns them
+    (`inspector.app.settings.Settings`) and hands them to its views, which sit below it and never
+    import it."""
+
+    def value(self, key: str, default: Any = None, type_: type | None = None) -> Any: ...
+
+    def set(self, key: str, value: Any) -> None: ...
 
 #: The least height, in pixels, of a heatmap's or a bar chart's data area; below it a view scrolls.
 MIN_PLOT_PX = 120
@@ -236,8 +245,8 @@ class View(QtWidgets.QWidget):
     def clear(self) -> None:
         """Show nothing (no run selected)."""
 
-    def save_settings(self, settings: Settings) -> None:
+    def save_settings(self, settings: ViewSettings) -> None:
         """Persist this view's choices."""
 
-    def restore_settings(self, settings: Settings) -> None:
+    def restore_settings(self, settings: ViewSettings) -> None:
         """Restore this view's choices."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from inspector.figures.routing import RoutingFigure
@@ -11,13 +9,10 @@ from inspector.figures.style import COLORMAPS, FigureStyle
 from inspector.qt import QtWidgets, pg
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
-from inspector.views.base import MIN_PLOT_PX, View
+from inspector.views.base import MIN_PLOT_PX, View, ViewSettings
 from inspector.views.hover import HoverLine, connect_hover
 from traces import TraceError
 from traces.analysis.displacement import displacement
-
-if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
-    from inspector.app.settings import Settings
 
 LEGEND = ("white frame = chosen and kept · red ✕ (a red tick in narrow cells) = chosen but dropped "
           "(over capacity) · "
@@ -140,11 +135,11 @@ class RoutingView(View):
                 text += f"\n(who took the slots ahead is unknown: {exc})"
         return text
 
-    def save_settings(self, settings: Settings) -> None:
+    def save_settings(self, settings: ViewSettings) -> None:
         settings.set("view/colormap", self.colormap.currentText())
         settings.set("view/fit_levels", self.fit.isChecked())
 
-    def restore_settings(self, settings: Settings) -> None:
+    def restore_settings(self, settings: ViewSettings) -> None:
         name = settings.value("view/colormap", "viridis", str)
         if name in COLORMAPS:
             self.colormap.setCurrentText(name)

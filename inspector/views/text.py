@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from inspector.figure_data.text import SHADE_MODES
 from inspector.figures.style import FigureStyle
 from inspector.figures.text import TextFigure
 from inspector.qt import Qt, QtCore, QtWidgets, pg
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
-from inspector.views.base import View
+from inspector.views.base import View, ViewSettings
 from inspector.views.hover import HoverLine
-
-if TYPE_CHECKING:  # the app owns the views; they only receive its state and settings
-    from inspector.app.settings import Settings
-
 
 #: The least height of the strip's scroll area: its caption and one line of text stay in view.
 TEXT_MIN_PX = 84
@@ -99,10 +93,10 @@ class TextView(View):
             if t is not None:
                 self.state.set_position(t)
 
-    def save_settings(self, settings: Settings) -> None:
+    def save_settings(self, settings: ViewSettings) -> None:
         settings.set("text/mode", self.mode.currentText())
 
-    def restore_settings(self, settings: Settings) -> None:
+    def restore_settings(self, settings: ViewSettings) -> None:
         mode = settings.value("text/mode", SHADE_MODES[0], str)
         if mode in SHADE_MODES:
             self.mode.setCurrentText(mode)

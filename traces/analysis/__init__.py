@@ -6,7 +6,8 @@
 - `divergence`: U(N), mode share, first divergence t*, prefix tree of completions.
 - `measures`: KL, logit and router margins, bitwise differences, drops (array functions).
 - `curves`: routing differences and the measures per position of two rows.
-- `verdict`: `Verdict` (where two runs first differ and why, `Verdict.describe()`), `Difference`.
+- `verdict`: `Verdict` (where two runs first differ and why, `Verdict.describe()`), `Difference`;
+  `verdict_record` holds their fields, `verdict_text` their words.
 - `causes`: the walk that reaches the verdict on two runs (docs/experiments.md).
 - `cause_table`: the one table of causes; `reference`: the reference-run rule; `layers`: MoE layer
   to model layer.

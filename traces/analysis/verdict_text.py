@@ -1,19 +1,11 @@
-"""The plain-language sentence of a `Verdict`: the same words in the GUI, the export and the tables."""
+"""The plain-language sentence of a verdict (`VerdictRecord`): the same words in the GUI, the export and
+the tables."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from traces.analysis import cause_table as table
 from traces.analysis.displacement import capacity_text
-
-if TYPE_CHECKING:
-    from traces.analysis.verdict import Verdict
-
-
-#: What each kind of difference is called in the sentences.
-KIND_WORDS = {"router_logits": "router logits", "expert": "chosen experts", "kept": "kept set",
-              "gate": "weights", "logits": "logits"}
+from traces.analysis.verdict_record import KIND_WORDS, VerdictRecord
 
 
 def ordinal(n: int) -> str:
@@ -37,11 +29,11 @@ def _experts(experts: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(e) for e in experts) + "]"
 
 
-def _whose(v: Verdict, probe: bool) -> str:
+def _whose(v: VerdictRecord, probe: bool) -> str:
     return "the probe's" if probe else f"request {v.request}'s"
 
 
-def numeric_flip(v: Verdict) -> str:
+def numeric_flip(v: VerdictRecord) -> str:
     """A numeric cause at the output in words: 'the next token flipped by a logit change of 6.69 at a
     near-tie of 0.0628' (the largest logit difference against the reference's top-2 margin at the
     position before the split), or without logits at hand 'the next token flipped at a near-tie'."""
@@ -51,7 +43,7 @@ def numeric_flip(v: Verdict) -> str:
     return "the next token flipped at a near-tie (the logits were not recorded)"
 
 
-def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
+def describe_verdict(v: VerdictRecord, vocab: list[str] | None = None) -> str:
     """Event sentence, then how the tokens split, then the first bitwise difference when elsewhere."""
     parts = [_event(v)]
     if v.diverged:
@@ -64,7 +56,7 @@ def describe_verdict(v: Verdict, vocab: list[str] | None = None) -> str:
     return " ".join(parts)
 
 
-def _event(v: Verdict) -> str:
+def _event(v: VerdictRecord) -> str:
     at = f"Position {v.position}, layer {v.layer}:"
     pair = f"run {v.ref_run} row {v.ref_row}"
     if v.cause == table.CAPACITY:
@@ -108,7 +100,7 @@ def _event(v: Verdict) -> str:
     return f"Run {v.run} row {v.row} and {pair} {agreement(v)} over {v.compared} positions."
 
 
-def agreement(v: Verdict) -> str:
+def agreement(v: VerdictRecord) -> str:
     """'agree bitwise on tokens, routing and logits', or, for a pair with an engine's run, what was
     compared and what was not (`Verdict.parts`)."""
     if set(KIND_WORDS) <= set(v.parts):
@@ -131,7 +123,7 @@ def _and(words: list[str]) -> str:
     return " and ".join(words) if len(words) < 3 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _capacity(v: Verdict, at: str) -> str:
+def _capacity(v: VerdictRecord, at: str) -> str:
     d, c = v.displacement, v.counterpart
     known = len(v.ref_experts) if d is not None else min(len(v.ref_experts), len(v.ref_kept), len(v.slots),
                                                          len(v.ref_slots))
@@ -152,7 +144,7 @@ def _capacity(v: Verdict, at: str) -> str:
     return text
 
 
-def _split(v: Verdict, vocab: list[str] | None) -> str:
+def _split(v: VerdictRecord, vocab: list[str] | None) -> str:
     text = (f"The tokens split at position {v.t_star} (new token {v.new_index}): "
             f"{quoted_token(vocab, v.ref_token)} in run {v.ref_run}, "
             f"{quoted_token(vocab, v.token)} in run {v.run}")
