@@ -16,13 +16,15 @@ arrival at 0 this is the static batch above, step for step.
 A generation can keep its state at the start of chosen forward steps (`snapshots`) and another can
 resume from one (`resume`): a rerun whose changes (replay, interventions) lie at or after that step
 skips the steps before it, which it would compute exactly as the run the state was taken from. Only
-a cache with `compact()` and `clone()` (the shipped model's `KVCache`) keeps states.
+a cache with `compact()` and `clone()` (`model.protocols.SnapshotCache`, the shipped model's `KVCache`)
+keeps states.
 
-A model may name its own special tokens: `model.pad_id` (the filler of short rows; None when the model
-masks pads itself and reserves no id, as the Hugging Face bridge of `model.hf` does), `model.fill_id`
-(the id written at pad positions when no id is reserved: a model that routes pads, as transformers'
-MoE blocks do, computes them, and their routing shapes the batch's expert GEMMs) and `model.eos_ids`
-(the ids that end a row); the shipped byte-level model uses `PAD` and `EOS`.
+The model is a `model.protocols.GenerationModel`. It names its own special tokens: `model.pad_id` (the
+filler of short rows; None when the model masks pads itself and reserves no id, as the Hugging Face
+bridge of `model.hf` does), `model.fill_id` (the id written at pad positions when no id is reserved: a
+model that routes pads, as transformers' MoE blocks do, computes them, and their routing shapes the
+batch's expert GEMMs) and `model.eos_ids` (the ids that end a row); the shipped byte-level model uses
+`PAD` and `EOS`. `model.admits_arrivals` says whether rows may join a running batch.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from dataclasses import dataclass
 import torch
 
 from model.kernels import check_mode
+from model.protocols import GenerationModel, SnapshotCache
 from model.replay import ReplayRouting, check_replay, forced_for_step
 from model.step import StepInputs
-from model.tokenizer import EOS, PAD
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +105,8 @@ def _check_prompts(prompts, max_new_tokens: int, vocab_size: int, context: int, 
 
 
 @torch.no_grad()
-def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kernel_mode: str = "native",
-             recorder=None, replay: dict[int, ReplayRouting] | None = None,
+def generate(model: GenerationModel, prompts: list[list[int]], max_new_tokens: int, policy,
+             kernel_mode: str = "native", recorder=None, replay: dict[int, ReplayRouting] | None = None,
              stop_at_eos: bool = True, intervention=None, arrivals=None, until=None,
              snapshots: dict[int, GenerationState | None] | None = None,
              resume: GenerationState | None = None) -> GenerationResult:
@@ -127,10 +129,10 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
     """
     check_mode(kernel_mode)
     cfg = model.config
-    pad_id = getattr(model, "pad_id", PAD)
-    eos_ids = frozenset(getattr(model, "eos_ids", (EOS,)))
+    pad_id = model.pad_id
+    eos_ids = frozenset(model.eos_ids)
     _check_prompts(prompts, max_new_tokens, cfg.vocab_size, cfg.context, pad_id)
-    filler = getattr(model, "fill_id", None)
+    filler = model.fill_id
     if filler is None:
         filler = 0 if pad_id is None else pad_id
     L = len(cfg.moe_layers)
@@ -147,7 +149,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
 
     lengths = [len(p) for p in prompts]
     arrival = _check_arrivals(arrivals, B)
-    if len(set(arrival)) > 1 and not getattr(model, "admits_arrivals", True):
+    if len(set(arrival)) > 1 and not model.admits_arrivals:
         raise ValueError("this model's cache holds one shared column per step, so it cannot admit rows "
                          "into a running batch (arrivals)")
     if resume is not None:
@@ -157,7 +159,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, policy, kerne
         rows, running, last = [list(p) for p in prompts], [False] * B, None   # last: [B,V]
         cache = model.new_cache(B)
         steps, first_tick = 0, 0
-    keep = snapshots if snapshots is not None and hasattr(cache, "compact") else None
+    keep = snapshots if snapshots is not None and isinstance(cache, SnapshotCache) else None
 
     def step(s: int, tok: torch.Tensor, pos: torch.Tensor, ok: torch.Tensor, pad: torch.Tensor | None):
         forced = forced_for_step(replay, pos, ok, L, K) if replay else None

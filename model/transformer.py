@@ -13,7 +13,7 @@ from model.kv_cache import KVCache
 from model.layers import Attention, RMSNorm, SwiGLU
 from model.moe import LayerRouting, MoE
 from model.step import StepInputs
-from model.tokenizer import PAD
+from model.tokenizer import EOS, PAD
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,13 @@ class Block(nn.Module):
 
 
 class MoETransformer(nn.Module):
-    """Decoder-only transformer whose FFN blocks in `config.moe_layers` are MoE blocks."""
+    """Decoder-only transformer whose FFN blocks in `config.moe_layers` are MoE blocks
+    (a `model.protocols.GenerationModel`)."""
+
+    pad_id: int | None = PAD  # short rows are filled with PAD, which the model never routes
+    fill_id: int | None = None  # pads hold pad_id
+    eos_ids: tuple[int, ...] = (EOS,)
+    admits_arrivals = True  # each row has its own cache columns: rows may join a running batch
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -74,6 +80,11 @@ class MoETransformer(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
+
+    def trace_meta(self, kernel_mode: str) -> dict:
+        """No root attributes beyond the recorder's: the trace's model_config describes this model."""
+        kernels.check_mode(kernel_mode)
+        return {}
 
     def new_cache(self, B: int) -> KVCache:
         """An empty KV cache for B rows."""

@@ -89,7 +89,7 @@ def run_continuous(settings: Settings, models: Models, pool: RequestPool,
                    progress: ProgressFn = no_progress) -> ContinuousResult:
     s = settings
     n = s.max_new_tokens
-    if not getattr(models.moe, "admits_arrivals", True):
+    if not models.moe.admits_arrivals:
         raise ExperimentError("-e continuous: this model cannot admit rows into a running batch (a Hugging "
                               "Face model's cache holds one shared column per step); use the shipped model")
     check_lengths(pool, models.moe, n)

@@ -34,6 +34,7 @@ from lab.experiments.example import ExampleResult
 from lab.experiments.measures import unique_completions
 from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import RequestPool
+from model.protocols import Engine
 from model.vllm.arrays import run_arrays
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def check_options(args, settings) -> None:
                               f"arguments with --engine-arg)")
 
 
-def start_engine(args, settings):
+def start_engine(args, settings) -> Engine:
     """The engine of `--engine`, started (ExperimentError when it cannot start). Without `--dtype`
     the offline engine computes in vLLM's own default; a server in the dtype it was started with."""
     from model.vllm.offline import EngineError, OfflineEngine
@@ -98,7 +99,7 @@ def start_engine(args, settings):
         raise ExperimentError(f"--engine {args.engine}: {exc}") from None
 
 
-def trace_meta(folder: str, engine, settings, tokenizer, config) -> tuple[dict, list[str]]:
+def trace_meta(folder: str, engine: Engine, settings, tokenizer, config) -> tuple[dict, list[str]]:
     """Root attributes and `/vocab` of an engine's trace of the Hugging Face folder `folder`."""
     import torch
 
@@ -170,15 +171,14 @@ def run(args, settings, progress: ProgressFn = no_progress):
         engine.close()
 
 
-def prepare(settings, engine, pool: RequestPool, tokenizer, config, route_check: bool = True):
+def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, route_check: bool = True):
     """(the route check's reference or None, the recording) of `settings.experiment` through the
     started `engine`: its first answer (the probe, one token) checked before any trace is written."""
     from model.hf.families import family_of
     from model.hf.moe_layers import engine_rows
     from model.vllm.route_check import RouterReference
 
-    if hasattr(engine, "check_tokenizer"):
-        engine.check_tokenizer(pool.texts[0], list(pool.tokens[0]))
+    engine.check_tokenizer(pool.texts[0], list(pool.tokens[0]))
     first = engine.generate([list(pool.tokens[0])], 1)[0]  # the engine's layer count, and a warm-up
     try:
         layers = engine_rows(config, first.routed.shape[1])

@@ -16,6 +16,7 @@ import numpy as np
 
 from lab.experiments import ExperimentError
 from lab.experiments.session import RequestPool
+from model.protocols import Engine
 from model.vllm.arrays import ENGINE_NOT_RECORDED, cached_tokens, run_arrays
 from model.vllm.settings import COMPILED_ADVICE
 
@@ -49,9 +50,9 @@ def refuse_unless_routed(check, settings: dict, what: str) -> None:
 class EngineRecording:
     """The trace at `path` written from `engine`'s outputs (created with the first run)."""
 
-    def __init__(self, path: Path, engine, pool: RequestPool, meta: dict, vocab: list[str], experiment: str,
-                 eos_ids: tuple[int, ...] = (), layers: list[int] | None = None, reference=None,
-                 n_experts: int = 0):
+    def __init__(self, path: Path, engine: Engine, pool: RequestPool, meta: dict, vocab: list[str],
+                 experiment: str, eos_ids: tuple[int, ...] = (), layers: list[int] | None = None,
+                 reference=None, n_experts: int = 0):
         self.path, self.engine, self.pool, self.meta, self.vocab = path, engine, pool, meta, vocab
         self.experiment, self.eos_ids, self.layers = experiment, eos_ids, layers
         self.reference, self.n_experts = reference, n_experts

@@ -23,6 +23,7 @@ from lab.experiments.conditions import Condition
 from lab.experiments.measures import DropCounts, run_drops
 from model.checkpoint import checkpoint_paths, load_checkpoint
 from model.generate import GenerationResult, generate
+from model.protocols import GenerationModel
 from model.recorder import Recorder, logits_form_for, trace_meta
 from model.tokenizer import encode, vocab_strings
 from traces import TraceWriter
@@ -59,9 +60,9 @@ class RequestPool:
 class Models:
     """The MoE checkpoint, and the dense control when there is one (`dense_note` says why not)."""
 
-    moe: torch.nn.Module
+    moe: GenerationModel
     card: dict
-    dense: torch.nn.Module | None
+    dense: GenerationModel | None
     dense_note: str
 
 

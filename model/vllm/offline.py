@@ -142,6 +142,9 @@ class OfflineEngine:
             raise EngineError(f"compilation mode {served['compilation_mode']}: {package} {version} on a CPU "
                               f"does not capture routes compiled; {COMPILED_ADVICE}")
 
+    def check_tokenizer(self, text: str, ids: list[int]) -> None:
+        """Nothing to check: the engine reads the tokenizer of the folder the ids come from."""
+
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[EngineOutput]:
         """Greedy completions of `max_new_tokens + 1` tokens of every prompt, submitted together."""
         from vllm import SamplingParams
