@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inspector.figure_data.text import SHADE_MODES
+from traces.run_like import RunLike
 
 #: Short names of the text strip's shading modes (the command line's --shade).
 SHADE_BY_NAME = dict(zip(("drops", "layer-drops", "margin"), SHADE_MODES, strict=True))
@@ -47,7 +48,7 @@ class Selection:
 
 # -- picking the run and row ----------------------------------------------------------------------
 
-def pick_run(trace, sel: Selection):
+def pick_run(trace, sel: Selection) -> RunLike:
     """The run of `sel`: named, else the first complete run holding `sel.request`, else the first."""
     if sel.run is not None:
         if sel.run not in trace.run_names:
@@ -66,7 +67,7 @@ def pick_run(trace, sel: Selection):
     raise SelectionError(f"no run of {trace.path} holds request {sel.request}")
 
 
-def pick_row(run, sel: Selection) -> int:
+def pick_row(run: RunLike, sel: Selection) -> int:
     """The row of `sel` in `run`: given, else the one holding `sel.request` (the probe row first),
     else the probe row (row 0 without a probe)."""
     ids = np.asarray(run.request_ids).tolist()
@@ -88,7 +89,7 @@ def pick_row(run, sel: Selection) -> int:
     return ids.index(sel.request)
 
 
-def check_layer(run, layer: int) -> int:
+def check_layer(run: RunLike, layer: int) -> int:
     L = int(run.dims["L"])
     if not 0 <= layer < L:
         raise SelectionError(f"layer {layer} outside 0..{L - 1} of run {run.name}")

@@ -1,11 +1,12 @@
 """A Hugging Face MoE causal LM behind the project's model protocol, so `model.generate.generate`,
 the recorder, the experiments and `explain` run it as they run the shipped byte-level model.
 
-The protocol: `config` (vocab_size, context, moe_layers, n_experts, top_k, is_moe, to_dict),
-`device`, `dtype`, `new_cache(B)`, and a call `model(tokens[B,T], policy, kernel_mode=, step=)` (the
-step's `model.step.StepInputs`: valid tokens, positions, pads, cache, replay, index, edits) that
-returns next-token logits[B,T,V] (float32) and one `LayerRouting` per MoE layer, in the caller's
-layout: right padding, positions in each row's own coordinates.
+The protocol (`model.protocols.GenerationModel`): `config` (vocab_size, context, moe_layers, n_experts,
+top_k, is_moe, to_dict), `device`, `dtype`, `pad_id`, `fill_id`, `eos_ids`, `admits_arrivals`,
+`new_cache(B)`, `trace_meta`, and a call `model(tokens[B,T], policy, kernel_mode=, step=)` (the step's
+`model.step.StepInputs`: valid tokens, positions, pads, cache, replay, index, edits) that returns
+next-token logits[B,T,V] (float32) and one `LayerRouting` per MoE layer, in the caller's layout: right
+padding, positions in each row's own coordinates.
 
 Inside, the prefill is laid out with left padding, as transformers' own `generate` does it: each
 row's real tokens end at the last column, so every later token of every row sits in one shared cache

@@ -9,11 +9,11 @@ not hold (pads routed or counted toward capacity), which `unattributed_*` report
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from traces.analysis.rows import LayerArrays, layer_routing
+from traces.run_like import RunLike
 from traces.schema import ABSENT_GROUP, DROPLESS_CAPACITY
 
 
@@ -116,7 +116,7 @@ def expert_load(layer: LayerArrays, step: int) -> ExpertLoad:
     )
 
 
-def run_expert_load(run: Any, step: int, layer: int) -> ExpertLoad:
+def run_expert_load(run: RunLike, step: int, layer: int) -> ExpertLoad:
     """Loads of a run-like object (reader `Run` or `RunArrays`) at forward step `step`, MoE layer `layer`."""
     return expert_load(layer_routing(run, layer), step)
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from traces.analysis.measures import log_softmax, router_margin
 from traces.analysis.next_token import margin
+from traces.run_like import RunLike
 from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES, RUN_DATASETS, topk_values
 from traces.toplogits import TopLogits
 
@@ -113,6 +114,17 @@ class RunArrays:
         return len(self.request_ids)
 
     @property
+    def cached_tokens(self) -> np.ndarray | None:
+        """[B] prompt tokens an engine served from its prefix cache (-1 unknown); None: not an engine's."""
+        cached = self.attrs.get("cached_tokens")
+        return None if cached is None else np.asarray(cached, dtype=np.int64)
+
+    @property
+    def not_recorded(self) -> frozenset[str]:
+        """Datasets this run does not hold because its engine does not give them (traces/absent.py)."""
+        return frozenset(self.attrs.get("not_recorded") or ())
+
+    @property
     def dims(self) -> dict[str, int]:
         """Size of each dimension letter (L, B, T, K, E, S, G and V when logits are held)."""
         out: dict[str, int] = {}
@@ -159,7 +171,7 @@ class LayerArrays:
     load_kept: np.ndarray     # [S, G, E]
 
 
-def layer_routing(run: Any, layer: int) -> LayerArrays:
+def layer_routing(run: RunLike, layer: int) -> LayerArrays:
     """Layer `layer` of a run-like object (reader `Run` or `RunArrays`) as a `LayerArrays`."""
     L = int(run.expert.shape[0])
     if not 0 <= layer < L:
@@ -268,7 +280,7 @@ class RowTrace:
         return self.layer_source(l)
 
 
-def row_trace(run: Any, b: int, *, logits: bool = True) -> RowTrace:
+def row_trace(run: RunLike, b: int, *, logits: bool = True) -> RowTrace:
     """Row `b` of a run-like object (reader `Run` or `RunArrays`), read and cropped to its length.
 
     `logits=False` skips the [T, V] next-token logits (the largest array) when they are not needed.
@@ -278,15 +290,8 @@ def row_trace(run: Any, b: int, *, logits: bool = True) -> RowTrace:
         raise ValueError(f"run {run.name!r} has rows 0..{B - 1}, not {b}")
     tokens = np.asarray(run.tokens[b])
     T = _row_length(tokens)
-    row_logits = None
-    if logits and getattr(run, "logits", None) is not None:
-        row_logits = run.logits[b, :T]  # an array, or the top-k form
-    cached = getattr(run, "cached_tokens", None)
-    if cached is None and hasattr(run, "attrs"):
-        cached = run.attrs.get("cached_tokens")
-    not_recorded = getattr(run, "not_recorded", None)
-    if not_recorded is None:
-        not_recorded = getattr(run, "attrs", {}).get("not_recorded") or ()
+    row_logits = run.logits[b, :T] if logits and run.logits is not None else None  # an array, or top-k
+    cached = run.cached_tokens
     return RowTrace(
         run=run.name, row=b, request=int(run.request_ids[b]), is_probe=(b == int(run.probe_row)),
         prompt_len=int(run.prompt_len[b]), tokens=tokens[:T], step=np.asarray(run.step[b, :T]),
@@ -294,5 +299,5 @@ def row_trace(run: Any, b: int, *, logits: bool = True) -> RowTrace:
         kept=np.asarray(run.kept[:, b, :T]), slot=np.asarray(run.slot[:, b, :T]),
         group=np.asarray(run.group[:, b, :T]), router_logits=np.asarray(run.router_logits[:, b, :T]),
         logits=row_logits, layer_source=functools.partial(layer_routing, run),
-        not_recorded=frozenset(not_recorded), cached_tokens=0 if cached is None else int(cached[b]),
+        not_recorded=frozenset(run.not_recorded), cached_tokens=0 if cached is None else int(cached[b]),
     )
