@@ -32,8 +32,9 @@ _CONFIG_LIBRARIES = {
 }
 
 
-def machine_fingerprint(device: torch.device | str = "cpu") -> dict:
-    """A JSON-ready description of this machine and torch build as far as they change float results."""
+def machine_fingerprint(device: torch.device | str = "cpu", kernels: int = KERNEL_VERSION) -> dict:
+    """A JSON-ready description of this machine and torch build as far as they change float results;
+    `kernels`: the version of the project's kernels the model runs (its `kernel_version`)."""
     fp = {
         "cpu": _cpu_model(),
         "cpu_vendor": _cpu_vendor(),
@@ -49,7 +50,7 @@ def machine_fingerprint(device: torch.device | str = "cpu") -> dict:
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "env": {k: os.environ[k] for k in KERNEL_ENV if k in os.environ},
         "device": str(device),
-        "kernels": KERNEL_VERSION,
+        "kernels": int(kernels),
     }
     if torch.version.cuda:
         fp["cuda"] = str(torch.version.cuda)

@@ -21,7 +21,13 @@ from traces.schema import KERNEL_MODES
 #: experts run their fixed-shape tiles as one `mm` each through the grouped GEMM, skipping idle experts
 #: (other bits than version 1's bmm over all experts); small steps route and sort their candidates on
 #: the host (the bits of the tensor paths). Native results keep version 1's bits.
-KERNEL_VERSION = 2
+#: Version 3: the MoE block's experts run the compiled kernel of `model.native` (built by the set-up)
+#: in every batch-invariant step and in native steps of a few tokens (a decode step); its dot products
+#: reduce in a fixed order, so a row's bits do not depend on its step. Routing keeps its bits. Where the
+#: kernel is not built the model runs version 2's pure-PyTorch path and records version 2.
+KERNEL_VERSION = 3
+#: The version the pure-PyTorch path reproduces.
+TORCH_KERNEL_VERSION = 2
 
 #: Keys per block of batch-invariant attention (a fixed split size, not a fixed number of splits).
 KEY_BLOCK = 64

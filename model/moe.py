@@ -15,15 +15,26 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import kernels
+from model import kernels, native
 from model.layers import swiglu
-from model.routing import RoutingDecision, RoutingPolicy, route
+from model.routing import RoutingDecision, RoutingPolicy, route, step_plan
 
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _HAS_GROUPED_MM = hasattr(F, "grouped_mm")
 #: Steps of at most this many candidates (N*K) sort their candidates on the host.
 SMALL_CANDIDATES = 128
+
+
+def _pack_experts(w_in: torch.Tensor, w_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+    """Expert weights w_in[E,2F,C], w_out[E,C,F] in the compiled kernel's layout, and F; None where it
+    cannot take them (not float32 on the CPU, widths not a multiple of its vector)."""
+    kernel = native.load()
+    C, F = w_out.shape[1], w_out.shape[2]
+    if kernel is None or w_in.dtype != torch.float32 or w_out.dtype != torch.float32 \
+            or w_in.device.type != "cpu" or C % kernel.lanes or F % kernel.lanes:
+        return None
+    return kernel.pack(w_in.detach()), kernel.pack(w_out.detach()), F
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,21 @@ class MoE(nn.Module):
         self.router = nn.Parameter(torch.empty(n_experts, d_model))  # [E, C]
         self.w_in = nn.Parameter(torch.empty(n_experts, 2 * d_ff, d_model))  # [E, 2F, C]
         self.w_out = nn.Parameter(torch.empty(n_experts, d_model, d_ff))  # [E, C, F]
+        #: Kernel version 3 (the compiled experts of `model.native`) where built, else version 2.
+        self.compiled = native.load() is not None
+        self._pack: tuple[torch.Tensor, torch.Tensor, int] | None = None  # expert weights packed for it
+        self._pack_key: tuple | None = None
+
+    @property
+    def kernel_version(self) -> int:
+        """The version of the kernels this block runs (`model.kernels.KERNEL_VERSION` history)."""
+        return kernels.KERNEL_VERSION if self.compiled else kernels.TORCH_KERNEL_VERSION
+
+    def use_kernels(self, version: int) -> int:
+        """Run the kernels of `version` (a trace's, to reproduce its bits): the compiled ones from 3 on
+        where built, else the pure-PyTorch path (versions 1-2 share it). Returns the version now run."""
+        self.compiled = version >= kernels.KERNEL_VERSION and native.load() is not None
+        return self.kernel_version
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
                 tile: int = 4, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
@@ -78,7 +104,10 @@ class MoE(nn.Module):
         `edit` (a `model.intervention.LayerEdit`) changes one event of this step: its
         `before_route` may replace router logits, its `after_route` the decision.
         """
-        B, T, C = x.shape
+        if forced is None and edit is None and mode == "native":
+            step = self._compiled_step(x, valid, policy, pad)
+            if step is not None:
+                return step
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
         if edit is not None:
             router_logits = edit.before_route(router_logits)
@@ -101,6 +130,9 @@ class MoE(nn.Module):
         order, so a token's contributions are added in expert order, an order that depends on
         nothing but the token's own routing.
         """
+        y = self._compiled_experts(x, expert, kept, gate)
+        if y is not None:  # batch-invariant by construction: both kernel modes run it at every step
+            return y
         B, T, C = x.shape
         K = expert.shape[-1]
         N = B * T
@@ -150,6 +182,45 @@ class MoE(nn.Module):
         else:
             return None
         return xf.new_zeros(N, C).index_add_(0, token, out)
+
+    def _compiled_step(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy,
+                       pad: torch.Tensor | None) -> tuple[torch.Tensor, LayerRouting] | None:
+        """A native step of a few tokens in one compiled call (router, scores, decision and experts:
+        `forward`'s result), or None where `_compiled_experts` or `routing.step_plan` does not apply."""
+        pack = self._ready_pack(x, None)
+        plan = None if pack is None else step_plan(policy, valid, pad, self.n_experts)
+        if plan is None:
+            return None
+        out = native.load().moe_step(x, self._parameters["router"], *plan, *pack)
+        if out is None:
+            return None
+        y, logits, probs, *decision = out
+        return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))
+
+    def _compiled_experts(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor,
+                          gate: torch.Tensor) -> torch.Tensor | None:
+        """`combine` by the compiled kernel (version 3): y[B,T,C], or None where it does not run."""
+        pack = self._ready_pack(x, gate)
+        return None if pack is None else native.load().experts(x, *pack, expert, kept, gate)
+
+    def _ready_pack(self, x: torch.Tensor, gate: torch.Tensor | None) -> tuple | None:
+        """The packed weights for the compiled kernel (packed again whenever the weights change: a load,
+        an optimiser step), or None where it does not run: not built or not chosen, not the CPU, not
+        float32, autograd, widths not a multiple of its vector. Written for a decode step's few
+        microseconds: parameters are read from their dict once."""
+        if not self.compiled or x.dtype != torch.float32 or x.device.type != "cpu":
+            return None
+        params = self._parameters
+        w_in, w_out = params["w_in"], params["w_out"]
+        if torch.is_grad_enabled() and (x.requires_grad or w_in.requires_grad or w_out.requires_grad
+                                        or params["router"].requires_grad
+                                        or (gate is not None and gate.requires_grad)):
+            return None
+        key = (w_in.data_ptr(), w_in._version, w_out.data_ptr(), w_out._version)
+        if self._pack_key != key:
+            self._pack = _pack_experts(w_in, w_out)
+            self._pack_key = key
+        return self._pack
 
     def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were

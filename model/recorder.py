@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from model.fingerprint import machine_fingerprint
+from model.kernels import KERNEL_VERSION
 from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING, empty_run_arrays
 from traces.toplogits import TopLogits
 
@@ -267,6 +268,6 @@ def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> 
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_version": str(torch.__version__),  # TorchVersion is a str subclass h5py cannot store
         "seed": int(seed),
-        "machine": machine_fingerprint(model.device),
+        "machine": machine_fingerprint(model.device, getattr(model, "kernel_version", KERNEL_VERSION)),
         **extra,  # a Hugging Face model: its tokenizer, where to load it from, what the kernel mode covers
     }

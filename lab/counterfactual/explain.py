@@ -49,11 +49,13 @@ from lab.counterfactual.source import (
 from lab.counterfactual.store import TABLE, earlier_records, record_key, store
 from model.device import resolve_device
 from model.fingerprint import machine_fingerprint
+from model.kernels import KERNEL_VERSION
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
-from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC
+from traces.analysis.cause_table import IDENTICAL, NOT_REPRODUCED, OUTPUT_NUMERIC
 from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
 from traces.analysis.proof import (
+    ProofKind,
     alternatives_text,
     chain_text,
     format_cells,
@@ -64,7 +66,7 @@ from traces.analysis.proof import (
     reach_text,
 )
 from traces.analysis.reference import condition_of
-from traces.analysis.reproduction import NOT_REPRODUCED, weakest
+from traces.analysis.reproduction import Level, weakest
 from traces.analysis.summary import CauseSummary
 
 log = logging.getLogger(__name__)
@@ -159,11 +161,12 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                                    f"not {bad[0]}")
         order = {name: i for i, name in enumerate(trace.run_names)}
         conditions = {name: condition_of(trace.run(name).attrs) for name in order}
+        reruns = Reruns(trace, model)  # runs the trace's kernels where this build has them
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
                                recorded_machine=dict(trace.meta.get("machine") or {}),
-                               rerun_machine=machine_fingerprint(device))
+                               rerun_machine=machine_fingerprint(
+                                   device, getattr(model, "kernel_version", KERNEL_VERSION)))
         earlier = earlier_records(trace, checkpoint, digest)
-        reruns = Reruns(trace, model)
         machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}
         try:
@@ -269,7 +272,7 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -
                                    invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
                                    confirmed_cause=decision.cause)
     lead = proof.lead
-    kind = proof.kind or (OUTPUT_NUMERIC if decision.cause == OUTPUT_NUMERIC else "")
+    kind = proof.kind or (ProofKind.OUTPUT_NUMERIC if decision.cause == OUTPUT_NUMERIC else "")
     return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift,
                                keep_same=proof.keep, withdraw_same=proof.withdraw, logits_same=proof.logits,
                                sufficient=evidence.sufficient, scope=proof.scope,
@@ -334,7 +337,7 @@ def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
     reproductions = (reruns.reproduction(ref_run), reruns.reproduction(run))
     level = weakest(r.level for r in reproductions)
     drift = _drift_text(reproductions)
-    if level == NOT_REPRODUCED:
+    if level == Level.NOT_REPRODUCED:
         return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Proof()
     n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
 

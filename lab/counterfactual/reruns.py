@@ -95,12 +95,22 @@ def _watch(row: int, target: list[int]):
     return until
 
 
+def recorded_kernels(meta: dict) -> int:
+    """The kernel version a trace was recorded with (its machine fingerprint; 1 where it has none)."""
+    machine = meta.get("machine")
+    value = machine.get("kernels") if isinstance(machine, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
 class Reruns:
     """Reruns of the runs of one open trace with one model; each (run, variant) is generated once."""
 
     def __init__(self, trace, model: torch.nn.Module):
         self.trace = trace
         self.model = model
+        use_kernels = getattr(model, "use_kernels", None)
+        if use_kernels is not None:  # the trace's kernels where this build has them: its bits reproduce
+            use_kernels(recorded_kernels(trace.meta))
         self._settings: dict[str, RunSettings] = {}
         self._tokens: dict[tuple[str, str], list[list[int]]] = {}
         self._reproduction: dict[str, Reproduction] = {}

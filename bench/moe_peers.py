@@ -1,0 +1,192 @@
+"""The MoE block against its peers on the same weights and tokens: ours (routing included), transformers'
+`MixtralSparseMoeBlock` (its eager experts and its `grouped_mm` experts), vLLM's CPU fused MoE kernel
+(where vLLM is installed; routing by torch softmax, top-k and renormalisation, as its CPU path does),
+and the dense SwiGLU FFN of equal active parameters.
+
+    .venv/bin/python bench/moe_peers.py [--threads 1] [--repeats 15] [--tokens 8 64 2048]
+                                        [--sizes shipped large] [--policy dropless]
+
+Sizes: `shipped` is the shipped model's block (d_model 128, 8 experts of 256, top-2; its trained weights
+where the checkpoint is present), `large` d_model 1024, 8 experts of 2816, top-2 (random weights).
+Every cell is the median of `--repeats` rounds; in each round every contender runs once per token
+count, in turn (interleaved, so a change of load hits all of them), each call timed alone after a
+warm-up. The table prints microseconds and, beside each peer, ours / peer (below 1: ours is faster)
+and each contender / the dense FFN. All contenders' outputs are checked against ours first (the
+largest difference is printed). Float32, no autograd; the load average is printed before and after.
+Python's collector is frozen after the set-up (the imports' objects are not traversed during timed
+calls) and numpy's OpenBLAS runs one thread (its idle threads spin): both for every contender.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# numpy's OpenBLAS threads spin between calls and take the other core from whichever contender runs
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from pairs import load_average  # noqa: E402
+from shipped import load_model  # noqa: E402
+
+from model import native  # noqa: E402
+from model.layers import SwiGLU  # noqa: E402
+from model.moe import MoE  # noqa: E402
+from model.routing import RoutingPolicy  # noqa: E402
+
+SIZES = {"shipped": (128, 256), "large": (1024, 2816)}  # (d_model C, expert width F)
+E, K = 8, 2
+
+
+def our_block(size: str) -> tuple[MoE, str]:
+    """Our MoE block of `size`: the shipped checkpoint's first MoE layer, or random weights."""
+    C, F = SIZES[size]
+    if size == "shipped":
+        model, which = load_model()
+        for block in model.blocks:
+            if block.is_moe and block.ffn.w_in.shape[-1] == C:
+                return block.ffn, which
+    torch.manual_seed(0)
+    moe = MoE(C, E, F).eval()
+    for p, std in ((moe.router, 0.02), (moe.w_in, 0.02), (moe.w_out, 0.02 / 2 ** 0.5)):
+        torch.nn.init.normal_(p, std=std)
+    return moe, "random weights"
+
+
+def hf_block(moe: MoE, implementation: str):
+    """transformers' Mixtral block holding our block's weights, with the given experts implementation."""
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    C = moe.w_in.shape[-1]
+    F = moe.w_out.shape[-1]
+    config = MixtralConfig(hidden_size=C, intermediate_size=F, num_local_experts=E, num_experts_per_tok=K,
+                           router_jitter_noise=0.0)
+    config._experts_implementation = implementation
+    block = MixtralSparseMoeBlock(config).eval()
+    with torch.no_grad():
+        block.gate.weight.copy_(moe.router)
+        block.experts.gate_up_proj.copy_(moe.w_in)
+        block.experts.down_proj.copy_(moe.w_out)
+    return lambda x: block(x)
+
+
+def vllm_block(moe: MoE):
+    """vLLM's CPU fused MoE on our block's weights (prepacked for its `vec` kernel), or None."""
+    try:
+        import vllm._custom_ops as ops
+    except Exception:  # noqa: BLE001 - vLLM absent or without its CPU ops: no column
+        return None
+    if not hasattr(ops, "cpu_fused_moe"):
+        return None
+    w13 = ops.cpu_prepack_moe_weight(moe.w_in.detach().contiguous(), "vec")
+    w2 = ops.cpu_prepack_moe_weight(moe.w_out.detach().contiguous(), "vec")
+    router = moe.router.detach()
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        xf = x.reshape(-1, x.shape[-1])
+        p = torch.softmax(torch.nn.functional.linear(xf, router), -1)
+        w, i = torch.topk(p, K, -1)
+        w = w / w.sum(-1, keepdim=True)
+        out = torch.empty_like(xf)
+        ops.cpu_fused_moe(out, xf, w13, w2, None, None, w, i.to(torch.int32), "silu", "vec")
+        return out.view_as(x)
+    return run
+
+
+def contenders(size: str, policy: RoutingPolicy) -> tuple[dict, str]:
+    moe, which = our_block(size)
+    C = moe.w_in.shape[-1]
+    F = moe.w_out.shape[-1]
+    dense = SwiGLU(C, K * F).eval()
+    torch.manual_seed(1)
+    torch.nn.init.normal_(dense.w_in, std=0.02)
+    torch.nn.init.normal_(dense.w_out, std=0.02)
+    out = {"ours": lambda x: moe(x, torch.ones(x.shape[:2], dtype=torch.bool), policy)[0],
+           "HF eager": hf_block(moe, "eager"), "HF grouped_mm": hf_block(moe, "grouped_mm")}
+    vllm = vllm_block(moe)
+    if vllm is not None:
+        out["vLLM CPU fused"] = vllm
+    out["dense FFN"] = lambda x: dense(x)
+    return out, which
+
+
+def timed(fn, x: torch.Tensor, calls: int) -> float:
+    """Median seconds of one call over `calls` calls."""
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn(x)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[8, 64, 2048])
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--policy", default="dropless", help="our block's routing preset (default dropless, "
+                        "as the peers route)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    policy = RoutingPolicy.preset(args.policy)
+    kernel = "compiled (version 3)" if native.load() is not None else "pure PyTorch (version 2: not built)"
+    print(f"threads {args.threads}, repeats {args.repeats}, policy {args.policy}, our experts: {kernel}; "
+          f"cores {os.cpu_count()}, load {load_average():.2f}")
+    for size in args.sizes:
+        fns, which = contenders(size, policy)
+        C = SIZES[size][0]
+        xs = {n: torch.randn(1, n, C, generator=torch.Generator().manual_seed(n)) for n in args.tokens}
+        gc.collect()
+        gc.freeze()  # the imports' millions of objects: a collection during a timed call times them
+        with torch.no_grad():
+            for n, x in xs.items():
+                ref = fns["ours"](x)
+                worst = max((fn(x) - ref).abs().max().item()
+                            for name, fn in fns.items() if name != "dense FFN")
+                print(f"{size} ({which}), {n} tokens: largest difference from ours {worst:.2e} "
+                      f"(outputs up to {ref.abs().max().item():.2f})")
+            load_before = load_average()
+            times: dict[tuple[str, int], list[float]] = {}
+            calls = {n: max(3, min(200, 400_000 // (n * C))) for n in args.tokens}
+            for fn in fns.values():  # warm-up
+                for x in xs.values():
+                    timed(fn, x, 3)
+            for _ in range(args.repeats):
+                for n, x in xs.items():
+                    for name, fn in fns.items():
+                        times.setdefault((name, n), []).append(timed(fn, x, calls[n]))
+        load_after = load_average()
+        print(f"\n{size}: C = {C}, {E} experts of {SIZES[size][1]}, top-{K}; load {load_before:.2f} -> "
+              f"{load_after:.2f}")
+        names = list(fns)
+        print(f"| tokens | {' | '.join(names)} |")
+        print("|---" * (len(names) + 1) + "|")
+        for n in args.tokens:
+            med = {name: statistics.median(times[(name, n)]) * 1e6 for name in names}
+            cells = []
+            for name in names:
+                cell = f"{med[name]:,.0f}"
+                if name not in ("ours", "dense FFN"):
+                    cell += f" (ours/peer {med['ours'] / med[name]:.2f})"
+                if name != "dense FFN":
+                    cell += f" [{med[name] / med['dense FFN']:.2f}x dense]"
+                cells.append(cell)
+            print(f"| {n} | {' | '.join(cells)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
