@@ -1,6 +1,8 @@
-"""Fixtures shared by the test files: a small model, a synthetic trace and a main window on it.
+"""Fixtures shared by the test files: a small model, synthetic traces and main windows; and the markers
+each test gets from its file (`pytest -m "not slow"` runs the quick part of the suite).
 
-Qt and torch are imported inside the fixtures, so a test file that uses neither loads neither.
+Qt and torch are imported inside the fixtures, so a test file that uses neither loads neither. The
+repository's paths are in `tests/paths.py`.
 """
 
 import os
@@ -10,6 +12,38 @@ import pytest
 # Qt aborts the whole process without a platform; tests draw offscreen.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+#: Markers by file: a file whose name starts with a key gets the markers of its value.
+FILE_MARKERS = {
+    "test_model_hf_": ("hf",),  # Hugging Face models through the bridge (needs transformers)
+    "test_model_vllm": ("vllm",),  # the vLLM engines, their outputs and recordings
+}
+#: Files whose tests take seconds each: reruns of `explain`, recordings, Hugging Face models, checkpoint
+#: loads, subprocesses that fill a disk or read a trace while it is written, fuzzing, a thousand runs.
+SLOW_FILES = frozenset({
+    "test_inspector_live.py", "test_inspector_many_runs.py",
+    "test_lab_experiments.py", "test_lab_explain.py", "test_lab_no_code_from_traces.py", "test_lab_search.py",
+    "test_model_checkpoint.py", "test_model_hf_example.py", "test_model_hf_parity.py",
+    "test_model_hf_record.py", "test_model_kernel_version.py", "test_model_quality.py",
+    "test_model_record_safety.py", "test_model_vllm.py",
+    "test_traces_diskfull.py", "test_traces_fuzz.py", "test_traces_live_reading.py",
+})
+#: A test that uses one of these fixtures draws Qt widgets: `gui`.
+GUI_FIXTURES = frozenset({"qtbot", "qapp"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Give each test the markers of its file (`FILE_MARKERS`, `SLOW_FILES`) and `gui` when it uses Qt."""
+    for item in items:
+        name = item.path.name
+        marks = [m for prefix, ms in FILE_MARKERS.items() if name.startswith(prefix) for m in ms]
+        if name in SLOW_FILES:
+            marks.append("slow")
+        if GUI_FIXTURES & set(item.fixturenames):
+            marks.append("gui")
+        for mark in marks:
+            item.add_marker(mark)
+
 
 #: The small model of the model tests: 2 layers of 4 experts, top-2, a context of 64 positions.
 TINY_MODEL = dict(d_model=32, n_layers=2, n_heads=2, n_experts=4, top_k=2, expert_d_ff=32, context=64,
@@ -44,6 +78,17 @@ def trace_path(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("shared") / "synthetic.h5"
     write_synthetic_trace(path, 4, L=3, E=6, K=2, V=128, B=5, T=40, R=3, capacity_factor=0.5)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_trace_path(tmp_path_factory):
+    """A synthetic trace of 2 small runs (L=2, E=4, K=2, V=16, B=3, T=12, R=4) at full capacity,
+    written once for the session; tests only read it."""
+    from traces.synthetic import write_synthetic_trace
+
+    path = tmp_path_factory.mktemp("small") / "small.h5"
+    write_synthetic_trace(path, 2, L=2, E=4, K=2, V=16, B=3, T=12, R=4)
     return path
 
 
@@ -90,3 +135,9 @@ def make_window(qtbot, tmp_path, isolated_settings):
 def window(make_window, trace_path):
     """A main window showing `trace_path`."""
     return make_window(trace_path)
+
+
+@pytest.fixture
+def empty_window(make_window):
+    """A main window with no trace open."""
+    return make_window()

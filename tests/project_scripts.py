@@ -1,9 +1,8 @@
 """The scripts in scripts/ loaded as modules, for the tests that check what they write."""
 
 import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
 
 
 def load_script(name: str):

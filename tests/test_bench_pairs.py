@@ -3,11 +3,11 @@ per-pair ratios agree, enough pairs ran and the machine was not overloaded; else
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-PATH = Path(__file__).resolve().parents[1] / "bench" / "pairs.py"
+PATH = ROOT / "bench" / "pairs.py"
 spec = importlib.util.spec_from_file_location("bench_pairs", PATH)
 pairs = sys.modules.setdefault("bench_pairs", importlib.util.module_from_spec(spec))
 spec.loader.exec_module(pairs)  # bench/ is a folder of scripts, not a package

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCANNED = {".py", ".md", ".toml", ".sh", ".txt", ".cfg"}
 SKIPPED_DIRS = {"__pycache__", "node_modules", "build", "dist", "assets"}
 

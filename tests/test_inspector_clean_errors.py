@@ -4,7 +4,6 @@ and exit status 2; SIGTERM stops `record` like Ctrl-C, saying what was kept."""
 import argparse
 import os
 import signal
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,14 +14,6 @@ from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.transformer import MoETransformer
 from traces import open_trace
-from traces.synthetic import write_synthetic_trace
-
-
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("clean") / "t.h5"
-    write_synthetic_trace(path, 2, L=2, E=4, K=2, V=16, B=3, T=12, R=4)
-    return path
 
 
 @pytest.mark.parametrize("options, message", [
@@ -33,15 +24,15 @@ def trace_path(tmp_path_factory) -> Path:
     (["--levels", "-inf:inf"], "--levels needs finite LO < HI"),
     (["--levels", "nan:1"], "--levels needs finite LO < HI"),
 ])
-def test_bad_export_values_are_one_line(trace_path, tmp_path, capsys, options, message):
-    assert main(["export", str(trace_path), *options, "-o", str(tmp_path / "x.png")]) == 2
+def test_bad_export_values_are_one_line(small_trace_path, tmp_path, capsys, options, message):
+    assert main(["export", str(small_trace_path), *options, "-o", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("moe-inspector export: error: ") and message in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()
 
 
-def test_negative_levels_are_read_as_a_value(trace_path, tmp_path):
-    assert main(["export", str(trace_path), "--levels", "-0.5:0.5", "-o", str(tmp_path / "x.csv")]) == 0
+def test_negative_levels_are_read_as_a_value(small_trace_path, tmp_path):
+    assert main(["export", str(small_trace_path), "--levels", "-0.5:0.5", "-o", str(tmp_path / "x.csv")]) == 0
 
 
 def test_sigterm_stops_record_keeping_complete_runs(tmp_path, capsys):
@@ -68,11 +59,11 @@ def test_sigterm_stops_record_keeping_complete_runs(tmp_path, capsys):
         assert len(trace.run_names) == 2
 
 
-def test_view_without_a_display_is_one_line_and_exit_2(trace_path, monkeypatch, capsys):
+def test_view_without_a_display_is_one_line_and_exit_2(small_trace_path, monkeypatch, capsys):
     for name in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr("sys.platform", "linux")
-    assert main(["view", str(trace_path)]) == 2
+    assert main(["view", str(small_trace_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("moe-inspector view: error: no display") and err.count("\n") == 1
 
@@ -81,18 +72,18 @@ def test_view_without_a_display_is_one_line_and_exit_2(trace_path, monkeypatch, 
                                        ({"QT_QPA_PLATFORM": "xcb"}, "neither DISPLAY nor WAYLAND_DISPLAY"),
                                        ({"QT_QPA_PLATFORM": "xcb", "DISPLAY": ":98"}, "DISPLAY=:98"),
                                        ({"WAYLAND_DISPLAY": "wl-nowhere"}, "has no socket")])
-def test_view_with_a_display_nobody_answers_is_one_line_and_exit_2(trace_path, monkeypatch, capsys, env,
+def test_view_with_a_display_nobody_answers_is_one_line_and_exit_2(small_trace_path, monkeypatch, capsys, env,
                                                                     says):
     """Qt would abort the process (SIGABRT) on an unreachable X server: the display is probed first."""
     for name in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(trace_path.parent))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(small_trace_path.parent))
     monkeypatch.setattr("sys.platform", "linux")
     if env.get("DISPLAY") and os.path.exists(f"/tmp/.X11-unix/X{env['DISPLAY'][1:]}"):
         pytest.skip(f"an X server may run at {env['DISPLAY']} on this machine")
-    assert main(["view", str(trace_path)]) == 2
+    assert main(["view", str(small_trace_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("moe-inspector view: error: no ") and says in err and err.count("\n") == 1
 
@@ -113,11 +104,11 @@ def test_unknown_command_is_an_error_not_a_file(argv, capsys):
     assert "unknown command" in err and "Traceback" not in err
 
 
-def test_a_file_without_a_command_is_still_opened(trace_path, monkeypatch, tmp_path):
+def test_a_file_without_a_command_is_still_opened(small_trace_path, monkeypatch, tmp_path):
     opened = []
     monkeypatch.setattr("inspector.commands.view.run", lambda args: opened.append(args.files) or 0)
     plain = tmp_path / "trace-without-suffix"
-    plain.write_bytes(trace_path.read_bytes())
-    for argv in ([str(trace_path)], [str(plain)], ["not-there-yet.h5"]):
+    plain.write_bytes(small_trace_path.read_bytes())
+    for argv in ([str(small_trace_path)], [str(plain)], ["not-there-yet.h5"]):
         assert main(argv) == 0
-    assert opened == [[str(trace_path)], [str(plain)], ["not-there-yet.h5"]]
+    assert opened == [[str(small_trace_path)], [str(plain)], ["not-there-yet.h5"]]

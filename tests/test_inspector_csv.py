@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import EXAMPLES, ROOT
 
 from inspector.cli import main
 from inspector.export.csv import DOC_MARKERS, columns_markdown, csv_text, doc_columns
@@ -24,8 +25,6 @@ from model.vllm.arrays import ENGINE_NOT_RECORDED, run_arrays
 from model.vllm.outputs import EngineOutput
 from traces import TraceWriter
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "traces" / "examples"
 DOC = ROOT / "docs" / "export.md"
 
 # -- an engine's runs -------------------------------------------------------------------------------

@@ -24,8 +24,15 @@ from traces.synthetic import write_synthetic_trace
 
 
 @pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
+def known_trace(tmp_path_factory):
+    """The hand-built trace of known causes (`test_inspector_divergence_data.write_known_trace`)."""
     return write_known_trace(tmp_path_factory.mktemp("divergence") / "known.h5")
+
+
+@pytest.fixture
+def known_window(make_window, known_trace):
+    """A main window showing `known_trace`."""
+    return make_window(known_trace)
 
 
 pytestmark = pytest.mark.usefixtures("isolated_settings")
@@ -50,8 +57,8 @@ def pick_pair(qtbot, v, a: str, b: str) -> None:
     assert (v.data.run_a, v.data.run_b) == (a, b)
 
 
-def analysis_verdict(trace_path, a: str, b: str):
-    with open_trace(trace_path) as trace:
+def analysis_verdict(known_trace, a: str, b: str):
+    with open_trace(known_trace) as trace:
         rows = {r.run: r for r in aligned_rows(trace, 0)}
         return explain_pair(rows[a], rows[b])
 
@@ -69,11 +76,11 @@ def test_both_views_are_registered():
     assert PairView.area == RunsView.area == "tab"
 
 
-def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, window, trace_path):
-    v = show(qtbot, window, PairView)
+def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, known_window, known_trace):
+    v = show(qtbot, known_window, PairView)
     assert v.picker.current_request() == 0  # the probe's request of the first run
     pick_pair(qtbot, v, "alone", "crowded")
-    verdict = analysis_verdict(trace_path, "alone", "crowded")
+    verdict = analysis_verdict(known_trace, "alone", "crowded")
     assert verdict.t_star == 2 and verdict.cause == "capacity"
     assert v.data.t_star == verdict.t_star
     assert v.highlighted_positions("A") == [verdict.t_star] == v.highlighted_positions("B")
@@ -97,10 +104,10 @@ def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, w
     assert v.figure.heat_b.data.run == "crowded" and v.figure.heat_a.data.run == "alone"
 
 
-def test_router_flip_pair_is_stated_as_a_guess(qtbot, window, trace_path):
-    v = show(qtbot, window, PairView)
+def test_router_flip_pair_is_stated_as_a_guess(qtbot, known_window, known_trace):
+    v = show(qtbot, known_window, PairView)
     pick_pair(qtbot, v, "alone", "flip")
-    verdict = analysis_verdict(trace_path, "alone", "flip")
+    verdict = analysis_verdict(known_trace, "alone", "flip")
     assert verdict.cause == "router_flip" and v.data.t_star == verdict.t_star == 4
     assert v.highlighted_positions("B") == [4]
     cause = v.cause_box.toPlainText()
@@ -112,8 +119,8 @@ def test_router_flip_pair_is_stated_as_a_guess(qtbot, window, trace_path):
     assert (v.data.run_a, v.data.run_b) == ("flip", "alone") and v.highlighted_positions("A") == [4]
 
 
-def test_heatmaps_and_panels_share_the_x_axis(qtbot, window):
-    v = show(qtbot, window, PairView)
+def test_heatmaps_and_panels_share_the_x_axis(qtbot, known_window):
+    v = show(qtbot, known_window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     v.figure.heat_a.plot.vb.setXRange(1.0, 5.0, padding=0)  # the heatmaps keep at least 4 positions
     for plot in v.figure.plots:
@@ -123,26 +130,26 @@ def test_heatmaps_and_panels_share_the_x_axis(qtbot, window):
     assert v.figure.heat_b.plot.vb.viewRange()[0] == pytest.approx([0.0, 4.0])
 
 
-def test_clicking_a_position_selects_it_in_every_plot_and_view(qtbot, window):
-    v = show(qtbot, window, PairView)
+def test_clicking_a_position_selects_it_in_every_plot_and_view(qtbot, known_window):
+    v = show(qtbot, known_window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     click_plot(qtbot, v, v.figure.heat_b.plot, 3, 1)
-    qtbot.waitUntil(lambda: window.state.position == 3, timeout=3000)
+    qtbot.waitUntil(lambda: known_window.state.position == 3, timeout=3000)
     assert all(line.isVisible() and line.value() == 3 for line in v.figure.selected_lines)
-    assert view(window, RoutingView).focus_line.value() == 3
+    assert view(known_window, RoutingView).focus_line.value() == 3
     # A click on a token of B's text selects its position too.
     box = v.text_b
     rect = box.token_rect(4)
     qtbot.mouseClick(box.viewport(), Qt.MouseButton.LeftButton, pos=rect.center() + QtCore.QPoint(3, 0))
-    qtbot.waitUntil(lambda: window.state.position == 4, timeout=3000)
+    qtbot.waitUntil(lambda: known_window.state.position == 4, timeout=3000)
     assert all(line.value() == 4 for line in v.figure.selected_lines)
     # The curve panels answer too.
     click_plot(qtbot, v, v.figure.kl, 1)
-    qtbot.waitUntil(lambda: window.state.position == 1, timeout=3000)
+    qtbot.waitUntil(lambda: known_window.state.position == 1, timeout=3000)
 
 
-def test_hover_names_what_differs_at_the_cause(qtbot, window):
-    v = show(qtbot, window, PairView)
+def test_hover_names_what_differs_at_the_cause(qtbot, known_window):
+    v = show(qtbot, known_window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     scene = v.figure.map.vb.mapViewToScene(QtCore.QPointF(1, 1))
     qtbot.mouseMove(v.graphics.viewport(), v.graphics.mapFromScene(scene))
@@ -151,31 +158,31 @@ def test_hover_names_what_differs_at_the_cause(qtbot, window):
     assert "3✗" in v.hover.text()  # B's 2nd choice expert 3, dropped
 
 
-def test_layer_follows_the_navigation_bar(qtbot, window):
-    v = show(qtbot, window, PairView)
+def test_layer_follows_the_navigation_bar(qtbot, known_window):
+    v = show(qtbot, known_window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")
     # A new pair opens on its cause: B's candidate dropped at layer 1, position 1.
-    assert (window.state.layer, window.state.position) == (1, 1) and v.data.layer == 1
+    assert (known_window.state.layer, known_window.state.position) == (1, 1) and v.data.layer == 1
     with qtbot.waitSignal(v.drawn, timeout=5000):
-        window.navigation.layer.setValue(0)
+        known_window.navigation.layer.setValue(0)
     assert v.data.layer == 0 and v.figure.heat_a.data.layer == v.figure.heat_b.data.layer == 0
     assert not (v.data.strip() == 1).any()  # nothing differs at layer 0 before t*
     with qtbot.waitSignal(v.drawn, timeout=5000):
-        window.navigation.layer.setValue(1)
+        known_window.navigation.layer.setValue(1)
     assert v.data.layer == 1 and v.figure.heat_a.data.layer == v.figure.heat_b.data.layer == 1
     assert v.data.strip()[2, 1] == 1  # dropped in B only, at position 1
 
 
-def test_run_b_follows_the_run_browser(qtbot, window):
-    v = show(qtbot, window, PairView)
+def test_run_b_follows_the_run_browser(qtbot, known_window):
+    v = show(qtbot, known_window, PairView)
     with qtbot.waitSignal(v.drawn, timeout=5000):
-        window.browser.table.setCurrentIndex(window.browser.proxy_index("flip", COL["run"]))
+        known_window.browser.table.setCurrentIndex(known_window.browser.proxy_index("flip", COL["run"]))
     assert v.data.run_b == "flip" and v.data.run_a == "alone"
 
 
-def test_overview_headline_tree_and_causes_match_the_analysis(qtbot, window, trace_path):
-    v = show(qtbot, window, RunsView)
-    with open_trace(trace_path) as trace:
+def test_overview_headline_tree_and_causes_match_the_analysis(qtbot, known_window, known_trace):
+    v = show(qtbot, known_window, RunsView)
+    with open_trace(known_trace) as trace:
         analysis = analyse_request(aligned_rows(trace, 0), reference=0)
     comp = analysis.completions
     assert (v.data.n_unique, v.data.mode_count) == (comp.n_unique, comp.mode_count)
@@ -206,20 +213,20 @@ def node_counts(node) -> list:
     return [node.count, [node_counts(c) for c in node.children]]
 
 
-def test_overview_branch_selects_its_run_and_positions_are_shared(qtbot, window):
-    v = show(qtbot, window, RunsView)
+def test_overview_branch_selects_its_run_and_positions_are_shared(qtbot, known_window):
+    v = show(qtbot, known_window, RunsView)
     leaf = v.tree.topLevelItem(0).child(1)  # the crowded branch
     assert leaf.data(0, RUNS_ROLE) == ("crowded",)
     v.tree.itemDoubleClicked.emit(leaf, 0)
-    assert window.state.run.name == "crowded" and window.state.row == 1
+    assert known_window.state.run.name == "crowded" and known_window.state.row == 1
     scene = v.figure.map.vb.mapViewToScene(QtCore.QPointF(3, 1))
     qtbot.mouseClick(v.graphics.viewport(), Qt.MouseButton.LeftButton, pos=v.graphics.mapFromScene(scene))
-    qtbot.waitUntil(lambda: window.state.position == 3, timeout=3000)
+    qtbot.waitUntil(lambda: known_window.state.position == 3, timeout=3000)
     assert v.figure.selected_line.isVisible() and v.figure.selected_line.value() == 3
 
 
-def test_figures_render_headless_with_both_panels(qtbot, trace_path):
-    with open_trace(trace_path) as trace:
+def test_figures_render_headless_with_both_panels(qtbot, known_trace):
+    with open_trace(known_trace) as trace:
         source = DivergenceSource(trace)
         from test_inspector_divergence_data import pair
         data = pair(source, "alone", "crowded", 1)
@@ -268,25 +275,25 @@ def test_a_trace_with_nothing_to_compare_says_so(qtbot, tmp_path, make_window):
         assert not v.splitter.isVisible()
 
 
-def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, window, trace_path):
-    pair, runs = show(qtbot, window, PairView), show(qtbot, window, RunsView)
-    source = window.state.divergence()
+def test_both_views_read_one_divergence_source_dropped_with_the_trace(qtbot, known_window, known_trace):
+    pair, runs = show(qtbot, known_window, PairView), show(qtbot, known_window, RunsView)
+    source = known_window.state.divergence()
     assert pair.source is source and runs.source is source
-    with qtbot.waitSignal(window.open_finished, timeout=10000):
-        window.reload()
-    assert window.state.divergence() is not source
-    assert show(qtbot, window, RunsView).source is window.state.divergence()
+    with qtbot.waitSignal(known_window.open_finished, timeout=10000):
+        known_window.reload()
+    assert known_window.state.divergence() is not source
+    assert show(qtbot, known_window, RunsView).source is known_window.state.divergence()
 
 
-def test_go_to_the_cause_says_what_the_headline_says_about_a_proof(qtbot, window, trace_path):
-    v = show(qtbot, window, PairView)
+def test_go_to_the_cause_says_what_the_headline_says_about_a_proof(qtbot, known_window, known_trace):
+    v = show(qtbot, known_window, PairView)
     pick_pair(qtbot, v, "alone", "crowded")  # capacity, confirmed by whole-batch reruns, no event proven
     cause = v.data.cause
     assert cause.confirmed and not cause.proven and "confirmed by counterfactual" in cause.headline
-    window.go_to_cause()
-    status = window.status_text.text()
+    known_window.go_to_cause()
+    status = known_window.status_text.text()
     assert status.startswith("Confirmed by counterfactual reruns") and "No proof yet" not in status
     pick_pair(qtbot, v, "alone", "flip")  # a guess: nothing reran it
     assert not v.data.cause.confirmed and "nothing is proven" in v.data.cause.headline
-    window.go_to_cause()
-    assert window.status_text.text().startswith("No proof yet")
+    known_window.go_to_cause()
+    assert known_window.status_text.text().startswith("No proof yet")

@@ -3,15 +3,13 @@ divergence source, all dropped in one place when the trace changes."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from inspector.state.document import CHANGES, Document
 from traces import open_trace
 from traces.synthetic import write_synthetic_trace
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

@@ -34,12 +34,6 @@ def dialogs(monkeypatch):
     return shown
 
 
-@pytest.fixture
-def window(make_window):
-    """A main window with no trace open."""
-    return make_window()
-
-
 def open_and_wait(qtbot, w, path) -> bool:
     with qtbot.waitSignal(w.open_finished, timeout=10000) as blocker:
         w.open_path(str(path))
@@ -65,36 +59,37 @@ def missing(tmp_path):
 
 
 @pytest.mark.parametrize("make", [corrupt, foreign, missing], ids=["corrupt", "foreign", "missing"])
-def test_bad_file_shows_one_dialog_and_the_app_stays_usable(qtbot, window, dialogs, good, tmp_path, make):
+def test_bad_file_shows_one_dialog_and_the_app_stays_usable(qtbot, empty_window, dialogs, good, tmp_path,
+                                                            make):
     bad = make(tmp_path)
-    assert not open_and_wait(qtbot, window, bad)
+    assert not open_and_wait(qtbot, empty_window, bad)
     assert len(dialogs) == 1
     title, text = dialogs[0]
     assert title == "Cannot open trace"
     assert str(bad) in text and "Traceback" not in text
-    assert window.state.trace is None and window.stack.currentWidget() is window.welcome
+    assert empty_window.state.trace is None and empty_window.stack.currentWidget() is empty_window.welcome
     # Still usable: a good file opens and draws.
-    assert open_and_wait(qtbot, window, good)
-    routing = next(v for v in window.views if isinstance(v, RoutingView))
+    assert open_and_wait(qtbot, empty_window, good)
+    routing = next(v for v in empty_window.views if isinstance(v, RoutingView))
     qtbot.waitUntil(lambda: routing.data is not None, timeout=5000)
     # A bad file while a good one is open leaves the good one on screen.
-    assert not open_and_wait(qtbot, window, bad)
+    assert not open_and_wait(qtbot, empty_window, bad)
     assert len(dialogs) == 2
-    assert window.state.trace is not None and window.state.trace.path == str(good)
+    assert empty_window.state.trace is not None and empty_window.state.trace.path == str(good)
     with qtbot.waitSignal(routing.drawn, timeout=5000):
-        window.state.set_layer(1)
+        empty_window.state.set_layer(1)
     assert routing.data.layer == 1
 
 
-def test_missing_file_leaves_the_recent_list(qtbot, window, dialogs, good, tmp_path):
+def test_missing_file_leaves_the_recent_list(qtbot, empty_window, dialogs, good, tmp_path):
     gone = tmp_path / "gone.h5"
     gone.write_bytes(good.read_bytes())
-    assert open_and_wait(qtbot, window, gone)
-    assert str(gone) in window.settings.recent_files()
-    window.close_trace()
+    assert open_and_wait(qtbot, empty_window, gone)
+    assert str(gone) in empty_window.settings.recent_files()
+    empty_window.close_trace()
     gone.unlink()
-    assert not open_and_wait(qtbot, window, gone)
-    assert str(gone) not in window.settings.recent_files()
+    assert not open_and_wait(qtbot, empty_window, gone)
+    assert str(gone) not in empty_window.settings.recent_files()
 
 
 def _damaged(good, tmp_path, table: bool):
@@ -110,44 +105,45 @@ def _damaged(good, tmp_path, table: bool):
     return path
 
 
-def test_damaged_run_is_listed_not_fatal(qtbot, window, dialogs, good, tmp_path):
+def test_damaged_run_is_listed_not_fatal(qtbot, empty_window, dialogs, good, tmp_path):
     """A trace without the run summary table: the background check greys the damaged run."""
-    assert open_and_wait(qtbot, window, _damaged(good, tmp_path, table=False))
+    assert open_and_wait(qtbot, empty_window, _damaged(good, tmp_path, table=False))
     assert not dialogs
-    model = window.browser.model
-    qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=10000)
+    model = empty_window.browser.model
+    qtbot.waitUntil(lambda: not empty_window.progress.isVisible(), timeout=10000)
     assert list(model.infos) == ["r000"] and model.names == ["r000", "r001", "r002"]
     assert set(model.unusable) == {"r001", "r002"}
-    assert window.state.names == ["r000"]
+    assert empty_window.state.names == ["r000"]
     assert "kept" in model.unusable["r001"] and "incomplete" in model.unusable["r002"]
-    assert "2 incomplete or damaged" in window.browser.count.text()
+    assert "2 incomplete or damaged" in empty_window.browser.count.text()
     greyed = model.index_of("r002", 1)
     assert model.flags(greyed) == QtCore.Qt.ItemFlag.NoItemFlags  # listed, not selectable
     # Selecting a damaged run before the background check reached it: one dialog, nothing else.
-    window.state.unusable.discard("r001")
-    window._run_selected("r001")
+    empty_window.state.unusable.discard("r001")
+    empty_window._run_selected("r001")
     assert len(dialogs) == 1 and "kept" in dialogs[0][1]
-    assert window.state.run.name == "r000" and "r001" in window.state.unusable
+    assert empty_window.state.run.name == "r000" and "r001" in empty_window.state.unusable
 
 
-def test_damaged_run_of_the_summary_table_is_greyed_once_shown(qtbot, window, dialogs, good, tmp_path):
+def test_damaged_run_of_the_summary_table_is_greyed_once_shown(qtbot, empty_window, dialogs, good, tmp_path):
     """With the run summary table the runs are listed from it and checked when shown: the damaged
     run is listed from its row; selecting it gives one dialog and greys it."""
-    assert open_and_wait(qtbot, window, _damaged(good, tmp_path, table=True))
-    model = window.browser.model
-    assert not dialogs and not window.progress.isVisible()  # nothing left to read in the background
+    assert open_and_wait(qtbot, empty_window, _damaged(good, tmp_path, table=True))
+    model = empty_window.browser.model
+    assert not dialogs and not empty_window.progress.isVisible()  # nothing left to read in the background
     assert list(model.stats) == ["r000", "r001"] and set(model.unusable) == {"r002"}
-    assert "incomplete" in model.unusable["r002"] and "1 incomplete or damaged" in window.browser.count.text()
-    window._run_selected("r001")
+    assert "incomplete" in model.unusable["r002"]
+    assert "1 incomplete or damaged" in empty_window.browser.count.text()
+    empty_window._run_selected("r001")
     assert len(dialogs) == 1 and "kept" in dialogs[0][1]
-    assert window.state.run.name == "r000" and "r001" in window.state.unusable
+    assert empty_window.state.run.name == "r000" and "r001" in empty_window.state.unusable
     assert set(model.unusable) == {"r001", "r002"} and "kept" in model.unusable["r001"]
-    assert "2 incomplete or damaged" in window.browser.count.text()
+    assert "2 incomplete or damaged" in empty_window.browser.count.text()
     assert model.flags(model.index_of("r001", 1)) == QtCore.Qt.ItemFlag.NoItemFlags
 
 
-def test_unexpected_exception_becomes_a_dialog_without_traceback(qtbot, window, dialogs):
-    hook = ExceptHook(lambda: window).install()
+def test_unexpected_exception_becomes_a_dialog_without_traceback(qtbot, empty_window, dialogs):
+    hook = ExceptHook(lambda: empty_window).install()
     try:
         try:
             raise ZeroDivisionError("division by zero in a slot")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import EXAMPLE
 
 from inspector.cli import main
 from inspector.export import SPECS, Page, Selection, read_export, save
@@ -23,7 +24,6 @@ from traces import open_trace
 from traces.synthetic import write_synthetic_trace
 
 VIEWS = tuple(SPECS)
-EXAMPLE = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
 
 
 # -- independent readers of what an export wrote ---------------------------------------------------

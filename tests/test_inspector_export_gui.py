@@ -29,7 +29,7 @@ def errors(monkeypatch):
 
 
 @pytest.fixture
-def window(window):
+def r001_window(window):
     """The shared window on run r001, row 2, layer 1."""
     window.state.set_run("r001", 2)
     window.state.set_layer(1)
@@ -65,13 +65,13 @@ def command_options(v) -> list[str]:
 
 
 @pytest.mark.parametrize("cls", VIEWS, ids=[cls.name for cls in VIEWS])
-def test_app_and_command_write_the_same_files(qtbot, window, tmp_path, cls):
-    v = shown(qtbot, window, cls)
+def test_app_and_command_write_the_same_files(qtbot, r001_window, tmp_path, cls):
+    v = shown(qtbot, r001_window, cls)
     name = v.export_state().view
     export_dialog.save_view(v, str(tmp_path / "app.csv"))
     page = Page(1000, 600, 100)
     export_dialog.save_view(v, str(tmp_path / "app.png"), page=page)
-    trace = window.path
+    trace = r001_window.path
     assert main(["export", trace, "--view", name, *command_options(v), "-o", str(tmp_path / "cli.csv")]) == 0
     size = ["--width", "1000", "--dpi", "100"] + ([] if name == "text" else ["--height", "600"])
     out = str(tmp_path / "cli.png")
@@ -84,21 +84,21 @@ def test_app_and_command_write_the_same_files(qtbot, window, tmp_path, cls):
     assert differ.mean() < 0.002
 
 
-def test_menus_shortcuts_and_buttons(window):
-    actions = {a.text(): a for a in window.actions()}
+def test_menus_shortcuts_and_buttons(r001_window):
+    actions = {a.text(): a for a in r001_window.actions()}
     assert actions["&Export…"].shortcut().toString() == "Ctrl+Shift+E"
     assert actions["&Copy Figure"].shortcut().toString() == "Ctrl+Shift+C"
-    menus = {m.title(): m for m in window.menuBar().findChildren(QtWidgets.QMenu)}
+    menus = {m.title(): m for m in r001_window.menuBar().findChildren(QtWidgets.QMenu)}
     assert actions["&Export…"] in menus["&File"].actions()
     assert actions["&Copy Figure"] in menus["&Edit"].actions()
-    for v in window.views:
+    for v in r001_window.views:
         assert v.spec is SPECS[v.name] and v.title == v.spec.title
         buttons = [b for b in v.findChildren(QtWidgets.QToolButton) if b.text() == "Export…"]
         assert len(buttons) == 1, v.title
 
 
-def test_shortcut_opens_the_dialog_on_the_current_view_and_writes(qtbot, window, tmp_path, monkeypatch):
-    shown(qtbot, window, LayersView)
+def test_shortcut_opens_the_dialog_on_the_current_view_and_writes(qtbot, r001_window, tmp_path, monkeypatch):
+    shown(qtbot, r001_window, LayersView)
     seen = {}
 
     def run_dialog(self):
@@ -112,20 +112,20 @@ def test_shortcut_opens_the_dialog_on_the_current_view_and_writes(qtbot, window,
         return QtWidgets.QDialog.DialogCode.Accepted
 
     monkeypatch.setattr(export_dialog.ExportDialog, "exec", run_dialog)
-    window.tabs.setFocus()
-    qtbot.keyClick(window, QtCore.Qt.Key.Key_E,
+    r001_window.tabs.setFocus()
+    qtbot.keyClick(r001_window, QtCore.Qt.Key.Key_E,
                    QtCore.Qt.KeyboardModifier.ControlModifier | QtCore.Qt.KeyboardModifier.ShiftModifier)
     assert isinstance(seen["view"], LayersView)
     out = tmp_path / "from-dialog.svg"  # the format's extension is added
     root = ET.parse(out).getroot()
     assert root.get("viewBox") == "0 0 960 480"  # 10 x 5 inches
     assert "position (token)" in svg_texts(out)
-    assert "from-dialog.svg" in window.statusBar().currentMessage()
-    assert window.settings.value("export/format", "", str) == "svg"
+    assert "from-dialog.svg" in r001_window.statusBar().currentMessage()
+    assert r001_window.settings.value("export/format", "", str) == "svg"
 
 
-def test_view_button_exports_that_view(qtbot, window, tmp_path, monkeypatch):
-    v = shown(qtbot, window, LoadView)
+def test_view_button_exports_that_view(qtbot, r001_window, tmp_path, monkeypatch):
+    v = shown(qtbot, r001_window, LoadView)
     seen = {}
 
     def run_dialog(self):
@@ -143,9 +143,9 @@ def test_view_button_exports_that_view(qtbot, window, tmp_path, monkeypatch):
     assert (w, h, round(dpi)) == (2000, 1400, 200)  # the load view's usual page
 
 
-def test_dialog_fields_follow_the_view_and_format(qtbot, window, tmp_path):
-    v = shown(qtbot, window, RoutingView)
-    d = export_dialog.ExportDialog(window.views, v, window.settings, window)
+def test_dialog_fields_follow_the_view_and_format(qtbot, r001_window, tmp_path):
+    v = shown(qtbot, r001_window, RoutingView)
+    d = export_dialog.ExportDialog(r001_window.views, v, r001_window.settings, r001_window)
     qtbot.addWidget(d)
     d.format_box.setCurrentIndex(d.format_box.findData("pdf"))
     assert d.path_edit.text().endswith("routing-r001-row2-layer1.pdf")
@@ -155,13 +155,13 @@ def test_dialog_fields_follow_the_view_and_format(qtbot, window, tmp_path):
     assert "10.00 x 5.00 in" in d.physical.text()
     d.format_box.setCurrentIndex(d.format_box.findData("csv"))
     assert not d.width_box.isEnabled() and d.path_edit.text().endswith(".csv")
-    d.view_box.setCurrentIndex(d.views.index(view(window, TextView)))
+    d.view_box.setCurrentIndex(d.views.index(view(r001_window, TextView)))
     assert d.fit_text.isVisibleTo(d) and d.path_edit.text().endswith("text-r001-row2.csv")
 
 
-def test_dialog_page_preset_sets_the_size_and_font(qtbot, window, tmp_path):
-    v = shown(qtbot, window, RoutingView)
-    d = export_dialog.ExportDialog(window.views, v, window.settings, window)
+def test_dialog_page_preset_sets_the_size_and_font(qtbot, r001_window, tmp_path):
+    v = shown(qtbot, r001_window, RoutingView)
+    d = export_dialog.ExportDialog(r001_window.views, v, r001_window.settings, r001_window)
     qtbot.addWidget(d)
     d.format_box.setCurrentIndex(d.format_box.findData("pdf"))
     d.dpi_box.setValue(100)
@@ -173,8 +173,8 @@ def test_dialog_page_preset_sets_the_size_and_font(qtbot, window, tmp_path):
     assert page.inches[0] == 3.5 and (tmp_path / "column.pdf").exists()
 
 
-def test_visible_positions_only(qtbot, window, tmp_path):
-    v = shown(qtbot, window, RoutingView)
+def test_visible_positions_only(qtbot, r001_window, tmp_path):
+    v = shown(qtbot, r001_window, RoutingView)
     v.figure.plot.vb.setRange(xRange=(4.5, 14.5), padding=0)
     out = tmp_path / "zoomed.csv"
     export_dialog.save_view(v, str(out), visible_only=True)
@@ -183,10 +183,10 @@ def test_visible_positions_only(qtbot, window, tmp_path):
     assert sorted(set(int(p) for p in column(out, "position"))) == list(range(5, 15))
 
 
-def test_copy_figure_puts_image_and_svg_on_the_clipboard(qtbot, window):
-    shown(qtbot, window, RoutingView)
+def test_copy_figure_puts_image_and_svg_on_the_clipboard(qtbot, r001_window):
+    shown(qtbot, r001_window, RoutingView)
     QtGui.QGuiApplication.clipboard().clear()
-    action = next(a for a in window.actions() if a.text() == "&Copy Figure")
+    action = next(a for a in r001_window.actions() if a.text() == "&Copy Figure")
     try:
         action.trigger()
         mime = QtGui.QGuiApplication.clipboard().mimeData()
@@ -195,7 +195,7 @@ def test_copy_figure_puts_image_and_svg_on_the_clipboard(qtbot, window):
         svg = bytes(mime.data("image/svg+xml"))
         root = ET.fromstring(svg)
         assert any("".join(e.itertext()).strip() == "router probability" for e in root.iter())
-        assert "Copied" in window.statusBar().currentMessage()
+        assert "Copied" in r001_window.statusBar().currentMessage()
     finally:
         # Leave nothing on the clipboard: Qt's offscreen clipboard crashes at exit when it still owns data.
         QtGui.QGuiApplication.clipboard().clear()
@@ -209,8 +209,8 @@ def test_nothing_to_export_without_a_trace(make_window, errors):
     w.close()
 
 
-def test_failed_export_says_why(qtbot, window, tmp_path, monkeypatch, errors):
-    shown(qtbot, window, RoutingView)
+def test_failed_export_says_why(qtbot, r001_window, tmp_path, monkeypatch, errors):
+    shown(qtbot, r001_window, RoutingView)
 
     def run_dialog(self):
         self.path_edit.setText(str(tmp_path / "missing-folder" / "x.png"))
@@ -218,5 +218,5 @@ def test_failed_export_says_why(qtbot, window, tmp_path, monkeypatch, errors):
         return QtWidgets.QDialog.DialogCode.Accepted
 
     monkeypatch.setattr(export_dialog.ExportDialog, "exec", run_dialog)
-    assert export_dialog.export_dialog(window, view(window, RoutingView)) is None
+    assert export_dialog.export_dialog(r001_window, view(r001_window, RoutingView)) is None
     assert errors and "does not exist" in errors[-1]

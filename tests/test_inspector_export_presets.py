@@ -3,11 +3,11 @@ fewer than three ticks, no text lies over data or over another text, and the hea
 crosses or ticks, kept frames) sit in the same places, in the same colours, in the PNG and in
 cairosvg's drawing of the SVG, with the cell's own colour showing inside a frame."""
 
-from pathlib import Path
 
 import cairosvg
 import numpy as np
 import pytest
+from paths import EXAMPLES
 from png_pixels import png_rgb, rgb
 from pypdf import PdfReader
 
@@ -22,7 +22,6 @@ from inspector.specs.defaults import informative
 from inspector.specs.selection import Selection
 from traces import open_trace
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "traces" / "examples"
 TRACES = ("example", "tiny-mixtral-bf16")
 SIZES = (None, "column", "page", "slide")
 #: Pixels per inch of the files written here: enough for a frame two pixels wide (the default

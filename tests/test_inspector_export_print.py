@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 import cairosvg
 import numpy as np
 import pytest
+from paths import EXAMPLE
 from png_pixels import png_gray
 from pypdf import PdfReader
 
@@ -253,9 +254,7 @@ def test_headless_defaults_pick_a_divergent_run_and_say_so(trace_path, tmp_path,
 
 
 def test_a_bare_load_export_shows_the_cause_at_its_step_and_says_which(tmp_path, capsys):
-    from pathlib import Path
-
-    example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
+    example = EXAMPLE
     out = tmp_path / "load.csv"
     assert export(example, "load", out) == 0
     said = capsys.readouterr().out
@@ -325,9 +324,7 @@ def test_the_cause_names_its_own_layer_when_the_view_shows_another(trace_path):
 
 
 def test_runs_that_never_diverge_get_a_note_not_an_empty_chart(qapp, tmp_path):
-    from pathlib import Path
-
-    example = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
+    example = EXAMPLE
     out = tmp_path / "runs.pdf"
     assert export(example, "runs", out, "--request", "0", "--condition", "MoE dropless, native",
                   "--size", "page", "--dpi", "72", "--caption") == 0

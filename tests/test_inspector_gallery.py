@@ -6,9 +6,9 @@ machines differ in the last pixel)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
+from paths import ROOT
 from png_pixels import png_gray
 from project_scripts import load_script
 
@@ -17,7 +17,6 @@ from inspector.export.output import DEFAULT_DPI, default_page
 from inspector.qt import QtGui
 from inspector.specs.registry import SPECS
 
-ROOT = Path(__file__).resolve().parents[1]
 BLOCK = 16
 
 

@@ -4,15 +4,8 @@ says "live" while a writer holds the trace."""
 
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-from inspector.app.main_window import MainWindow
-from inspector.app.settings import Settings
-from inspector.qt import QtCore
-
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
 
 WRITER = """
 import sys
@@ -31,17 +24,6 @@ print("closed", flush=True)
 """
 
 
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = Settings(QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat))
-    w = MainWindow(settings)
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    w.close()
-    w.wait_for_jobs()
-
-
 def _tell(writer, line: str) -> str:
     writer.stdin.write(line + "\n")
     writer.stdin.flush()
@@ -55,24 +37,24 @@ def _poll_until_reloaded(qtbot, w) -> None:
     assert blocker.args == [True]
 
 
-def test_runs_recorded_while_open_appear_and_live_is_shown(qtbot, window, tmp_path):
+def test_runs_recorded_while_open_appear_and_live_is_shown(qtbot, empty_window, tmp_path):
     path = tmp_path / "recording.h5"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert _tell(writer, "2") == "2"
-        with qtbot.waitSignal(window.open_finished, timeout=20000):
-            window.open_path(str(path))
-        window.follower.timer.stop()  # the test polls by hand
-        assert window.state.trace.run_names == ["r000", "r001"]
-        assert not window.live_label.isHidden()
+        with qtbot.waitSignal(empty_window.open_finished, timeout=20000):
+            empty_window.open_path(str(path))
+        empty_window.follower.timer.stop()  # the test polls by hand
+        assert empty_window.state.trace.run_names == ["r000", "r001"]
+        assert not empty_window.live_label.isHidden()
         assert _tell(writer, "3") == "5"
-        _poll_until_reloaded(qtbot, window)
-        assert len(window.state.trace.run_names) == 5 and window.main.isEnabled()
+        _poll_until_reloaded(qtbot, empty_window)
+        assert len(empty_window.state.trace.run_names) == 5 and empty_window.main.isEnabled()
         assert _tell(writer, "close") == "closed"
-        _poll_until_reloaded(qtbot, window)
-        assert len(window.state.trace.run_names) == 5
-        assert window.live_label.isHidden()
+        _poll_until_reloaded(qtbot, empty_window)
+        assert len(empty_window.state.trace.run_names) == 5
+        assert empty_window.live_label.isHidden()
     finally:
         writer.kill()
         writer.wait()
@@ -93,22 +75,22 @@ writer.close()
 """
 
 
-def test_runs_of_a_recording_that_never_holds_still_appear_as_they_commit(qtbot, window, tmp_path):
+def test_runs_of_a_recording_that_never_holds_still_appear_as_they_commit(qtbot, empty_window, tmp_path):
     path, stop, count = tmp_path / "steady.h5", tmp_path / "stop", tmp_path / "count"
     writer = subprocess.Popen([sys.executable, "-c", STEADY_WRITER, str(path), str(stop), str(count)],
                               cwd=ROOT)
     try:
         qtbot.waitUntil(count.exists, timeout=20000)
-        with qtbot.waitSignal(window.open_finished, timeout=20000):
-            window.open_path(str(path))
-        first = len(window.state.trace.run_names)
+        with qtbot.waitSignal(empty_window.open_finished, timeout=20000):
+            empty_window.open_path(str(path))
+        first = len(empty_window.state.trace.run_names)
         # The follower's own timer: the app reloads while the writer keeps writing.
-        qtbot.waitUntil(lambda: window.state.trace is not None
-                        and len(window.state.trace.run_names) >= first + 3, timeout=30000)
+        qtbot.waitUntil(lambda: empty_window.state.trace is not None
+                        and len(empty_window.state.trace.run_names) >= first + 3, timeout=30000)
         assert writer.poll() is None  # still recording
-        names = window.state.trace.run_names
+        names = empty_window.state.trace.run_names
         assert names == [f"r{i:04d}" for i in range(len(names))]  # exactly the committed runs, in order
-        assert not window.browser.model.unusable  # the run being written is not shown as broken
+        assert not empty_window.browser.model.unusable  # the run being written is not shown as broken
     finally:
         stop.touch()
         writer.wait(timeout=60)

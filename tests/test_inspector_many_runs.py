@@ -23,7 +23,7 @@ from traces.validate import check_run
 
 
 @pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
+def many_runs_path(tmp_path_factory):
     """40 runs without the run summary table (a trace written before it): summarised run by run."""
     path = tmp_path_factory.mktemp("many") / "many.h5"
     write_synthetic_trace(path, 40, L=2, E=4, K=2, V=32, B=2, T=10, R=3, seed=4)
@@ -63,11 +63,11 @@ def counting(function, calls: list):
     return counted
 
 
-def test_worker_processes_summarise_as_the_thread_does(trace_path):
-    with open_trace(trace_path) as trace:
+def test_worker_processes_summarise_as_the_thread_does(many_runs_path):
+    with open_trace(many_runs_path) as trace:
         names = list(trace.run_names)
         here = summarise(trace, names)
-    there = list(summaries_in_workers(str(trace_path), names, lambda: False, n_workers=2))
+    there = list(summaries_in_workers(str(many_runs_path), names, lambda: False, n_workers=2))
     assert [s[0] for s in there] == names  # write order
     for (name, info, stats, why), (_, info2, stats2, why2) in zip(here, there, strict=True):
         assert why is None and why2 is None and info == info2, name
@@ -75,12 +75,12 @@ def test_worker_processes_summarise_as_the_thread_does(trace_path):
         assert (stats.batch_dropped, stats.focus_dropped) == (stats2.batch_dropped, stats2.focus_dropped)
 
 
-def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot, trace_path):
+def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot, many_runs_path):
     model = RunTableModel()
     proxy = QtCore.QSortFilterProxyModel()
     proxy.setSourceModel(model)
     proxy.setRecursiveFilteringEnabled(True)
-    with open_trace(trace_path) as trace:
+    with open_trace(many_runs_path) as trace:
         names = list(trace.run_names)
         summaries = summarise(trace, names)
     # Three conditions taking turns, and a fourth that first appears late.
@@ -101,7 +101,8 @@ def test_browser_batches_end_in_the_groups_a_regrouping_from_scratch_gives(qtbot
 
 
 @pytest.mark.parametrize("early", [False, True])  # workers started once listed, or as the open begins
-def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, tmp_path, monkeypatch, early):
+def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, many_runs_path, tmp_path, monkeypatch,
+                                                           early):
     monkeypatch.setattr("inspector.app.loader.IN_THREAD_MAX", 5)  # 40 runs: the worker processes
     if early:
         monkeypatch.setattr("inspector.app.loader.EARLY_START_BYTES", 0)
@@ -110,14 +111,15 @@ def test_large_trace_is_summarised_in_workers_by_the_window(qtbot, trace_path, t
     qtbot.addWidget(w)
     w.show()
     with qtbot.waitSignal(w.open_finished, timeout=20000):
-        w.open_path(str(trace_path))
+        w.open_path(str(many_runs_path))
     qtbot.waitUntil(lambda: w._summary_job is None and len(w.browser.model.stats) == 40, timeout=60000)
     assert w.browser.count.text().startswith("40 runs")
     w.close()
     w.wait_for_jobs()
 
 
-def test_workers_started_as_the_open_begins_end_when_the_trace_has_few_runs(qtbot, trace_path, monkeypatch):
+def test_workers_started_as_the_open_begins_end_when_the_trace_has_few_runs(qtbot, many_runs_path,
+                                                                           monkeypatch):
     monkeypatch.setattr("inspector.app.loader.EARLY_START_BYTES", 0)  # 40 runs: a thread's work
     procs = []
 
@@ -127,7 +129,7 @@ def test_workers_started_as_the_open_begins_end_when_the_trace_has_few_runs(qtbo
         return started
 
     monkeypatch.setattr("inspector.app.loader.Workers", workers)
-    job = OpenJob(str(trace_path))
+    job = OpenJob(str(many_runs_path))
     job.setAutoDelete(False)
     opened = []
     job.signals.opened.connect(opened.append)
@@ -137,17 +139,17 @@ def test_workers_started_as_the_open_begins_end_when_the_trace_has_few_runs(qtbo
     assert len(procs) == 2 and all(p.returncode is not None for p in procs)
 
 
-def test_listed_conditions_are_the_checked_ones(trace_path):
-    with open_trace(trace_path) as trace:
+def test_listed_conditions_are_the_checked_ones(many_runs_path):
+    with open_trace(many_runs_path) as trace:
         infos = [info for _, info, _, _ in summarise(trace, trace.run_names)]
         assert trace.run_conditions == {info.name: info.condition for info in infos}
 
 
-def test_summaries_fill_cells_without_moving_a_row(qtbot, trace_path):
+def test_summaries_fill_cells_without_moving_a_row(qtbot, many_runs_path):
     """Rows start in their listed groups, sorted by write order: batches of summaries change cells
     only (a moved row makes the view lay out every row again), and end as a regrouping from scratch
     with the references computed from scratch."""
-    with open_trace(trace_path) as trace:
+    with open_trace(many_runs_path) as trace:
         names, conditions = list(trace.run_names), dict(trace.run_conditions)
         summaries = summarise(trace, names)
     # Two conditions, as listed, and requests repeating so that later runs take earlier references.
@@ -176,8 +178,8 @@ def test_summaries_fill_cells_without_moving_a_row(qtbot, trace_path):
     assert shown == [n for n in names if conditions[n] == "c0"]  # write order
 
 
-def test_references_added_late_or_out_of_order_are_the_ones_from_scratch(qtbot, trace_path):
-    with open_trace(trace_path) as trace:
+def test_references_added_late_or_out_of_order_are_the_ones_from_scratch(qtbot, many_runs_path):
+    with open_trace(many_runs_path) as trace:
         names = list(trace.run_names)
         summaries = summarise(trace, names)
     summaries = [(n, replace(info, request_ids=(i % 4,) + info.request_ids[1:]), stats, why)
@@ -194,27 +196,27 @@ def test_references_added_late_or_out_of_order_are_the_ones_from_scratch(qtbot, 
     assert model.refs == references(infos, names[5])
 
 
-def test_workers_started_ahead_summarise_as_the_thread_does_or_end_unused(trace_path):
-    with open_trace(trace_path) as trace:
+def test_workers_started_ahead_summarise_as_the_thread_does_or_end_unused(many_runs_path):
+    with open_trace(many_runs_path) as trace:
         names = list(trace.run_names)
         here = summarise(trace, names)
-    with Workers(str(trace_path), 3) as workers:
+    with Workers(str(many_runs_path), 3) as workers:
         there = list(workers.summaries(names[:7], lambda: False))  # one chunk: two workers idle
     assert [(s[0], s[1]) for s in there] == [(s[0], s[1]) for s in here[:7]]
-    unused = Workers(str(trace_path), 2)
+    unused = Workers(str(many_runs_path), 2)
     procs = list(unused._procs)
     unused.close()
     assert all(p.returncode is not None for p in procs)
 
 
-def test_workers_handed_runs_early_answer_any_subset_in_order(trace_path):
+def test_workers_handed_runs_early_answer_any_subset_in_order(many_runs_path):
     """The open hands the workers every run as soon as they are listed; the summary then asks for
     those still unknown (a few were read, or found damaged, meanwhile): it gets exactly those."""
-    with open_trace(trace_path) as trace:
+    with open_trace(many_runs_path) as trace:
         names = list(trace.run_names)
         here = {s[0]: s for s in summarise(trace, names)}
     wanted = [n for i, n in enumerate(names) if i % 3 and i != 38]
-    with Workers(str(trace_path), 2) as workers:
+    with Workers(str(many_runs_path), 2) as workers:
         workers.submit(names)
         assert workers.covers(wanted) and not workers.covers([*wanted, "run_missing"])
         with pytest.raises(RuntimeError):
@@ -222,16 +224,16 @@ def test_workers_handed_runs_early_answer_any_subset_in_order(trace_path):
         there = list(workers.summaries(wanted, lambda: False))
     assert [s[0] for s in there] == wanted
     assert [s[1] for s in there] == [here[n][1] for n in wanted]
-    with Workers(str(trace_path), 2) as workers:
+    with Workers(str(many_runs_path), 2) as workers:
         workers.submit(names[:5])
         with pytest.raises(ValueError):
             next(workers.summaries(names[:6], lambda: False))
 
 
-def test_browser_shows_write_order_unsorted_and_sorts_by_the_header(qtbot, trace_path):
+def test_browser_shows_write_order_unsorted_and_sorts_by_the_header(qtbot, many_runs_path):
     """By write order, ascending (the default), the proxy leaves the rows as the model holds them
     (sorting thousands of rows through Python callbacks took seconds); a header click sorts."""
-    with open_trace(trace_path) as trace:
+    with open_trace(many_runs_path) as trace:
         names = list(trace.run_names)
         summaries = summarise(trace, names)
     browser = RunBrowser()

@@ -1,20 +1,10 @@
 """No silent overwrite: `record` refuses existing traces (every sibling it writes, named up front)
 unless --force and a trace another process writes; `export` never replaces its input or any HDF5 file."""
 
-from pathlib import Path
 
-import pytest
 
 from inspector.cli import main
 from tests.test_traces_locking import add_run, new_writer
-from traces.synthetic import write_synthetic_trace
-
-
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("safe") / "t.h5"
-    write_synthetic_trace(path, 2, L=2, E=4, K=2, V=16, B=3, T=12, R=4)
-    return path
 
 
 def test_record_refuses_existing_traces_naming_every_sibling(tmp_path, capsys):
@@ -43,12 +33,12 @@ def test_record_with_a_name_too_long_is_one_line(tmp_path, capsys):
     assert "File name too long" in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
-def test_export_never_writes_over_its_input_or_an_hdf5_file(trace_path, tmp_path, capsys):
-    before = trace_path.read_bytes()
-    assert main(["export", str(trace_path), "--format", "png", "-o", str(trace_path)]) == 2
+def test_export_never_writes_over_its_input_or_an_hdf5_file(small_trace_path, tmp_path, capsys):
+    before = small_trace_path.read_bytes()
+    assert main(["export", str(small_trace_path), "--format", "png", "-o", str(small_trace_path)]) == 2
     assert "is the trace being exported" in capsys.readouterr().err
     other = tmp_path / "other.h5"
     other.write_bytes(before)
-    assert main(["export", str(trace_path), "--format", "csv", "-o", str(other)]) == 2
+    assert main(["export", str(small_trace_path), "--format", "csv", "-o", str(other)]) == 2
     assert "is an HDF5 file" in capsys.readouterr().err
-    assert trace_path.read_bytes() == before and other.read_bytes() == before
+    assert small_trace_path.read_bytes() == before and other.read_bytes() == before

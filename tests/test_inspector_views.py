@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("isolated_settings")
 
 
 @pytest.fixture
-def window(window, qtbot):
+def drawn_window(window, qtbot):
     """The shared window on the shared trace, its routing drawn."""
     qtbot.waitUntil(lambda: view(window, RoutingView).data is not None, timeout=5000)
     return window
@@ -80,66 +80,67 @@ def test_views_are_registered_in_one_list(qtbot, tmp_path):
     assert [type(v) for v in w.views] == VIEWS
 
 
-def test_open_shows_first_divergent_run_probe_row(qtbot, window, trace_path):
-    v = view(window, RoutingView)
-    run = window.state.run
-    assert window.state.row == run.probe_row
+def test_open_shows_first_divergent_run_probe_row(qtbot, drawn_window, trace_path):
+    v = view(drawn_window, RoutingView)
+    run = drawn_window.state.run
+    assert drawn_window.state.row == run.probe_row
     assert_routing_drawn(v, trace_path, run.name, int(run.probe_row), 0)
-    model = window.browser.model
+    model = drawn_window.browser.model
     qtbot.waitUntil(lambda: len(model.stats) == 4, timeout=10000)
     # The first run in write order whose probe completion leaves its reference's, as the browser marks it.
     assert run.name == next(n for n in model.names if model.mark(n).differs)
-    assert len(window.browser.shown_names()) == 4
-    assert window.stack.currentWidget() is window.main
+    assert len(drawn_window.browser.shown_names()) == 4
+    assert drawn_window.stack.currentWidget() is drawn_window.main
 
 
-def test_pick_run_row_and_layer_through_the_ui(qtbot, window, trace_path):
-    v = view(window, RoutingView)
+def test_pick_run_row_and_layer_through_the_ui(qtbot, drawn_window, trace_path):
+    v = view(drawn_window, RoutingView)
     # Run: click the third row of the browser table.
-    table = window.browser.table
-    name = "r002" if window.state.run.name != "r002" else "r003"
-    index = window.browser.proxy_index(name, COL["run"])
+    table = drawn_window.browser.table
+    name = "r002" if drawn_window.state.run.name != "r002" else "r003"
+    index = drawn_window.browser.proxy_index(name, COL["run"])
     assert index.data(NAME_ROLE) == name
     with qtbot.waitSignal(v.drawn, timeout=5000):
         table.setCurrentIndex(index)
-    assert window.state.run.name == name
+    assert drawn_window.state.run.name == name
     # Row: the navigation bar's combo box.
-    combo = window.navigation.row
-    target = 1 if window.state.row != 1 else 2
+    combo = drawn_window.navigation.row
+    target = 1 if drawn_window.state.row != 1 else 2
     with qtbot.waitSignal(v.drawn, timeout=5000):
         combo.setCurrentIndex(combo.findData(target))
         combo.activated.emit(combo.currentIndex())
-    assert window.state.row == target
+    assert drawn_window.state.row == target
     # Layer: the slider.
     with qtbot.waitSignal(v.drawn, timeout=5000):
-        window.navigation.layer.setValue(2)
+        drawn_window.navigation.layer.setValue(2)
     assert_routing_drawn(v, trace_path, "r002", target, 2)
-    assert "layer 2" in window.navigation.layer_label.text()
+    assert "layer 2" in drawn_window.navigation.layer_label.text()
 
 
-def test_left_right_keys_change_layer(qtbot, window, trace_path):
-    v = view(window, RoutingView)
-    window.activateWindow()
-    qtbot.waitUntil(lambda: window.isActiveWindow(), timeout=3000)
+def test_left_right_keys_change_layer(qtbot, drawn_window, trace_path):
+    v = view(drawn_window, RoutingView)
+    drawn_window.activateWindow()
+    qtbot.waitUntil(lambda: drawn_window.isActiveWindow(), timeout=3000)
     v.graphics.setFocus()
     with qtbot.waitSignal(v.drawn, timeout=5000):
         qtbot.keyClick(v.graphics, Qt.Key.Key_Right)
-    assert window.state.layer == 1 and window.navigation.layer.value() == 1
+    assert drawn_window.state.layer == 1 and drawn_window.navigation.layer.value() == 1
     with qtbot.waitSignal(v.drawn, timeout=5000):
         qtbot.keyClick(v.graphics, Qt.Key.Key_Right)
     qtbot.keyClick(v.graphics, Qt.Key.Key_Right)  # already at the last layer: stays
-    assert window.state.layer == 2
+    assert drawn_window.state.layer == 2
     with qtbot.waitSignal(v.drawn, timeout=5000):
         qtbot.keyClick(v.graphics, Qt.Key.Key_Left)
-    assert window.state.layer == 1
-    assert_routing_drawn(v, trace_path, window.state.run.name, window.state.row, 1)
+    assert drawn_window.state.layer == 1
+    assert_routing_drawn(v, trace_path, drawn_window.state.run.name, drawn_window.state.row, 1)
     with qtbot.waitSignal(v.drawn, timeout=5000):
         qtbot.keyClick(v.graphics, Qt.Key.Key_PageDown)
-    assert window.state.row == (int(window.state.run.probe_row) + 1 if window.state.run.probe_row < 4 else 4)
+    probe = int(drawn_window.state.run.probe_row)
+    assert drawn_window.state.row == (probe + 1 if probe < 4 else 4)
 
 
-def test_hover_describes_the_cell_under_the_mouse(qtbot, window):
-    v = view(window, RoutingView)
+def test_hover_describes_the_cell_under_the_mouse(qtbot, drawn_window):
+    v = view(drawn_window, RoutingView)
     data = v.data
     t, e = (int(a[0]) for a in data.candidates(kept=False))
     scene = v.figure.plot.vb.mapViewToScene(QtCore.QPointF(t, e))
@@ -150,15 +151,15 @@ def test_hover_describes_the_cell_under_the_mouse(qtbot, window):
     assert "ahead of it" in text  # who took the slots ahead of the dropped candidate
     # A click focuses that token in every view.
     qtbot.mouseClick(v.graphics.viewport(), Qt.MouseButton.LeftButton, pos=v.graphics.mapFromScene(scene))
-    qtbot.waitUntil(lambda: window.state.position == t, timeout=3000)
+    qtbot.waitUntil(lambda: drawn_window.state.position == t, timeout=3000)
     assert v.focus_line.isVisible() and v.focus_line.value() == t
 
 
-def test_overview_draws_top1_colours_and_drops(qtbot, window, trace_path):
-    v = show(qtbot, window, LayersView)
-    row = window.state.row
+def test_overview_draws_top1_colours_and_drops(qtbot, drawn_window, trace_path):
+    v = show(qtbot, drawn_window, LayersView)
+    row = drawn_window.state.row
     with open_trace(trace_path) as trace:
-        run = trace.run(window.state.run.name)
+        run = trace.run(drawn_window.state.run.name)
         T = run.row_length(row)
         top1 = run.expert[:, row, :T, 0]
         dropped = (~run.kept[:, row, :T]).sum(-1)
@@ -171,13 +172,13 @@ def test_overview_draws_top1_colours_and_drops(qtbot, window, trace_path):
     # Clicking a cell selects its layer.
     scene = v.figure.plot.vb.mapViewToScene(QtCore.QPointF(3, 2))
     qtbot.mouseClick(v.graphics.viewport(), Qt.MouseButton.LeftButton, pos=v.graphics.mapFromScene(scene))
-    qtbot.waitUntil(lambda: window.state.layer == 2 and window.state.position == 3, timeout=3000)
+    qtbot.waitUntil(lambda: drawn_window.state.layer == 2 and drawn_window.state.position == 3, timeout=3000)
 
 
-def test_load_view_bars_equal_the_load_tables(qtbot, window, trace_path):
-    v = show(qtbot, window, LoadView)
+def test_load_view_bars_equal_the_load_tables(qtbot, drawn_window, trace_path):
+    v = show(qtbot, drawn_window, LoadView)
     with open_trace(trace_path) as trace:
-        run = trace.run(window.state.run.name)
+        run = trace.run(drawn_window.state.run.name)
         requested, kept, capacity = run.requested[0, 0, 0], run.load_kept[0, 0, 0], int(run.capacity[0, 0, 0])
     np.testing.assert_array_equal(v.figure.requested_bars.opts["height"], requested)
     np.testing.assert_array_equal(v.figure.kept_bars.opts["height"], kept)
@@ -191,25 +192,25 @@ def test_load_view_bars_equal_the_load_tables(qtbot, window, trace_path):
         v.step.setValue(5)
     with open_trace(trace_path) as trace:
         np.testing.assert_array_equal(v.figure.requested_bars.opts["height"],
-                                      trace.run(window.state.run.name).requested[5, 0, v.data.group])
+                                      trace.run(drawn_window.state.run.name).requested[5, 0, v.data.group])
 
 
-def test_focusing_a_generated_token_moves_the_load_view_to_its_step(qtbot, window):
-    v = show(qtbot, window, LoadView)
-    row = window.state.row
-    layer = window.state.layer_routing()
+def test_focusing_a_generated_token_moves_the_load_view_to_its_step(qtbot, drawn_window):
+    v = show(qtbot, drawn_window, LoadView)
+    row = drawn_window.state.row
+    layer = drawn_window.state.layer_routing()
     t = int(np.flatnonzero(layer.step[row] > 0)[2])
     with qtbot.waitSignal(v.drawn, timeout=5000):
-        window.state.set_position(t)
+        drawn_window.state.set_position(t)
     assert v.step.value() == int(layer.step[row, t])
     assert v.data.group == int(layer.group[row, t])
 
 
-def test_text_strip_shows_the_row_and_follows_the_mode(qtbot, window, trace_path):
-    v = show(qtbot, window, TextView)
-    row = window.state.row
+def test_text_strip_shows_the_row_and_follows_the_mode(qtbot, drawn_window, trace_path):
+    v = show(qtbot, drawn_window, TextView)
+    row = drawn_window.state.row
     with open_trace(trace_path) as trace:
-        run = trace.run(window.state.run.name)
+        run = trace.run(drawn_window.state.run.name)
         T = run.row_length(row)
         drops = (~run.kept[:, row, :T]).sum(axis=(0, 2))
     assert v.data.n_positions == T
@@ -219,38 +220,38 @@ def test_text_strip_shows_the_row_and_follows_the_mode(qtbot, window, trace_path
     with qtbot.waitSignal(v.drawn, timeout=5000):
         v.mode.setCurrentIndex(1)
     with open_trace(trace_path) as trace:
-        kept = trace.run(window.state.run.name).kept[0, row, :T]
+        kept = trace.run(drawn_window.state.run.name).kept[0, row, :T]
         np.testing.assert_allclose(v.figure.shade, (~kept).sum(-1) / 2)
     assert v.figure.token_at_char(0) == 0
 
 
-def test_browser_fills_drops_completions_and_reference_marks(qtbot, window):
-    model = window.browser.model
+def test_browser_fills_drops_completions_and_reference_marks(qtbot, drawn_window):
+    model = drawn_window.browser.model
     qtbot.waitUntil(lambda: len(model.stats) == 4, timeout=10000)
     marks = [model.mark(name) for name in model.names]
     assert marks[0].kind == "ref" and all(m.kind in ("same", "differs") for m in marks[1:])
     assert all(m.text() == "=" or m.text() == f"≠ @{m.position}" for m in marks[1:])
     completion = model.index_of(model.names[0], COL["completion"]).data()
     assert completion and completion != "…"
-    window._reference_chosen("r001")
+    drawn_window._reference_chosen("r001")
     assert model.mark("r001").kind == "ref" and model.mark("r000").kind != "ref"
-    qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=5000)
-    assert "4 runs" in window.status_text.text()
+    qtbot.waitUntil(lambda: not drawn_window.progress.isVisible(), timeout=5000)
+    assert "4 runs" in drawn_window.status_text.text()
 
 
-def test_hidden_views_wait_until_shown(qtbot, window):
-    overview = view(window, LayersView)
-    routing = view(window, RoutingView)
-    assert window.tabs.currentWidget() is routing and not overview.isVisible()
+def test_hidden_views_wait_until_shown(qtbot, drawn_window):
+    overview = view(drawn_window, LayersView)
+    routing = view(drawn_window, RoutingView)
+    assert drawn_window.tabs.currentWidget() is routing and not overview.isVisible()
     with qtbot.waitSignal(routing.drawn, timeout=5000):
-        window.state.set_row((window.state.row + 1) % 5)
+        drawn_window.state.set_row((drawn_window.state.row + 1) % 5)
     assert overview._dirty  # out of date, but nothing read or drawn for it yet
-    v = show(qtbot, window, LayersView)
-    assert v.data.row == window.state.row
+    v = show(qtbot, drawn_window, LayersView)
+    assert v.data.row == drawn_window.state.row
 
 
-def test_browser_filter_and_sort(qtbot, window):
-    browser = window.browser
+def test_browser_filter_and_sort(qtbot, drawn_window):
+    browser = drawn_window.browser
     qtbot.waitUntil(lambda: len(browser.model.stats) == 4, timeout=10000)
     browser.filter.setText("r003")
     assert browser.shown_names() == ["r003"] and "1 of 4 runs shown" in browser.count.text()

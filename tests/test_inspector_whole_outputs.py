@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import EXAMPLE, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "traces" / "examples" / "example.h5"
 CODE = "import sys; from inspector.cli import main; sys.exit(main(sys.argv[1:]))"
 
 

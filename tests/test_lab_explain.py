@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from kernel_probe import skip_unless_native_varies
+from paths import EXAMPLE
 
 from inspector.commands import explain as explain_command
 from inspector.commands.errors import UsageError
@@ -348,14 +349,12 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
 
     A subset keeps the suite fast: 6 divergent probe runs, taken in turns across its conditions.
     """
-    from pathlib import Path
-
     import h5py
 
     from traces import fingerprint
     from traces.analysis import probe_request
 
-    example = Path(__file__).resolve().parent.parent / "traces" / "examples" / "example.h5"
+    example = EXAMPLE
     copy = tmp_path / "example.h5"
     shutil.copy(example, copy)
     with h5py.File(copy, "r+") as f:  # drop the shipped verdicts: every one below is this machine's
@@ -495,9 +494,7 @@ def test_two_calls_on_one_file_keep_every_record_of_both(trace_copy):
 def test_a_clone_elsewhere_reuses_the_shipped_examples_table(tmp_path):
     """The shipped example's table names its checkpoint by the path of the clone that made it; any
     other clone reuses it (no pair rerun) and stores the name as `assets/...`."""
-    from pathlib import Path
-
-    example = Path(__file__).resolve().parent.parent / "traces" / "examples" / "example.h5"
+    example = EXAMPLE
     copy = tmp_path / "elsewhere" / "example.h5"
     copy.parent.mkdir()
     shutil.copy(example, copy)

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import h5py
 import pytest
+from paths import EXAMPLES, MIXTRAL_EXAMPLE, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "assets" / "tiny-mixtral"
-EXAMPLE = ROOT / "traces" / "examples" / "tiny-mixtral-bf16.h5"
 
 
 def _custom_code_folder(folder: Path, marker: Path) -> Path:
@@ -56,7 +55,7 @@ def _pickle_folder(folder: Path, marker: Path) -> Path:
 def _trace_naming(tmp_path: Path, checkpoint: str) -> Path:
     trace = tmp_path / "traces" / "tiny.h5"
     trace.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(EXAMPLE, trace)
+    shutil.copy(MIXTRAL_EXAMPLE, trace)
     with h5py.File(trace, "r+") as f:
         f.attrs["checkpoint"] = checkpoint
     return trace
@@ -87,6 +86,7 @@ def test_custom_model_code_never_runs_even_when_the_user_names_the_folder(tmp_pa
     assert not marker.exists()
 
 
+@pytest.mark.hf
 def test_a_pickled_payload_is_one_sentence_and_never_runs(tmp_path):
     pytest.importorskip("transformers")
     marker = tmp_path / "ran"
@@ -120,7 +120,7 @@ def test_no_shipped_trace_names_a_path_of_the_machine_that_made_it(name):
             if any(root in text for root in ("/work/", "/home/", "/tmp/", "/root/", "/Users/", ":\\\\")):
                 found.append((where, key))
 
-    with h5py.File(ROOT / "traces" / "examples" / name, "r") as f:
+    with h5py.File(EXAMPLES / name, "r") as f:
         visit("/", f)
         f.visititems(visit)
     assert not found

@@ -1,10 +1,10 @@
 """The search for the proven cause: a complete single-event scan, delta debugging, necessity, reach."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
+from paths import EXAMPLE
 
 from lab.counterfactual.reruns import Reruns, replay_cells
 from lab.counterfactual.search import _Pair, _time, ddmin, prove
@@ -13,7 +13,6 @@ from model.generate import generate
 from traces import open_trace
 from traces.analysis import explain_pair, row_trace
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
 #: The shipped example's first divergent pair: the probe in c01 against the reference c00.
 REFERENCE, DIVERGENT = ("c00-gshard-cf1.0-batch-native", 2), ("c01-gshard-cf1.0-batch-native", 0)
 

@@ -2,10 +2,10 @@
 held-out bits per byte and expert usage are measured here on a small fixed slice."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
+from paths import ASSETS
 
 from model.checkpoint import load_card, load_checkpoint, save_checkpoint
 from model.corpus import build_corpus
@@ -14,7 +14,6 @@ from model.routing import RoutingPolicy
 from model.tokenizer import decode, encode
 from model.train import evaluate
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 #: The held-out slice measured: 8 windows of 512 bytes from the held-out documents of the first
 #: 120 standard-library files (a few seconds; the card's figure is over the whole held-out split).
 SLICE_FILES, SLICE_WINDOWS, SLICE_T = 120, 8, 512

@@ -5,9 +5,9 @@ File > Open Example."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 from hf_tiny import transformers  # noqa: F401  (skips without transformers)
+from paths import MIXTRAL_EXAMPLE, ROOT
 
 from inspector.app.example import EXAMPLES
 from inspector.qt import QtWidgets
@@ -17,13 +17,10 @@ from traces import open_trace, validate
 from traces.analysis import probe_request
 from traces.analysis.explain_table import from_columns
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "traces" / "examples" / "tiny-mixtral-bf16.h5"
-
 
 def test_the_example_holds_capacity_and_numeric_divergences_of_one_prompt():
-    assert validate(EXAMPLE) == []
-    with open_trace(EXAMPLE) as trace:
+    assert validate(MIXTRAL_EXAMPLE) == []
+    with open_trace(MIXTRAL_EXAMPLE) as trace:
         meta, vocab = trace.meta, trace.vocab
         probe = probe_request(trace)
         columns, _ = trace.read_table(TABLE)
@@ -33,12 +30,12 @@ def test_the_example_holds_capacity_and_numeric_divergences_of_one_prompt():
     assert any(len(s) > 2 and s.isalpha() for s in vocab), "subword tokens are shown as text"
     causes = {r.confirmed_cause for r in from_columns(columns) if r.diverged and r.request == probe}
     assert {"capacity", "output_numeric"} <= causes
-    assert EXAMPLE.stat().st_size <= 20e6
+    assert MIXTRAL_EXAMPLE.stat().st_size <= 20e6
 
 
 def test_explain_finds_the_examples_model_from_a_copy_elsewhere(tmp_path, monkeypatch):
     copy = tmp_path / "copy.h5"
-    shutil.copy(EXAMPLE, copy)
+    shutil.copy(MIXTRAL_EXAMPLE, copy)
     monkeypatch.chdir(tmp_path)  # the relative model folder is found in the repository, not from here
     with open_trace(copy) as trace:
         probe, recorded = probe_request(trace), trace.meta.get("machine", {})
@@ -57,7 +54,7 @@ def test_file_open_example_lists_both_examples_and_opens_the_second(make_window,
     assert [a.text() for a in actions] == [e.title for e in EXAMPLES]
     assert all(a.isEnabled() for a in actions)
     actions[1].trigger()
-    qtbot.waitUntil(lambda: window.path == str(EXAMPLE), timeout=15000)
+    qtbot.waitUntil(lambda: window.path == str(MIXTRAL_EXAMPLE), timeout=15000)
     assert window.state.trace.meta["model_source"] == "huggingface"
     # The details name a Hugging Face config's usual settings and count the rest.
     qtbot.waitUntil(lambda: "model_type mixtral" in window.details.label.text(), timeout=5000)

@@ -32,6 +32,7 @@ def test_the_shipped_model_is_a_generation_model():
     assert isinstance(model.new_cache(2), SnapshotCache)
 
 
+@pytest.mark.hf
 def test_the_hugging_face_bridge_is_a_generation_model():
     pytest.importorskip("transformers")
     from model.hf.bridge import HFMoEModel

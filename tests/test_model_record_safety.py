@@ -3,16 +3,14 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
+from paths import ROOT
 
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.transformer import MoETransformer
 from traces import open_trace, validate
-
-ROOT = Path(__file__).resolve().parent.parent
 
 RECORD_LIMITED = """
 import resource, signal, sys

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import MIXTRAL_DOCS, ROOT
 
 from inspector.cli import main
 from traces import open_trace, validate
 from traces.route_check import MIN_AGREEMENT, RouteCheck
 
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = ROOT / "assets" / "mixtral-docs"
+MODEL = MIXTRAL_DOCS
 VIEWS = ("routing", "layers", "load", "pair", "runs", "text")
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

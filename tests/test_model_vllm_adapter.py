@@ -4,10 +4,9 @@ of an engine's outputs)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from paths import MIXTRAL_DOCS
 
 from inspector.cli import main
 from model.vllm.arrays import ENGINE_NOT_RECORDED, cached_tokens, run_arrays
@@ -17,7 +16,7 @@ from traces.analysis.causes import explain_pair
 from traces.analysis.rows import row_trace
 from traces.route_check import RouteCheck, structure
 
-MODEL = str(Path(__file__).resolve().parents[1] / "assets" / "mixtral-docs")
+MODEL = str(MIXTRAL_DOCS)
 PROMPT = [3, 4, 5, 6]
 GENERATED = [7, 8, 9, 10, 11, 12, 13]  # max_new_tokens 6, plus the one the engine is asked for beyond
 META = {"model_config": {}, "moe_layers": [0, 1], "tokenizer": "ids", "routing": {}, "kernel_mode": "native",

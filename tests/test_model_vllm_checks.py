@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import MIXTRAL_DOCS
 from test_model_vllm_adapter import GENERATED, META, PROMPT, _output, engine_attrs
 
 from inspector.cli import main
@@ -23,7 +24,7 @@ from traces.analysis.rows import RowTrace
 from traces.route_check import MIN_AGREEMENT, REFUSE_BELOW, RouteCheck, compare, sample_rows, structure
 from traces.toplogits import TopLogits
 
-MODEL = str(Path(__file__).resolve().parents[1] / "assets" / "mixtral-docs")
+MODEL = str(MIXTRAL_DOCS)
 
 
 def test_structure_counts_repeated_and_out_of_range_experts():
@@ -126,6 +127,7 @@ def test_a_loop_and_an_engine_compare_as_log_probabilities():
     assert not np.isin(kinds, (WEIGHTS, ROUTER_LOGITS)).any()  # no "weights" or "router logits only" cell
 
 
+@pytest.mark.hf
 def test_moe_layers_of_a_tiny_qwen2_moe():
     transformers = pytest.importorskip("transformers")
     import torch

@@ -3,17 +3,15 @@ full, anything else) reach the caller with the writer's own message, and nothing
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import ROOT
 
 from tests.test_traces_locking import B, E, K, L, T, V, add_run, new_writer
 from traces import TraceError, open_trace, validate
 from traces.background import BackgroundWriter
 from traces.synthetic import synthetic_run_arrays
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_runs_are_written_in_order_and_close_joins(tmp_path):

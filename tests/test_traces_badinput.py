@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 
 from traces import TraceError, TraceWriter, open_trace, schema, validate
 from traces.summary import describe
 from traces.synthetic import synthetic_run_arrays, write_synthetic_trace
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def read_everything(path) -> None:

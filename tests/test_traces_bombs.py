@@ -5,21 +5,20 @@ reader keeps a bounded set of runs open and the writer reopens its file to keep 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from paths import ROOT
 
 from inspector.cli import main
 from traces import TraceError, TraceWriter, open_trace, validate
 from traces.synthetic import write_synthetic_trace
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
-def trace_path(tmp_path):
+def writable_trace(tmp_path):
+    """A fresh trace of 3 small runs for each test, which rewrites its datasets."""
     path = tmp_path / "t.h5"
     write_synthetic_trace(path, 3, L=2, E=4, K=2, V=16, B=3, T=12, R=4)
     return path
@@ -32,40 +31,40 @@ def _replace(path, where: str, shape, dtype) -> None:
         f.create_dataset(where, shape=shape, dtype=dtype, chunks=(1,) * (len(shape) - 1) + (1024,))
 
 
-def test_run_declaring_a_huge_T_is_refused_before_reading(trace_path):
-    _replace(trace_path, "runs/r001/tokens", (3, 1 << 28), np.int32)
-    with open_trace(trace_path) as trace:
+def test_run_declaring_a_huge_T_is_refused_before_reading(writable_trace):
+    _replace(writable_trace, "runs/r001/tokens", (3, 1 << 28), np.int32)
+    with open_trace(writable_trace) as trace:
         with pytest.raises(TraceError, match="declared"):
             trace.run("r001")
         assert trace.run("r000").tokens.shape == (3, 12)
-    assert any("declared" in p.message for p in validate(trace_path, read_data=True))
+    assert any("declared" in p.message for p in validate(writable_trace, read_data=True))
 
 
-def test_pool_declaring_2_to_the_31_requests_is_refused_on_open(trace_path):
-    _replace(trace_path, "requests/offsets", (1 << 31,), np.int64)
+def test_pool_declaring_2_to_the_31_requests_is_refused_on_open(writable_trace):
+    _replace(writable_trace, "requests/offsets", (1 << 31,), np.int64)
     with pytest.raises(TraceError, match="requests/offsets.*declared"):
-        open_trace(trace_path)
+        open_trace(writable_trace)
 
 
-def test_json_nested_200k_deep_is_one_line_and_exit_2(trace_path, capsys):
-    with h5py.File(trace_path, "r+") as f:
+def test_json_nested_200k_deep_is_one_line_and_exit_2(writable_trace, capsys):
+    with h5py.File(writable_trace, "r+") as f:
         f["runs/r000"].attrs["routing"] = "[" * 200_000 + "]" * 200_000
-    assert main(["info", "--check", str(trace_path)]) == 2
+    assert main(["info", "--check", str(writable_trace)]) == 2
     out = capsys.readouterr()
     assert "nested less deeply" in out.out and "Traceback" not in out.err + out.out
-    with open_trace(trace_path) as trace, pytest.raises(TraceError, match="nested less deeply"):
+    with open_trace(writable_trace) as trace, pytest.raises(TraceError, match="nested less deeply"):
         trace.run("r000")
 
 
-def test_huge_attribute_is_refused_unread(trace_path):
-    with h5py.File(trace_path, "r+") as f:
+def test_huge_attribute_is_refused_unread(writable_trace):
+    with h5py.File(writable_trace, "r+") as f:
         f["runs/r000"].attrs["label"] = np.zeros(5 << 20, dtype=np.float32)  # 20 MB
-    with open_trace(trace_path) as trace, pytest.raises(TraceError, match="at most"):
+    with open_trace(writable_trace) as trace, pytest.raises(TraceError, match="at most"):
         trace.run("r000")
 
 
-def test_reader_keeps_runs_within_its_budget_and_held_runs_stay_usable(trace_path):
-    with open_trace(trace_path, cache_bytes=1) as trace:
+def test_reader_keeps_runs_within_its_budget_and_held_runs_stay_usable(writable_trace):
+    with open_trace(writable_trace, cache_bytes=1) as trace:
         first = trace.run("r000")
         for name in trace.run_names:
             trace.run(name)
@@ -133,13 +132,13 @@ def test_100_mb_string_attribute_is_refused_unread(tmp_path):
     assert "expected strings of at most 16777216 bytes" in out
 
 
-def test_sparse_4_gb_tail_is_not_read(trace_path, monkeypatch):
-    size = os.path.getsize(trace_path)
-    os.truncate(trace_path, 4 << 30)
+def test_sparse_4_gb_tail_is_not_read(writable_trace, monkeypatch):
+    size = os.path.getsize(writable_trace)
+    os.truncate(writable_trace, 4 << 30)
     read = []
     real = os.pread
     monkeypatch.setattr("traces.heap.os.pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
-    with open_trace(trace_path) as trace:
+    with open_trace(writable_trace) as trace:
         assert len(trace.run_names) == 3
     assert 0 < sum(read) <= 2 * size  # the heap scan stops at the recorded end of file
 

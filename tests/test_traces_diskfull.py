@@ -3,16 +3,14 @@ every run completed before it (here the limit is the process's RLIMIT_FSIZE, in 
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from tests.test_traces_locking import add_run, new_writer
 from traces import TraceError, open_trace, validate
 from traces.superblock import stored_eof
 from traces.writer import TraceWriter, is_disk_full, room_bytes
-
-ROOT = Path(__file__).resolve().parent.parent
 
 WRITE_UNTIL_FULL = """
 import resource, signal, sys

@@ -1,15 +1,14 @@
 """The committed schema-v1 golden file keeps reading with known values, and the spec's example works."""
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import ROOT
 
 from traces import TraceError, open_trace, validate
 from traces.summary import describe
 
-ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden_v1.h5"
 
 

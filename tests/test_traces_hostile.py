@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from hostile import SECRET, hostile_traces
+from paths import EXAMPLE, ROOT
 
 from inspector.specs.registry import SPECS
 from traces import TraceError, TraceWriter, open_trace, validate
 
-ROOT = Path(__file__).resolve().parent.parent
 #: Seconds a refusal may take (a wait on a FIFO would last for ever).
 LIMIT_S = 60
 
@@ -104,7 +104,7 @@ def test_explain_never_writes_into_the_file_a_link_names(tmp_path):
     before the model loads, the other file untouched."""
     import h5py
 
-    example = ROOT / "traces" / "examples" / "example.h5"
+    example = EXAMPLE
     trace, other = tmp_path / "example.h5", tmp_path / "other.h5"
     trace.write_bytes(example.read_bytes())
     other.write_bytes(example.read_bytes())

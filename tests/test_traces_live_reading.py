@@ -6,9 +6,9 @@ row of every run they list when no run was committed since they opened the trace
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
+
 N_RUNS = 80
 
 WRITER = """

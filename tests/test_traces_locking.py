@@ -12,6 +12,8 @@ from traces import TraceError, TraceWriter, open_trace, validate
 from traces.lock import is_locked, lock_path
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays
 
+# Not tests/paths.py: subprocesses import this module as tests.test_traces_locking, with only the
+# repository root on their path.
 ROOT = Path(__file__).resolve().parent.parent
 L, E, K, V, B, T = 2, 4, 2, 16, 2, 8
 

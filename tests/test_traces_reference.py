@@ -1,7 +1,8 @@
 """One rule picks the reference run: the run browser, the runs view's export and `explain`'s pairs
 agree on it for every request and condition of a shipped trace."""
 
-from pathlib import Path
+
+from paths import EXAMPLE
 
 from inspector.figure_data.browser import default_references, run_info
 from inspector.specs.divergence import read_runs
@@ -10,8 +11,6 @@ from lab.counterfactual.pairs import plan_groups
 from traces import open_trace
 from traces.analysis.reference import condition_of, reference_index
 from traces.analysis.reference import default_references as first_runs
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "traces" / "examples" / "example.h5"
 
 
 def test_the_rule_by_hand():

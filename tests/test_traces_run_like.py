@@ -3,15 +3,12 @@ analysis reads the same row from either."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
+from paths import EXAMPLE
 
 from traces import open_trace
 from traces.analysis.rows import RunArrays, row_trace
 from traces.run_like import RunLike
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "traces" / "examples" / "example.h5"
 
 
 def members(protocol: type) -> set[str]:
