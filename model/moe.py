@@ -88,12 +88,11 @@ class MoE(nn.Module):
     @property
     def kernel_version(self) -> int:
         """The version of the kernels this block runs (`model.kernels.KERNEL_VERSION` history)."""
-        return kernels.KERNEL_VERSION if self.compiled else kernels.TORCH_KERNEL_VERSION
+        return kernels.version_run(self.compiled)
 
     def use_kernels(self, version: int) -> int:
-        """Run the kernels of `version` (a trace's, to reproduce its bits): the compiled ones from 3 on
-        where built, else the pure-PyTorch path (versions 1-2 share it). Returns the version now run."""
-        self.compiled = version >= kernels.KERNEL_VERSION and native.load() is not None
+        """Run the kernels of `version` (a trace's, to reproduce its bits). Returns the version now run."""
+        self.compiled = kernels.compiled_for(version)
         return self.kernel_version
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
@@ -104,8 +103,8 @@ class MoE(nn.Module):
         `edit` (a `model.intervention.LayerEdit`) changes one event of this step: its
         `before_route` may replace router logits, its `after_route` the decision.
         """
-        if forced is None and edit is None and mode == "native":
-            step = self._compiled_step(x, valid, policy, pad)
+        if forced is None and edit is None:
+            step = self._compiled_step(x, valid, policy, pad, 0 if mode == "native" else tile)
             if step is not None:
                 return step
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
@@ -184,14 +183,15 @@ class MoE(nn.Module):
         return xf.new_zeros(N, C).index_add_(0, token, out)
 
     def _compiled_step(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy,
-                       pad: torch.Tensor | None) -> tuple[torch.Tensor, LayerRouting] | None:
-        """A native step of a few tokens in one compiled call (router, scores, decision and experts:
-        `forward`'s result), or None where `_compiled_experts` or `routing.step_plan` does not apply."""
+                       pad: torch.Tensor | None, tile: int) -> tuple[torch.Tensor, LayerRouting] | None:
+        """A step of a few tokens in one compiled call (router, scores, decision and experts: `forward`'s
+        result; the router's linear as `kernels.linear` runs it, tile 0 for native mode), or None where
+        `_compiled_experts` or `routing.step_plan` does not apply."""
         pack = self._ready_pack(x, None)
         plan = None if pack is None else step_plan(policy, valid, pad, self.n_experts)
         if plan is None:
             return None
-        out = native.load().moe_step(x, self._parameters["router"], *plan, *pack)
+        out = native.load().moe_step(x, self._parameters["router"], tile, *plan, *pack)
         if out is None:
             return None
         y, logits, probs, *decision = out

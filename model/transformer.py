@@ -73,18 +73,22 @@ class MoETransformer(nn.Module):
             else:
                 nn.init.normal_(p, std=std)
 
+    def _compiled_parts(self) -> list[nn.Module]:
+        """The modules that run the compiled kernels where built (attention, MoE blocks)."""
+        return [m for block in self.blocks for m in (block.attn, block.ffn) if hasattr(m, "compiled")]
+
     @property
     def kernel_version(self) -> int:
         """The version of the project's kernels this model runs (`model.kernels.KERNEL_VERSION`)."""
-        versions = {block.ffn.kernel_version for block in self.blocks if block.is_moe}
-        return min(versions, default=kernels.KERNEL_VERSION)
+        return kernels.version_run(all(m.compiled for m in self._compiled_parts()))
 
     def use_kernels(self, version: int) -> int:
         """Run the kernels of a trace's `version` where this build has them (to reproduce its bits);
-        returns the version now run (see `model.moe.MoE.use_kernels`)."""
-        for block in self.blocks:
-            if block.is_moe:
-                block.ffn.use_kernels(version)
+        returns the version now run: the compiled kernels from version 3 on where built, else the
+        pure-PyTorch path (versions 1-2 share it)."""
+        compiled = kernels.compiled_for(version)
+        for m in self._compiled_parts():
+            m.compiled = compiled
         return self.kernel_version
 
     @property

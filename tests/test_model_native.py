@@ -120,7 +120,8 @@ def test_a_rows_compiled_experts_do_not_depend_on_the_rows_beside_it(mode):
             assert torch.equal(eight, y_all[:, one].expand(1, 8, 64))
 
 
-def test_a_step_in_one_call_equals_the_step_in_parts_bit_for_bit():
+@pytest.mark.parametrize("mode", ["native", "batch_invariant"])
+def test_a_step_in_one_call_equals_the_step_in_parts_bit_for_bit(mode):
     """The recording's step (one compiled call) against the step a replay takes (router, route, then
     the experts: `forced` with nothing forced)."""
     moe = _block(seed=2)
@@ -131,9 +132,10 @@ def test_a_step_in_one_call_equals_the_step_in_parts_bit_for_bit():
                             kept=torch.zeros(4, 1, 2, dtype=torch.bool), gate=torch.zeros(4, 1, 2),
                             mask=torch.zeros(4, 1, dtype=torch.bool))
     with torch.no_grad():
-        assert moe._compiled_step(x, valid, policy, None) is not None  # the one-call path runs here
-        y1, r1 = moe(x, valid, policy)
-        y2, r2 = moe(x, valid, policy, forced=nothing)
+        tile = 0 if mode == "native" else 4
+        assert moe._compiled_step(x, valid, policy, None, tile) is not None  # the one-call path runs here
+        y1, r1 = moe(x, valid, policy, mode=mode)
+        y2, r2 = moe(x, valid, policy, mode=mode, forced=nothing)
     assert torch.equal(y1, y2)
     assert torch.equal(r1.router_logits, r2.router_logits)
     _same_decision(r1.decision, r2.decision)
@@ -178,3 +180,32 @@ def test_without_the_build_the_model_runs_and_records_version_2(monkeypatch, tmp
         monkeypatch.undo()
         native.load.cache_clear()
     assert native.load() is not None
+
+
+def test_compiled_attention_agrees_with_the_blocked_path_and_a_cache_equals_recomputation(tiny_model):
+    """Batch-invariant generation with the compiled attention: a row's logits alone and in a batch are
+    the same bits, and within tolerance of the pure-PyTorch blocked attention."""
+    from model.generate import generate
+    from model.recorder import Recorder
+    from model.tokenizer import encode
+
+    model = tiny_model(seed=5)
+    policy = RoutingPolicy.preset("dropless")
+    probe = encode("def probe(x): return")
+    crowd = [encode("import os"), encode("a = [1, 2, 3] * 4"), probe]
+
+    def logits(prompts, row):
+        recorder = Recorder()
+        with torch.no_grad():
+            result = generate(model, prompts, 6, policy, "batch_invariant", recorder=recorder,
+                              stop_at_eos=False)
+        return recorder.arrays(result)["logits"][row]
+
+    alone = logits([probe], 0)
+    batched = logits(crowd, 2)
+    n = alone.shape[0]
+    assert np.array_equal(alone, batched[:n])
+    model.use_kernels(TORCH_KERNEL_VERSION)
+    blocked = logits([probe], 0)
+    model.use_kernels(KERNEL_VERSION)
+    np.testing.assert_allclose(alone, blocked, rtol=1e-4, atol=1e-4)

@@ -360,13 +360,28 @@ py::object route_position(torch::Tensor probs, torch::Tensor routed, torch::Tens
   return as_tuple(out);
 }
 
-// A whole native MoE step of a few tokens in one call: router logits (torch's linear), softmax scores
+// The router's logits[B,T,E] as model.kernels.linear computes them: torch's linear (tile 0: native
+// mode), or tiles of `tile` rows padded with zero rows, one bmm against the weight's stride-0 view
+// (batch-invariant mode). The same operators on the same shapes: the same bits.
+torch::Tensor router_logits(const torch::Tensor& x, const torch::Tensor& router, int64_t tile) {
+  if (tile <= 0) return at::linear(x, router);
+  const int64_t C = x.size(-1), E = router.size(0);
+  auto flat = x.reshape({-1, C});
+  const int64_t N = flat.size(0);
+  const int64_t extra = std::max(tile, (N + tile - 1) / tile * tile) - N;
+  if (extra) flat = at::constant_pad_nd(flat, {0, 0, 0, extra});
+  auto tiles = flat.view({-1, tile, C});
+  auto out = at::bmm(tiles, router.t().expand({tiles.size(0), C, E}));
+  return out.view({-1, E}).slice(0, 0, N).view({x.size(0), x.size(1), E});
+}
+
+// A whole MoE step of a few tokens in one call: router logits (`router_logits`), softmax scores
 // (torch's), route_position's decision and the experts. x[B,T,C], router[E,C]. Returns (y, logits,
 // probs, then the decision as route_position), or None when a score is not finite.
-py::object moe_step(torch::Tensor x, torch::Tensor router, torch::Tensor routed, torch::Tensor counted,
+py::object moe_step(torch::Tensor x, torch::Tensor router, int64_t tile, torch::Tensor routed, torch::Tensor counted,
                     torch::Tensor capacity, int64_t K, bool by_seq, bool seq_major, bool token_major, int64_t norm,
                     bool dropless, torch::Tensor w_in, torch::Tensor w_out, int64_t F) {
-  auto logits = at::linear(x, router);
+  auto logits = router_logits(x, router, tile);
   auto probs = at::softmax(logits, -1);
   std::vector<torch::Tensor> out;
   if (!route_impl(probs, routed, counted, capacity, K, by_seq, seq_major, token_major, norm, dropless, out))
@@ -376,10 +391,86 @@ py::object moe_step(torch::Tensor x, torch::Tensor router, torch::Tensor routed,
   return as_tuple(out);
 }
 
+namespace {
+
+// sum over d of a[d] * b[d] for n floats: LANES-wide chains in order, a fixed tree over the lanes, then
+// the tail in order; the same order for every call of one length.
+inline float dot(const float* a, const float* b, int64_t n) {
+  vf acc = vf{};
+  int64_t d = 0;
+  for (; d + LANES <= n; d += LANES) acc += loadv(a + d) * loadv(b + d);
+  float lanes[LANES];
+  std::memcpy(lanes, &acc, sizeof(acc));
+  for (int width = LANES / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  float sum = lanes[0];
+  for (; d < n; ++d) sum += a[d] * b[d];
+  return sum;
+}
+
+}  // namespace
+
+// Batch-invariant causal attention: q[B,H,Tq,D] over k/v[B,H,Tk,D] (key j at position j), a query at
+// q_pos[B,Tq] seeing keys 0..q_pos. Each query row alone: its scores in key order, their maximum, the
+// sum of exp(s - max) in key order, the values weighted in key order; nothing depends on other rows,
+// on Tq or on keys past the query's position (a decode step with a cache equals full recomputation).
+torch::Tensor attention(torch::Tensor q_in, torch::Tensor k_in, torch::Tensor v_in, torch::Tensor q_pos_in) {
+  TORCH_CHECK(q_in.dtype() == torch::kFloat32 && k_in.dtype() == torch::kFloat32 && v_in.dtype() == torch::kFloat32,
+              "attention: float32 only");
+  auto q = q_in.contiguous();
+  auto k = k_in.stride(-1) == 1 ? k_in : k_in.contiguous();
+  auto v = v_in.stride(-1) == 1 ? v_in : v_in.contiguous();
+  auto q_pos = q_pos_in.to(torch::kInt64).contiguous();
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
+  auto out = torch::empty({B, H, Tq, D}, q.options());
+  const float* qp = q.data_ptr<float>();
+  const float* kp = k.data_ptr<float>();
+  const float* vp = v.data_ptr<float>();
+  const int64_t* pos = q_pos.data_ptr<int64_t>();
+  float* op = out.data_ptr<float>();
+  const int64_t ks0 = k.stride(0), ks1 = k.stride(1), ks2 = k.stride(2);
+  const int64_t vs0 = v.stride(0), vs1 = v.stride(1), vs2 = v.stride(2);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  auto rows = [&](int64_t r0, int64_t r1) {
+    std::vector<float> s(Tk), qs(D), acc(D);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (H * Tq), h = (r / Tq) % H, t = r % Tq;
+      const int64_t n = std::min(Tk, std::max<int64_t>(pos[b * Tq + t], 0) + 1);
+      const float* qr = qp + r * D;
+      for (int64_t d = 0; d < D; ++d) qs[d] = qr[d] * scale;
+      const float* kb = kp + b * ks0 + h * ks1;
+      const float* vb = vp + b * vs0 + h * vs1;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        s[j] = dot(qs.data(), kb + j * ks2, D);
+        m = std::max(m, s[j]);
+      }
+      float denom = 0.0f;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float p = std::exp(s[j] - m);
+        denom += p;
+        const float* vj = vb + j * vs2;
+        for (int64_t d = 0; d < D; ++d) acc[d] += p * vj[d];
+      }
+      float* o = op + r * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = acc[d] / denom;
+    }
+  };
+  const int64_t R = B * H * Tq;
+  if (R * Tk * D < (int64_t(1) << 20)) {
+    rows(0, R);
+  } else {
+    at::parallel_for(0, R, 16, rows);
+  }
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("lanes") = LANES;
   m.def("pack", &pack, "expert weights in the experts kernel's layout");
   m.def("experts", &experts, "SwiGLU experts and their gated combination, batch-invariant");
   m.def("route_position", &route_position, "position-priority routing of a small step");
-  m.def("moe_step", &moe_step, "a native MoE step of a few tokens: router, routing and experts");
+  m.def("attention", &attention, "batch-invariant causal attention, one query row at a time");
+  m.def("moe_step", &moe_step, "an MoE step of a few tokens: router, routing and experts");
 }
