@@ -11,12 +11,16 @@ one change, which `model.generate.generate` applies in that step and layer only:
   candidates are kept exactly when their slot is below C'; nothing else changes. Capacity is a
   property of the group (its size S enters the formula), so this is the event "this batch's group
   had another C" tested alone.
-- `remove_rows`: the candidates of the displacing rows in that expert's queue (same step, layer,
+- `withdraw`: the candidates of the displacing rows in that expert's queue (same step, layer,
   group, expert) are withdrawn from it; the queue's remaining candidates move up by the withdrawn
   candidates ahead of them and are kept when their new slot is below the capacity. Withdrawn
   candidates contribute nothing, as dropped ones do.
-- `router_logits`: the row's router logits at that position and layer are replaced by the given ones
+- `logits`: the row's router logits at that position and layer are replaced by the given ones
   (the other run's recorded logits) before routing: a numeric difference at the router removed.
+
+The kinds are `traces.analysis.proof.EventKind`, the vocabulary of the proof's events (`cell`, a
+replayed cell, is no intervention); the spellings `remove_rows` and `router_logits` read as
+`withdraw` and `logits`.
 
 The edit is a value; the MoE block calls `before_route` and `after_route` of the `LayerEdit` that the
 generation loop resolves for the step (the token's column in that step's input). An `InterventionSet`
@@ -32,8 +36,10 @@ from dataclasses import dataclass
 import torch
 
 from model.routing import RoutingDecision
+from traces.analysis.proof import EventKind
 
-KINDS = ("keep", "capacity", "remove_rows", "router_logits")
+#: The events an intervention changes (a replayed cell is a replay, not an intervention).
+KINDS = (EventKind.KEEP, EventKind.CAPACITY, EventKind.WITHDRAW, EventKind.LOGITS)
 _TINY = torch.finfo(torch.float32).tiny
 
 
@@ -41,27 +47,29 @@ _TINY = torch.finfo(torch.float32).tiny
 class Intervention:
     """One change to one event of one run (see the module docstring for each kind)."""
 
-    kind: str
+    kind: EventKind
     step: int                        # forward step S that routed the token
     layer: int                       # MoE layer index (0..L-1)
     row: int                         # row b of the run
     position: int                    # the token's position in its own sequence
-    rank: int = -1                   # choice rank j of the candidate (keep, remove_rows)
-    expert: int = -1                 # its expert (keep, remove_rows)
-    group: int = -1                  # its group in that step and layer (capacity, remove_rows)
+    rank: int = -1                   # choice rank j of the candidate (keep, withdraw)
+    expert: int = -1                 # its expert (keep, withdraw)
+    group: int = -1                  # its group in that step and layer (capacity, withdraw)
     capacity: int = -1               # the queue's new capacity C' (capacity)
-    rows: tuple[int, ...] = ()       # displacing rows to withdraw (remove_rows)
-    logits: tuple[float, ...] = ()   # router logits [E] to give the token (router_logits)
+    rows: tuple[int, ...] = ()       # displacing rows to withdraw (withdraw)
+    logits: tuple[float, ...] = ()   # router logits [E] to give the token (logits)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
+        kind = EventKind.read(self.kind, None)
+        if kind not in KINDS:
             raise ValueError(f"intervention kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        if self.kind == "remove_rows" and not self.rows:
-            raise ValueError("remove_rows needs the displacing rows")
-        if self.kind == "capacity" and self.capacity < 0:
-            raise ValueError("capacity needs the new capacity")
-        if self.kind == "router_logits" and not self.logits:
-            raise ValueError("router_logits needs the logits to give")
+        object.__setattr__(self, "kind", kind)
+        if kind == EventKind.WITHDRAW and not self.rows:
+            raise ValueError(f"{kind} needs the displacing rows")
+        if kind == EventKind.CAPACITY and self.capacity < 0:
+            raise ValueError(f"{kind} needs the new capacity")
+        if kind == EventKind.LOGITS and not self.logits:
+            raise ValueError(f"{kind} needs the logits to give")
 
     def describe(self, new_index: int | None = None) -> str:
         """'keeping expert 1 (2nd choice) for row 0 at position 12, layer 2' and the like."""
@@ -69,11 +77,11 @@ class Intervention:
         if new_index is not None and new_index >= 0:
             where = f"row {self.row} at new token {new_index}"
         where += f", layer {self.layer}"
-        if self.kind == "keep":
+        if self.kind == EventKind.KEEP:
             return f"keeping expert {self.expert} ({_ordinal(self.rank)} choice) for {where}"
-        if self.kind == "capacity":
+        if self.kind == EventKind.CAPACITY:
             return f"giving the group capacity {self.capacity} (as in the other run) for {where}"
-        if self.kind == "remove_rows":
+        if self.kind == EventKind.WITHDRAW:
             rows = ", ".join(str(r) for r in self.rows)
             return f"withdrawing row{'s' if len(self.rows) > 1 else ''} {rows} from expert {self.expert}'s " \
                    f"queue for {where}"
@@ -107,9 +115,9 @@ class LayerEdit:
         return self if layer == self.layer else None
 
     def before_route(self, router_logits: torch.Tensor) -> torch.Tensor:
-        """router_logits[B,Ts,E], with the token's replaced for a `router_logits` intervention."""
+        """router_logits[B,Ts,E], with the token's replaced for a `logits` intervention."""
         iv = self.intervention
-        if iv.kind != "router_logits":
+        if iv.kind != EventKind.LOGITS:
             return router_logits
         out = router_logits.clone()
         out[iv.row, self.col] = torch.tensor(iv.logits, dtype=out.dtype, device=out.device)
@@ -119,17 +127,17 @@ class LayerEdit:
         """The decision with the intervention's candidates kept or withdrawn; gates renormalized as
         the policy's `norm` does."""
         iv = self.intervention
-        if iv.kind == "keep":
+        if iv.kind == EventKind.KEEP:
             kept = d.kept.clone()
             if int(d.expert[iv.row, self.col, iv.rank]) != iv.expert:
                 raise ValueError(f"the candidate of rank {iv.rank} goes to expert "
                                  f"{int(d.expert[iv.row, self.col, iv.rank])}, not {iv.expert}")
             kept[iv.row, self.col, iv.rank] = True
             return _with_kept(d, kept, norm)
-        if iv.kind == "capacity":
+        if iv.kind == EventKind.CAPACITY:
             members = (d.expert >= 0) & (d.group[..., None] == iv.group)    # [B,T,K]
             return _with_kept(d, torch.where(members, d.slot < iv.capacity, d.kept), norm)
-        if iv.kind == "remove_rows":
+        if iv.kind == EventKind.WITHDRAW:
             return _withdraw(d, iv, norm)
         return d
 

@@ -92,7 +92,9 @@ def _json_default(value):
 
 def _attr_value(key: str, value):
     """A value HDF5 stores natively: str, bool, int, float or a 1-D numeric array."""
-    if isinstance(value, str | bool | int | float | np.bool_ | np.integer | np.floating):
+    if isinstance(value, str):
+        return str(value)   # a vocabulary member (a str enum) as its plain text: h5py takes no subclass
+    if isinstance(value, bool | int | float | np.bool_ | np.integer | np.floating):
         return value
     if isinstance(value, Sequence | np.ndarray):
         arr = np.asarray(value)

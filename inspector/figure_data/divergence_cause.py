@@ -6,14 +6,15 @@ routing shows (`Verdict`, walking positions then layers); the *proven cause* is 
 set of events whose intervention removed the split in `explain`'s reruns. The headline, the event the
 view points at (`cause_event`) and the sentence lead with the proven cause; without one they say
 "first difference (no proof yet)". The first difference's own sentence is `Verdict.describe` (the
-same words as the export and the tables).
+same words as the export and the tables). Every sentence built here names runs A and B by letter
+through a run label (`letter_labels`); the 'runs' fact names them once in full. Words stored by
+`explain` (the proven intervention) are shown as stored.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,7 +36,15 @@ from traces.analysis.proof import (
     reach_text,
 )
 from traces.analysis.root_summary import chain_events
-from traces.analysis.verdict_text import agreement, numeric_flip, ordinal, quoted_token
+from traces.analysis.verdict_text import (
+    RunLabel,
+    agreement,
+    letter_labels,
+    numeric_flip,
+    ordinal,
+    quoted_token,
+    run_label,
+)
 
 #: Displacing candidates listed one by one; beyond this they are counted per row.
 MAX_LISTED = 6
@@ -77,23 +86,11 @@ class CauseText:
 
     def letter(self, run: str) -> str:
         """'A' or 'B' for one of the two runs, else 'run <name>'."""
-        return {self.run_a: "A", self.run_b: "B"}.get(run, f"run {run}") if run else ""
+        return letter_labels(self.run_a, self.run_b)(run) if run else ""
 
     @property
     def displacing_rows(self) -> tuple[int, ...]:
         return tuple(c.row for c in self.displacing)
-
-
-def as_letters(text: str, run_a: str, run_b: str) -> str:
-    """`text` with "run <A's name>" and "run <B's name>" written "A" and "B": the sentences name the two
-    runs by letter, the 'runs' fact names them once in full. Unchanged when the names are equal."""
-    if not run_a or not run_b or run_a == run_b:
-        return text
-    for name, letter in ((run_a, "A"), (run_b, "B")):
-        # A name ends where no name character follows (a full stop ends it when no name character
-        # follows the stop: "cf1.0" is one name, "run c01." ends a sentence).
-        text = re.sub(rf"\b[Rr]un {re.escape(name)}(?![\w-]|\.\w)", letter, text)
-    return text
 
 
 def _num(x: float) -> str:
@@ -159,13 +156,13 @@ def _observed(v: Verdict) -> str:
     return numeric_flip(v) if v.cause == OUTPUT_NUMERIC else v.cause
 
 
-def proof_text(v: Verdict, record: ExplainRecord | None) -> str:
+def proof_text(v: Verdict, record: ExplainRecord | None, label: RunLabel = run_label) -> str:
     """'Proven cause: ... Necessary ... Reach ...' of a proven record ('' otherwise)."""
     if not proven(record):
         return ""
     other = (record.ref_run if record.proof_run == record.run else record.run) if record.proof_run else ""
     parts = [proof_sentence(record.sufficient, record.proof_size, record.proof_kind, v.t_star, v.new_index,
-                            record.proof_run, other),
+                            record.proof_run, other, label=label),
              alternatives_text(record.alternatives, record.candidates, record.alternative_cells,
                                (record.proof_layer, record.proof_position), record.candidates_all),
              placebo_text(record.placebo),
@@ -175,24 +172,24 @@ def proof_text(v: Verdict, record: ExplainRecord | None) -> str:
     return " ".join(p for p in parts if p)
 
 
-def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
+def counterfactual_lines(record: ExplainRecord | None, label: RunLabel = run_label) -> tuple[str, ...]:
     """One sentence per counterfactual rerun stored in `record` (none when it holds none)."""
     if record is None:
         return ()
-    reruns = (("dropless_same", f"the batch of run {record.run} rerun dropless"),
-              ("invariant_same", f"the batch of run {record.run} rerun with batch-invariant kernels"),
-              ("replay_same", f"run {record.run} forced to replay run {record.ref_run}'s routing"))
+    run, ref = label(record.run), label(record.ref_run)
+    reruns = (("dropless_same", f"the batch of {run} rerun dropless"),
+              ("invariant_same", f"the batch of {run} rerun with batch-invariant kernels"),
+              ("replay_same", f"{run} forced to replay {ref}'s routing"))
     lines = []
     for field, what in reruns:
         same = getattr(record, field)
         if same is not None:
-            outcome = (f"gives run {record.ref_run}'s completion" if same
-                       else f"still differs from run {record.ref_run}")
+            outcome = f"gives {ref}'s completion" if same else f"still differs from {ref}"
             lines.append(f"{what} {outcome}")
     named = f"at the first difference (position {record.position}, layer {record.layer})"
     single = (("keep_same", "keeping the dropped candidate alone"),
               ("withdraw_same", "withdrawing the displacing rows from that expert's queue alone"),
-              ("logits_same", f"giving the row run {record.ref_run}'s router logits alone"))
+              ("logits_same", f"giving the row {ref}'s router logits alone"))
     for field, what in single:
         same = getattr(record, field)
         if same is not None:
@@ -205,9 +202,10 @@ def counterfactual_lines(record: ExplainRecord | None) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
-                  model_layer: int | None = None) -> list[tuple[str, str]]:
-    """The numbers behind a verdict as (name, value) pairs, in reading order."""
+def verdict_facts(v: Verdict, vocab: Sequence[str] | None, model_layer: int | None = None,
+                  label: RunLabel = run_label) -> list[tuple[str, str]]:
+    """The numbers behind a verdict as (name, value) pairs, in reading order; runs named by `label`
+    but in the 'runs' fact, which names both in full."""
     runs = f"A = run {v.ref_run} row {v.ref_row}, B = run {v.run} row {v.row} (request {v.request})"
     facts: list[tuple[str, str]] = [("runs", runs)]
     if v.diverged:
@@ -229,11 +227,11 @@ def verdict_facts(v: Verdict, vocab: Sequence[str] | None,
     d, c = v.displacement, v.counterpart
     if d is not None:
         facts.append(("dropped candidate",
-                      f"{ordinal(d.rank + 1)} choice expert {d.expert} of row {d.row} in run {d.run}: slot "
-                      f"{d.slot} ≥ {capacity_text(d.capacity)} (group {d.group}, step {d.step})"))
+                      f"{ordinal(d.rank + 1)} choice expert {d.expert} of row {d.row} in {label(d.run)}: "
+                      f"slot {d.slot} ≥ {capacity_text(d.capacity)} (group {d.group}, step {d.step})"))
         if c is not None:
             facts.append(("same candidate elsewhere",
-                          f"run {c.run}: slot {c.slot}, {capacity_text(c.capacity)}, "
+                          f"{label(c.run)}: slot {c.slot}, {capacity_text(c.capacity)}, "
                           f"{'kept' if c.kept else 'dropped'}"))
     if v.router_margin == v.router_margin:
         facts.append(("router margin (A)",
@@ -276,37 +274,37 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
                                 own_row=c.row == d.row)
             for c in d.ahead)
     is_proven = proven(record)
-    first = v.describe(list(vocab) if vocab is not None else None)
+    label = letter_labels(v.ref_run, v.run)
+    first = v.describe(list(vocab) if vocab is not None else None, label)
     if is_proven:
-        sentence = f"{proof_text(v, record)} First difference (observed): {first}"
+        sentence = f"{proof_text(v, record, label)} First difference (observed): {first}"
         cells = tuple((p, l) for l, p in proof_cells(record))
         event = (record.proof_position, record.proof_layer)
     else:
         sentence = f"First difference (observed, no proof yet): {first}" if v.diverged else first
         cells = ()
         event = (v.position, v.layer)
-    facts = verdict_facts(v, vocab, model_layer)
+    facts = verdict_facts(v, vocab, model_layer, label)
     if is_proven:
         kind = record.proof_kind.replace("_", " ") or shown
         facts.insert(2, ("proven cause", f"{kind}: {record.sufficient}"))
-        facts[3:3] = _scan_facts(record)
-    text = CauseText(
+        facts[3:3] = _scan_facts(record, label)
+    return CauseText(
         cause=shown, guessed=v.cause, confirmed=confirmed, headline=head, sentence=sentence, proven=is_proven,
-        event=event, cells=cells, facts=tuple(facts), counterfactuals=counterfactual_lines(record),
+        event=event, cells=cells, facts=tuple(facts), counterfactuals=counterfactual_lines(record, label),
         displacing_run=d.run if d is not None else "", displacing=displacing,
         displacing_summary=d.describe_ahead() if d is not None else "", run_a=v.ref_run, run_b=v.run,
     )
-    return lettered(text)
 
 
-def _scan_facts(record: ExplainRecord) -> list[tuple[str, str]]:
+def _scan_facts(record: ExplainRecord, label: RunLabel) -> list[tuple[str, str]]:
     """The root-event scan's facts: which run is changed, the alternatives, the specificity."""
     facts = []
     if record.proof_how in EVENT_WORDS:
         facts.append(("the event changes", EVENT_WORDS[record.proof_how]))
     if record.proof_run:
         other = record.ref_run if record.proof_run == record.run else record.run
-        facts.append(("changed run", f"run {record.proof_run} (it then gives run {other}'s tokens)"))
+        facts.append(("changed run", f"{label(record.proof_run)} (it then gives {label(other)}'s tokens)"))
     if record.alternatives > 0:
         scanned = (f"the earliest {record.candidates} of {record.candidates_all}"
                    if record.candidates_all > record.candidates else f"{record.candidates}")
@@ -322,14 +320,3 @@ def _scan_facts(record: ExplainRecord) -> list[tuple[str, str]]:
         said = f"{events} event{'s' if events > 1 else ''} restore {last} of {record.reach_of} new tokens"
         facts.append(("chain", f"{said}{whole}"))
     return facts
-
-
-def lettered(text: CauseText) -> CauseText:
-    """`text` with runs A and B called "A" and "B" in every sentence but the 'runs' fact."""
-    def say(s: str) -> str:
-        return as_letters(s, text.run_a, text.run_b)
-
-    return replace(text, headline=say(text.headline), sentence=say(text.sentence),
-                   facts=tuple((k, v if k == "runs" else say(v)) for k, v in text.facts),
-                   counterfactuals=tuple(say(c) for c in text.counterfactuals),
-                   displacing_summary=say(text.displacing_summary))

@@ -34,6 +34,7 @@ from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.curves import PairCurves, RoutingDifferences
 from traces.analysis.layers import model_layer
 from traces.analysis.measures import drops
+from traces.analysis.verdict_record import DIFFERENCE_KINDS, DifferenceKind
 from traces.toplogits import TopLogits
 
 #: What differs at a (layer, position), most telling last; codes index this tuple.
@@ -150,7 +151,7 @@ class PairData:
     values: str = "logit"
     #: The kinds of difference `kinds` compares (`RoutingDifferences.compared`): without router logits
     #: and weights when a run does not record them.
-    parts: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
+    parts: tuple[DifferenceKind, ...] = DIFFERENCE_KINDS
     #: Datasets each run does not hold (`Run.not_recorded`; empty for the project's loop).
     not_recorded_a: frozenset[str] = frozenset()
     not_recorded_b: frozenset[str] = frozenset()

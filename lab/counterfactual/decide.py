@@ -69,16 +69,18 @@ from traces.analysis.cause_table import (
     CAPACITY,
     CAUSE_TABLE,
     MIXED,
+    NOT_REPRODUCED,
     NUMERIC,
     OUTPUT_NUMERIC,
     SEEDED_RANDOM,
     UNCONFIRMED,
     UNEXPLAINED,
     UPSTREAM_NUMERIC,
+    CauseName,
     router_numeric,
 )
-from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND
-from traces.analysis.reproduction import BITWISE, DECISIONS, NOT_REPRODUCED
+from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, ProofKind
+from traces.analysis.reproduction import BITWISE, DECISIONS, Level
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,9 @@ class Evidence:
     native: bool
     dropless_recorded: bool = False   # the dropless rerun is the recorded setting (a dropless condition)
     invariant_recorded: bool = False  # the batch-invariant rerun is the recorded setting
-    level: str = BITWISE              # reproduction level of the weaker of the two runs
+    level: Level = BITWISE            # reproduction level of the weaker of the two runs
     drift: str = ""                   # float drift of the reruns ('' when bitwise)
-    proof_kind: str = ""              # kind of the proven event or set (traces.analysis.proof), '' none
+    proof_kind: ProofKind | str = ""  # kind of the proven event or set, '' none
     sufficient: str = ""              # the proven intervention(s), in words
 
 
@@ -104,7 +106,7 @@ class Evidence:
 class Decision:
     """The confirmed cause and the reason, in one sentence."""
 
-    cause: str
+    cause: CauseName
     reason: str
 
 
@@ -117,7 +119,7 @@ def decide(e: Evidence) -> Decision:
     if e.proof_kind == NUMERIC_KIND:
         return Decision(UPSTREAM_NUMERIC, f"{decision.reason}, but the proven event is numeric: "
                                           f"{e.sufficient} removes the split")
-    if e.proof_kind == MIXED:
+    if e.proof_kind == ProofKind.MIXED:
         return Decision(MIXED, f"{decision.reason}, and the minimal set of events that removes the split "
                                f"holds both capacity and numeric events")
     return Decision(UNCONFIRMED, f"{decision.reason}, but no single event and no set of events found by "

@@ -5,7 +5,8 @@ from __future__ import annotations
 from lab.counterfactual.explain import ExplainResult
 from lab.experiments.tables import markdown_table, percent
 from traces import fingerprint
-from traces.analysis.reproduction import BITWISE, DECISIONS, LEVELS, NOT_REPRODUCED
+from traces.analysis.cause_table import CauseName
+from traces.analysis.reproduction import Level
 from traces.analysis.root_summary import root_summary
 from traces.analysis.summary import CauseSummary
 
@@ -20,10 +21,10 @@ def _reproduction_lines(result: ExplainResult) -> list[str]:
     """How the reruns reproduced the recorded runs, and on which machines."""
     lines = []
     if result.levels:
-        counts = {level: sum(1 for v in result.levels.values() if v == level) for level in LEVELS}
-        lines.append(f"Reruns as recorded: {counts[BITWISE]} runs reproduced bitwise, {counts[DECISIONS]} at "
-                     f"the decisions level (same tokens, experts, kept sets, slots and loads), "
-                     f"{counts[NOT_REPRODUCED]} not reproduced.")
+        counts = {level: sum(1 for v in result.levels.values() if v == level) for level in Level}
+        lines.append(f"Reruns as recorded: {counts[Level.BITWISE]} runs reproduced bitwise, "
+                     f"{counts[Level.DECISIONS]} at the decisions level (same tokens, experts, kept sets, "
+                     f"slots and loads), {counts[Level.NOT_REPRODUCED]} not reproduced.")
         drift = ", ".join(f"{path} {value:.2g}" for path, value in result.drift.items() if value > 0)
         if drift:
             lines.append(f"Float drift of the reruns (largest |difference| per dataset): {drift}.")
@@ -101,7 +102,7 @@ def describe(result: ExplainResult) -> str:
         for condition, summary in per_condition.items():
             lines += ["", f"{condition or '(no condition)'}: {summary.describe()}"]
     tail = f"Unexplained share: {percent(s.unexplained_share)} of {s.n_divergent} divergent runs"
-    not_reproduced = s.shares.get(NOT_REPRODUCED, 0.0)
+    not_reproduced = s.shares.get(CauseName.NOT_REPRODUCED, 0.0)
     if not_reproduced:
         tail += f" (of which not reproduced by the reruns: {percent(not_reproduced)})"
     lines += ["", tail + "."]

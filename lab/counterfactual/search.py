@@ -62,7 +62,7 @@ from model.intervention import Intervention, InterventionSet
 from model.replay import ReplayRouting
 from traces.analysis import Verdict, row_trace
 from traces.analysis.displacement import displacement
-from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, PLACEBO_TRIALS, set_kind
+from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, PLACEBO_TRIALS, EventKind, ProofKind, set_kind
 from traces.analysis.rows import layer_routing
 
 #: Candidate events the scan tries alone, at most, in time order (the rest are counted, not tried).
@@ -81,21 +81,21 @@ MAX_LINK_DDMIN_TRIALS = 60
 #: the steps of the candidate events).
 MAX_STATES = 24
 
-#: Order of the interventions at one (layer, position): the narrowest change first.
-_HOW_ORDER = ("keep", "capacity", "withdraw", "logits", "cell")
+#: Order of the interventions at one (layer, position): the narrowest change first (the declaration's).
+_HOW_ORDER = tuple(EventKind)
 
 
 @dataclass(frozen=True)
 class Event:
     """One candidate event: `how` it is changed, in which run and row, and where."""
 
-    how: str                  # keep, capacity, withdraw, logits (an Intervention) or cell (replay)
+    how: EventKind            # an Intervention's kind, or CELL (a replay of the other row's cell)
     run: str                  # the run rerun with the change
     row: int
     layer: int
     position: int
     step: int                 # forward step that routed the token in that run
-    kind: str                 # CAPACITY_KIND or NUMERIC_KIND
+    kind: ProofKind           # CAPACITY_KIND or NUMERIC_KIND
     intervention: Intervention | None = None
 
     def describe(self, v: Verdict) -> str:
@@ -121,7 +121,7 @@ class Proof:
     """What the search proved for one pair (events empty: nothing found, or nothing searched)."""
 
     events: tuple[Event, ...] = ()
-    kind: str = ""                  # traces.analysis.proof.PROOF_KINDS, '' none
+    kind: ProofKind | str = ""      # '' none
     reruns: int = 0                 # trials spent on this pair (scan, ddmin, necessity, reach)
     necessary: bool | None = None   # the split stays with the reference's routing everywhere else
     reach: int = -1                 # new tokens agreeing with the other row from the first on
@@ -145,7 +145,7 @@ class Proof:
         if len(self.events) > 1:
             return "set"
         how = self.events[0].how
-        return {"logits": "token", "cell": "cell"}.get(how, "candidate")
+        return {EventKind.LOGITS: "token", EventKind.CELL: "cell"}.get(how, "candidate")
 
     @property
     def lead(self) -> Event | None:
@@ -169,21 +169,21 @@ def prove(v: Verdict, reruns: Reruns, placebo_seed: int = 0, resume: bool = True
     alternatives = tuple(e for e in events if outcome.get(e))
     found: tuple[Event, ...] = alternatives[:1]
     if not found:
-        cells = [e for e in events if e.how == "cell"]
+        cells = [e for e in events if e.how == EventKind.CELL]
         found = tuple(ddmin(cells, lambda subset: pair.sufficient(tuple(subset)), MAX_DDMIN_TRIALS) or ())
     named = {e.how: ok for e, ok in outcome.items() if (e.position, e.layer) == (v.position, v.layer)}
-    keeps = [named[how] for how in ("keep", "capacity") if how in named]
+    keeps = [named[how] for how in (EventKind.KEEP, EventKind.CAPACITY) if how in named]
     keep = any(keeps) if keeps else None   # keeping the candidate, or giving its group the capacity
     if not found:
-        return Proof(reruns=reruns.trials - start, keep=keep, withdraw=named.get("withdraw"),
-                     logits=named.get("logits"), candidates=len(outcome), candidates_all=len(events))
+        return Proof(reruns=reruns.trials - start, keep=keep, withdraw=named.get(EventKind.WITHDRAW),
+                     logits=named.get(EventKind.LOGITS), candidates=len(outcome), candidates_all=len(events))
     placebo = pair.placebo(min(found, key=_time), PLACEBO_TRIALS, placebo_seed) if len(found) == 1 else None
     necessary = pair.necessary(found)
     reach, n_new = pair.reach(found)
     chain, end = pair.chain(found, reach, n_new)
     return Proof(found, set_kind([e.kind for e in found]), reruns.trials - start, necessary, reach, n_new,
-                 keep, named.get("withdraw"), named.get("logits"), alternatives, len(outcome), len(events),
-                 placebo, chain, end)
+                 keep, named.get(EventKind.WITHDRAW), named.get(EventKind.LOGITS), alternatives, len(outcome),
+                 len(events), placebo, chain, end)
 
 
 def _time(e: Event) -> tuple[int, int, int]:
@@ -256,7 +256,7 @@ class _Pair:
         a, b, v = self.a, self.b, self.v
         L = a.expert.shape[0]
         out: list[Event] = []
-        earlier: set[str] = set()   # kinds of the differing cells met so far, in causal order
+        earlier: set[ProofKind] = set()   # kinds of the differing cells met so far, in causal order
         for p in range(min(v.t_star, a.length, b.length)):
             if a.step[p] < 0 or b.step[p] < 0:
                 continue
@@ -281,7 +281,7 @@ class _Pair:
         kept = [s for s in self._states[run] if s <= step]
         return self._states[run][max(kept)] if kept else None
 
-    def _router_kind(self, earlier: set[str]) -> str:
+    def _router_kind(self, earlier: set[ProofKind]) -> ProofKind:
         """The kind of a change of the router's choice: the router's input differs. With no decision
         differing before it (in causal order), only the native kernels' numerics can have changed that
         input (upstream numeric); after earlier differing decisions, it carries their kinds (under
@@ -301,13 +301,14 @@ class _Pair:
         cell = dict(layer=layer, position=p)
         if not same_experts:
             kind = self._router_kind(earlier)
-            events = [Event("cell", v.run, v.row, step=step_b, kind=kind, **cell)]
+            events = [Event(EventKind.CELL, v.run, v.row, step=step_b, kind=kind, **cell)]
             if not np.array_equal(a.router_logits[layer, p], b.router_logits[layer, p]):
-                iv = Intervention("router_logits", step=step_b, layer=layer, row=v.row, position=p,
+                iv = Intervention(EventKind.LOGITS, step=step_b, layer=layer, row=v.row, position=p,
                                   logits=tuple(float(x) for x in a.router_logits[layer, p]))
-                events.append(Event("logits", v.run, v.row, step=step_b, kind=kind, intervention=iv, **cell))
+                events.append(Event(EventKind.LOGITS, v.run, v.row, step=step_b, kind=kind, intervention=iv,
+                                    **cell))
             return events
-        events = [Event("cell", v.run, v.row, step=step_b, kind=CAPACITY_KIND, **cell)]
+        events = [Event(EventKind.CELL, v.run, v.row, step=step_b, kind=CAPACITY_KIND, **cell)]
         for rank in np.flatnonzero(ka != kb).tolist():
             in_reference = not ka[rank]   # A dropped it: intervene in A's run
             events += self._candidate_events(layer, p, rank, in_reference)
@@ -322,16 +323,16 @@ class _Pair:
             return []
         base = dict(step=d.step, layer=layer, row=row, position=p, rank=rank, expert=d.expert, group=d.group)
         where = dict(run=run, row=row, layer=layer, position=p, step=d.step, kind=CAPACITY_KIND)
-        events = [Event("keep", intervention=Intervention("keep", **base), **where)]
+        events = [Event(EventKind.KEEP, intervention=Intervention(EventKind.KEEP, **base), **where)]
         other_row = v.row if in_reference else v.ref_row
         counterpart = self._capacity(other, other_row, layer, p)
         if counterpart > d.capacity >= 0:
-            iv = Intervention("capacity", **base, capacity=counterpart)
-            events.append(Event("capacity", intervention=iv, **where))
+            iv = Intervention(EventKind.CAPACITY, **base, capacity=counterpart)
+            events.append(Event(EventKind.CAPACITY, intervention=iv, **where))
         rows = tuple(sorted(set(d.ahead_rows) - {row}))
         if rows:
-            iv = Intervention("remove_rows", **base, rows=rows)
-            events.append(Event("withdraw", intervention=iv, **where))
+            iv = Intervention(EventKind.WITHDRAW, **base, rows=rows)
+            events.append(Event(EventKind.WITHDRAW, intervention=iv, **where))
         return events
 
     def _layer(self, run: str, layer: int):
@@ -356,7 +357,7 @@ class _Pair:
         """(replay, intervention) of the events (all in one run and row) plus the `later` cells, replayed
         from the other row's recorded routing."""
         first = events[0]
-        cells = [(e.layer, e.position) for e in events if e.how == "cell"] + list(later)
+        cells = [(e.layer, e.position) for e in events if e.how == EventKind.CELL] + list(later)
         ivs = tuple(e.intervention for e in events if e.intervention is not None)
         replay = {first.row: replay_cells(self._source(first.run), cells)} if cells else None
         intervention = ivs[0] if len(ivs) == 1 else InterventionSet(ivs) if ivs else None

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from lab.experiments import ExperimentError, options
+from model.engines import EngineName
 
 #: Experiment -> (module, function) that runs it.
 RUNNERS = {
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a Hugging Face MoE causal LM instead of the shipped model: a folder saved with "
                              "save_pretrained (with its tokenizer) or a hub id already in the local cache; "
                              "nothing is downloaded (docs/hf-models.md)")
-    parser.add_argument("--engine", choices=("project", "vllm", "vllm-server"), default="project",
+    parser.add_argument("--engine", choices=EngineName.names(), default=EngineName.PROJECT.value,
                         help="what generates the runs: the project's own loop (default), vLLM's offline "
                              "engine on the --model folder, or a running vLLM server at --url serving it "
                              "(e1 and example; docs/engines.md)")
@@ -208,7 +209,7 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     out = stream or sys.stdout
     settings = options.resolve(args, tuple(PRESETS), PRIORITIES)
     check_outputs(output_paths(settings), bool(getattr(args, "force", False)))
-    if getattr(args, "engine", "project") != "project":
+    if EngineName(getattr(args, "engine", EngineName.PROJECT)).serving:
         return _run_engine(args, settings, out, progress)
     if settings.experiment == "against":
         raise ExperimentError("-e against: compares the project's loop with a serving engine; pass --engine "

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 
+from model.engines import EngineName
 from model.vllm.outputs import EngineOutput, from_request_output
 from model.vllm.settings import COMPILED_ADVICE, captures_routes, served_settings
 
@@ -89,7 +90,7 @@ def first_line(exc: BaseException) -> str:
 class OfflineEngine:
     """A started `vllm.LLM` on a Hugging Face folder; `generate` runs one composition."""
 
-    name = "vllm"
+    name = EngineName.VLLM
 
     def __init__(self, model: str, *, dtype: str | None = None, logprobs: int = 20, seed: int = 0,
                  engine_args: dict | None = None, quiet: bool = False):

@@ -24,6 +24,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from model.engines import EngineName
 from model.vllm.offline import EngineError
 from model.vllm.outputs import EngineOutput, from_completion_choice
 from model.vllm.settings import COMPILED_ADVICE, SERVED, captures_routes, served_settings
@@ -48,7 +49,7 @@ class ServerEngine:
     requests. `dtype` is the caller's statement of the server's dtype (checked when the server shows
     its own)."""
 
-    name = "vllm-server"
+    name = EngineName.VLLM_SERVER
 
     def __init__(self, url: str, model: str, *, logprobs: int = 20, dtype: str | None = None):
         self.url = url.rstrip("/")

@@ -17,32 +17,63 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The name of each cause, the one spelling every module imports.
-CAPACITY = "capacity"
-ROUTER_FLIP = "router_flip"
-SEEDED_RANDOM = "seeded_random"
-RENORMALIZATION = "renormalization"
-UPSTREAM_NUMERIC = "upstream_numeric"
-OUTPUT_NUMERIC = "output_numeric"
-NUMERIC_ROUTING = "numeric_routing"
-TOKEN_NEAR_TIE = "token_near_tie"
-MIXED = "mixed"
-UNEXPLAINED = "unexplained"
-UNCONFIRMED = "unconfirmed"
-NOT_REPRODUCED = "not_reproduced"
-IDENTICAL = "identical"
+from traces.vocabulary import Vocabulary
+
+
+#: The name of each cause, the one spelling every module imports; the values are the spellings stored
+#: in traces and explanation tables.
+class CauseName(Vocabulary):
+    CAPACITY = "capacity"
+    ROUTER_FLIP = "router_flip"
+    SEEDED_RANDOM = "seeded_random"
+    RENORMALIZATION = "renormalization"
+    UPSTREAM_NUMERIC = "upstream_numeric"
+    OUTPUT_NUMERIC = "output_numeric"
+    NUMERIC_ROUTING = "numeric_routing"
+    TOKEN_NEAR_TIE = "token_near_tie"
+    MIXED = "mixed"
+    UNEXPLAINED = "unexplained"
+    UNCONFIRMED = "unconfirmed"
+    NOT_REPRODUCED = "not_reproduced"
+    IDENTICAL = "identical"
+
+
+class Mechanism(Vocabulary):
+    """How a cause acts (a cause's `kind`): the groups the summaries and colours follow."""
+
+    CAPACITY = "capacity"   # rows compete for expert slots
+    NUMERIC = "numeric"     # floating-point differences of the kernels
+    MIXED = "mixed"         # a minimal set of events of both
+    RANDOM = "random"       # a seeded choice
+    NONE = "none"           # nothing differs
+    UNPROVEN = "unproven"   # nothing is proven
+
+
+CAPACITY = CauseName.CAPACITY
+ROUTER_FLIP = CauseName.ROUTER_FLIP
+SEEDED_RANDOM = CauseName.SEEDED_RANDOM
+RENORMALIZATION = CauseName.RENORMALIZATION
+UPSTREAM_NUMERIC = CauseName.UPSTREAM_NUMERIC
+OUTPUT_NUMERIC = CauseName.OUTPUT_NUMERIC
+NUMERIC_ROUTING = CauseName.NUMERIC_ROUTING
+TOKEN_NEAR_TIE = CauseName.TOKEN_NEAR_TIE
+MIXED = CauseName.MIXED
+UNEXPLAINED = CauseName.UNEXPLAINED
+UNCONFIRMED = CauseName.UNCONFIRMED
+NOT_REPRODUCED = CauseName.NOT_REPRODUCED
+IDENTICAL = CauseName.IDENTICAL
 
 #: The kind of the causes that are floating-point differences of the kernels.
-NUMERIC = "numeric"
+NUMERIC = Mechanism.NUMERIC
 
 
 @dataclass(frozen=True)
 class Cause:
     """One cause of a divergence."""
 
-    name: str
+    name: CauseName
     meaning: str
-    kind: str       # capacity, numeric, mixed, random, none, unproven
+    kind: Mechanism
     colour: str     # '#rrggbb', the same in every view and figure
     explained: bool
     observed: bool  # the first-difference walk can name it (else only the reruns settle on it)
@@ -50,10 +81,11 @@ class Cause:
 
 _CAUSES = (
     Cause(CAPACITY, "a candidate was dropped for lack of expert slots (capacity coupling with the batch)",
-          "capacity", "#fdae6b", True, True),
+          Mechanism.CAPACITY, "#fdae6b", True, True),
     Cause(ROUTER_FLIP, "a numeric near-tie flipped the router's choice of experts", NUMERIC, "#9ecae1",
           True, True),
-    Cause(SEEDED_RANDOM, "a seeded random choice of experts differs", "random", "#c7e9c0", True, True),
+    Cause(SEEDED_RANDOM, "a seeded random choice of experts differs", Mechanism.RANDOM, "#c7e9c0", True,
+          True),
     Cause(RENORMALIZATION, "the after-drop renormalization of the weights differs", NUMERIC, "#bcbddc",
           True, True),
     Cause(UPSTREAM_NUMERIC, "a numeric difference upstream of the router (the router's input differs)",
@@ -66,18 +98,21 @@ _CAUSES = (
     Cause(TOKEN_NEAR_TIE, "next-token near-tie: routing identical up to the split, the token choice "
                           "flipped (router logits not recorded)", NUMERIC, "#2171b5", True, True),
     Cause(MIXED, "a minimal set of events that mixes capacity drops and numeric router changes carries "
-                 "the split", "mixed", "#e6550d", True, False),
-    Cause(UNEXPLAINED, "the tokens differ but no routing or logit difference precedes them", "unproven",
-          "#969696", False, True),
+                 "the split", Mechanism.MIXED, "#e6550d", True, False),
+    Cause(UNEXPLAINED, "the tokens differ but no routing or logit difference precedes them",
+          Mechanism.UNPROVEN, "#969696", False, True),
     Cause(UNCONFIRMED, "the reruns point at a cause, but no event or minimal set of events is proven to "
-                       "carry the split", "unproven", "#bdbdbd", False, False),
+                       "carry the split", Mechanism.UNPROVEN, "#bdbdbd", False, False),
     Cause(NOT_REPRODUCED, "the reruns took another decision than the recording, so they confirm nothing",
-          "unproven", "#d9d9d9", False, False),
-    Cause(IDENTICAL, "the two runs agree on tokens, routing and logits", "none", "#f0f0f0", True, True),
+          Mechanism.UNPROVEN, "#d9d9d9", False, False),
+    Cause(IDENTICAL, "the two runs agree on tokens, routing and logits", Mechanism.NONE, "#f0f0f0", True,
+          True),
 )
 
 #: Every cause by name, in the order summaries list them.
-CAUSE_TABLE: dict[str, Cause] = {c.name: c for c in _CAUSES}
+CAUSE_TABLE: dict[CauseName, Cause] = {c.name: c for c in _CAUSES}
+if list(CAUSE_TABLE) != list(CauseName):   # a cause is a member of CauseName and one row here
+    raise ImportError(f"the cause table and CauseName differ: {sorted(set(CauseName) ^ set(CAUSE_TABLE))}")
 
 
 

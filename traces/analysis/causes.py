@@ -58,6 +58,7 @@ from traces.analysis.displacement import displacement
 from traces.analysis.measures import max_logit_difference, router_margin
 from traces.analysis.rows import RowTrace
 from traces.analysis.verdict import DIFFERENCE_KINDS, LOGITS_LAYER, Difference, Verdict
+from traces.analysis.verdict_record import DifferenceKind
 
 
 def explain_pair(ref: RowTrace, other: RowTrace) -> Verdict:
@@ -109,11 +110,11 @@ def _engine_verdict(ref: RowTrace, other: RowTrace, diff, decision: np.ndarray, 
                     t_star: int, fields: dict) -> Verdict:
     """The verdict of runs without router logits: the first differing expert set, else the token split.
     Router logits, weights and kept sets are not compared (one run at least does not hold them)."""
-    logits_root = Difference(first_logits, LOGITS_LAYER, "logits") if first_logits >= 0 else None
+    logits_root = Difference(first_logits, LOGITS_LAYER, DifferenceKind.LOGITS) if first_logits >= 0 else None
     fields = {**fields, "root": logits_root}
     if decision.any():
         p, l = (int(i) for i in np.unravel_index(int(np.argmax(decision)), decision.shape))
-        fields["root"] = Difference(p, l, "expert")
+        fields["root"] = Difference(p, l, DifferenceKind.EXPERT)
         ea, eb = ref.expert[l, p], other.expert[l, p]
         return Verdict(cause=NUMERIC_ROUTING, position=p, layer=l, experts=_ints(eb), ref_experts=_ints(ea),
                        kept=_bools(other.kept[l, p]), ref_kept=_bools(ref.kept[l, p]),
@@ -146,7 +147,7 @@ def _first(mask: np.ndarray) -> int:
 
 def _root(diff, p: int, stage: int, L: int) -> Difference:
     if stage == L:
-        return Difference(position=p, layer=LOGITS_LAYER, kind="logits")
+        return Difference(position=p, layer=LOGITS_LAYER, kind=DifferenceKind.LOGITS)
     for kind in DIFFERENCE_KINDS[:-1]:
         if getattr(diff, kind)[stage, p]:
             return Difference(position=p, layer=stage, kind=kind)

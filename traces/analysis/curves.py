@@ -11,6 +11,7 @@ import numpy as np
 
 from traces.analysis import next_token
 from traces.analysis.measures import bitwise_differ, kept_sets, max_logit_difference
+from traces.analysis.verdict_record import DIFFERENCE_KINDS, DifferenceKind
 
 if TYPE_CHECKING:  # rows.py uses the measures for its per-row caches
     from traces.analysis.rows import RowTrace
@@ -33,7 +34,7 @@ class RoutingDifferences:
     #                            they are not comparable bitwise (logits against log-probabilities)
     #: The kinds of `DIFFERENCE_KINDS` compared: router logits and weights only when both rows hold
     #: them, the logits only when bitwise comparable. A kind left out is all False above.
-    compared: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
+    compared: tuple[DifferenceKind, ...] = DIFFERENCE_KINDS
 
     @property
     def decision(self) -> np.ndarray:
@@ -77,8 +78,8 @@ def routing_differences(a: RowTrace, b: RowTrace, length: int | None = None) -> 
     if a.logits is not None and b.logits is not None and next_token.bitwise_comparable(a.logits, b.logits):
         la, lb, alike = next_token.comparable(a.logits[:T], b.logits[:T], a.tokens, b.tokens)
         logits = next_token.differ(la, lb, lse=alike) & routed
-    compared = [k for k in ("router_logits", "expert", "kept", "gate") if both.get(k, True)]
-    compared += ["logits"] if logits is not None else []
+    compared = [k for k in DIFFERENCE_KINDS[:-1] if both.get(k, True)]
+    compared += [DifferenceKind.LOGITS] if logits is not None else []
     return RoutingDifferences(routed=routed, logits=logits, compared=tuple(compared), **masks)
 
 

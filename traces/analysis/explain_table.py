@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traces.analysis.cause_table import NOT_REPRODUCED, unexplained
-from traces.analysis.proof import parse_cells
-from traces.analysis.reproduction import BITWISE
+from traces.analysis.cause_table import CauseName, unexplained
+from traces.analysis.proof import EventKind, parse_cells
+from traces.analysis.reproduction import Level
 from traces.analysis.summary import CauseSummary, summarize_causes
 from traces.analysis.verdict import Verdict
 
@@ -218,6 +218,9 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
             if bad:
                 raise ValueError(f"explanation column {name} holds {bad[0]}; expected -1, 0 or 1")
             decoded[name] = [None if v == -1 else bool(v) for v in values]
+    # How an event changes its run, as one vocabulary: older spellings (remove_rows, router_logits) read
+    # as today's; a name this version does not know is kept as stored.
+    decoded["proof_how"] = [EventKind.read(v, v) for v in decoded["proof_how"]]
     n = next(iter(lengths.values()))
     return [ExplainRecord(**{name: decoded[name][i] for name in COLUMNS}) for i in range(n)]
 
@@ -227,7 +230,8 @@ def _version1_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     reproduced bit for bit, so its confirmed records were reproduced `bitwise`."""
     confirmed = [c.decode() if isinstance(c, bytes) else str(c)
                  for c in np.asarray(columns["confirmed_cause"]).tolist()]
-    level = ["" if c == "" else NOT_REPRODUCED if c == NOT_REPRODUCED else BITWISE for c in confirmed]
+    level = ["" if c == "" else Level.NOT_REPRODUCED if c == CauseName.NOT_REPRODUCED else Level.BITWISE
+             for c in confirmed]
     empty = np.array([""] * len(level), dtype=np.str_)
     not_run = np.full(len(level), -1, dtype=np.int8)
     none = np.full(len(level), -1, dtype=np.int32)
@@ -283,7 +287,7 @@ def evidence_rank(record: ExplainRecord) -> int:
     rank."""
     if not record.confirmed_cause or record.confirmed_cause in unexplained():
         return 0
-    level = 1 if record.reproduction == "decisions" else 2
+    level = 1 if record.reproduction == Level.DECISIONS else 2
     if not record.proven:
         return level
     return level + (4 if record.proof_reruns >= 0 else 2)

@@ -17,14 +17,55 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from traces.analysis.cause_table import CAPACITY, MIXED, OUTPUT_NUMERIC, UPSTREAM_NUMERIC
+from traces.analysis.cause_table import CauseName
+from traces.analysis.verdict_text import RunLabel, run_label
+from traces.vocabulary import Vocabulary
+
+
+class ProofKind(Vocabulary):
+    """The kind of one event, or of a proof: a capacity decision (a kept set), a numeric one (router
+    logits or experts), output numeric (no routing event; the kernels' numerics after the router), or
+    mixed (a set with events of both kinds). Spelled as the causes they confirm (`cause`)."""
+
+    CAPACITY = "capacity"
+    UPSTREAM_NUMERIC = "upstream_numeric"
+    OUTPUT_NUMERIC = "output_numeric"
+    MIXED = "mixed"
+
+    @property
+    def cause(self) -> CauseName:
+        """The cause a proof of this kind confirms."""
+        return CauseName(self.value)
+
 
 #: Kinds of one event: a capacity decision (a kept set) or a numeric one (router logits or experts).
-CAPACITY_KIND = CAPACITY
-NUMERIC_KIND = UPSTREAM_NUMERIC
-#: Kinds of a proof: capacity, upstream numeric, output numeric (no routing event; the kernels'
-#: numerics after the router), or mixed (a set with events of both kinds).
-PROOF_KINDS = (CAPACITY_KIND, NUMERIC_KIND, OUTPUT_NUMERIC, MIXED)
+CAPACITY_KIND = ProofKind.CAPACITY
+NUMERIC_KIND = ProofKind.UPSTREAM_NUMERIC
+#: Kinds of a proof.
+PROOF_KINDS = tuple(ProofKind)
+
+
+class EventKind(Vocabulary):
+    """How an event of a proof changes its run: the kind of a single-event intervention
+    (`model.intervention`), or `cell`, the other row's routing of one (layer, position) replayed.
+    The values are the `proof_how` column's; `read` also takes the spellings interventions had
+    before the two were one vocabulary (`remove_rows`, `router_logits`)."""
+
+    KEEP = "keep"            # a dropped candidate kept
+    CAPACITY = "capacity"    # its group given the other run's capacity
+    WITHDRAW = "withdraw"    # the rows that took the slots ahead withdrawn from the queue
+    LOGITS = "logits"        # the row given the other run's router logits
+    CELL = "cell"            # the other row's routing of the cell replayed
+
+    @classmethod
+    def _missing_(cls, value):
+        return {"remove_rows": cls.WITHDRAW, "router_logits": cls.LOGITS}.get(value)
+
+    @property
+    def changes_router(self) -> bool:
+        """Whether the event changes the router's choice rather than a kept set."""
+        return self in (EventKind.LOGITS, EventKind.CELL)
+
 
 #: What the views say when no proof is stored.
 NO_PROOF = "first difference (no proof yet)"
@@ -37,14 +78,14 @@ WEAK_PLACEBO = 0.2
 
 #: What an event changes, by how it is changed (the `proof_how` column).
 EVENT_WORDS = {
-    "keep": "a capacity decision: a dropped candidate kept",
-    "capacity": "a capacity decision: its group's capacity",
-    "withdraw": "a capacity decision: the rows that took the slots withdrawn",
-    "logits": "the router's choice: its input logits",
-    "cell": "the router's choice: the experts routed to",
+    EventKind.KEEP: "a capacity decision: a dropped candidate kept",
+    EventKind.CAPACITY: "a capacity decision: its group's capacity",
+    EventKind.WITHDRAW: "a capacity decision: the rows that took the slots withdrawn",
+    EventKind.LOGITS: "the router's choice: its input logits",
+    EventKind.CELL: "the router's choice: the experts routed to",
 }
 #: Events that change the router's choice rather than a kept set.
-ROUTER_EVENTS = ("logits", "cell")
+ROUTER_EVENTS = tuple(k for k in EventKind if k.changes_router)
 
 
 def meaning_of_event(kind: str) -> str:
@@ -57,12 +98,12 @@ def meaning_of_event(kind: str) -> str:
     return "the router chose other experts there"
 
 
-def set_kind(kinds: Iterable[str]) -> str:
-    """The kind of a set of events: their common kind, 'mixed' when they differ, '' when empty."""
-    distinct = set(kinds)
+def set_kind(kinds: Iterable[str]) -> ProofKind | str:
+    """The kind of a set of events: their common kind, mixed when they differ, '' when empty."""
+    distinct = {ProofKind(k) for k in kinds}
     if not distinct:
         return ""
-    return distinct.pop() if len(distinct) == 1 else MIXED
+    return distinct.pop() if len(distinct) == 1 else ProofKind.MIXED
 
 
 def parse_cells(text: str) -> list[tuple[int, int]]:
@@ -103,13 +144,14 @@ def reach_text(reach: int, n_new: int) -> str:
 
 
 def proof_sentence(events: str, size: int, kind: str, t_star: int, new_index: int, changed: str = "",
-                   other: str = "", how: str = "") -> str:
+                   other: str = "", how: str = "", label: RunLabel = run_label) -> str:
     """'Proven cause: keeping ... alone makes run X give run Y's tokens through the first split
     (position 31, new token 0).' for one event, or the minimal set's words for several. `changed` is
     the run rerun with the change, `other` the run whose tokens it then gives ('' when not stored:
-    "the other run's tokens"); `how` the event's kind of change (`EVENT_WORDS`)."""
+    "the other run's tokens"), both named by `label`; `how` the event's kind of change
+    (`EVENT_WORDS`)."""
     split = f"through the first split (position {t_star}, new token {new_index})"
-    gives = (f"makes run {changed} give run {other}'s tokens" if changed and other
+    gives = (f"makes {label(changed)} give {label(other)}'s tokens" if changed and other
              else "restores the other run's tokens")
     if size <= 1:
         what = f" ({EVENT_WORDS[how]})" if how in EVENT_WORDS else ""

@@ -23,15 +23,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from traces.analysis.cause_table import NOT_REPRODUCED
+from traces.vocabulary import Vocabulary
 
 #: Integer datasets whose values come from float comparisons, not from decisions.
 FLOAT_DERIVED = ("logits_topk/index",)
 
-BITWISE = "bitwise"
-DECISIONS = "decisions"
+
+class Level(Vocabulary):
+    """How faithfully a rerun gave back its recording, strongest first (a level, not a cause: the
+    cause a pair gets when its runs are not reproduced is `CauseName.NOT_REPRODUCED`)."""
+
+    BITWISE = "bitwise"
+    DECISIONS = "decisions"
+    NOT_REPRODUCED = "not_reproduced"
+
+
+BITWISE = Level.BITWISE
+DECISIONS = Level.DECISIONS
+NOT_REPRODUCED = Level.NOT_REPRODUCED
 #: Reproduction levels, strongest first.
-LEVELS = (BITWISE, DECISIONS, NOT_REPRODUCED)
+LEVELS = tuple(Level)
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class Reproduction:
     """How a rerun of run `run` compares with its recording."""
 
     run: str
-    level: str                                        # one of LEVELS
+    level: Level
     drift: dict[str, float] = field(default_factory=dict)   # float dataset -> max |rerun - recorded|
     difference: str = ""                              # the first differing decision (not_reproduced)
 
@@ -61,9 +72,9 @@ class Reproduction:
         return f"not reproduced: {self.difference}"
 
 
-def weakest(levels) -> str:
+def weakest(levels) -> Level:
     """The weakest of some reproduction levels (`bitwise` for none)."""
-    levels = list(levels)
+    levels = [Level(x) for x in levels]
     return max(levels, key=LEVELS.index) if levels else BITWISE
 
 

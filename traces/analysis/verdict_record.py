@@ -10,14 +10,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from traces.analysis.cause_table import CauseName
 from traces.analysis.displacement import Displacement
+from traces.vocabulary import Vocabulary
+
+
+class DifferenceKind(Vocabulary):
+    """What differs at one place, in the order checked at a (position, layer); each is named as the
+    part of `RoutingDifferences` (and the run's dataset) it compares."""
+
+    ROUTER_LOGITS = "router_logits"
+    EXPERT = "expert"
+    KEPT = "kept"
+    GATE = "gate"
+    LOGITS = "logits"
+
 
 #: What a difference at one place is, in the order checked at a (position, layer).
-DIFFERENCE_KINDS: tuple[str, ...] = ("router_logits", "expert", "kept", "gate", "logits")
+DIFFERENCE_KINDS: tuple[DifferenceKind, ...] = tuple(DifferenceKind)
 
 #: What each kind of difference is called in the sentences.
-KIND_WORDS = {"router_logits": "router logits", "expert": "chosen experts", "kept": "kept set",
-              "gate": "weights", "logits": "logits"}
+KIND_WORDS = {DifferenceKind.ROUTER_LOGITS: "router logits", DifferenceKind.EXPERT: "chosen experts",
+              DifferenceKind.KEPT: "kept set", DifferenceKind.GATE: "weights",
+              DifferenceKind.LOGITS: "logits"}
 
 #: Layer index used for the next-token logits stage.
 LOGITS_LAYER = -1
@@ -29,7 +44,7 @@ class Difference:
 
     position: int
     layer: int
-    kind: str
+    kind: DifferenceKind
 
     def describe(self) -> str:
         where = "the next-token logits" if self.layer == LOGITS_LAYER else f"layer {self.layer}"
@@ -56,7 +71,7 @@ class VerdictRecord:
     t_star: int                     # first differing position, -1 none
     token: int                      # this run's token at t*, -1 none
     ref_token: int                  # the reference's token at t*, -1 none
-    cause: str                      # a cause of the table the walk names (cause_table)
+    cause: CauseName                # a cause of the table the walk names
     position: int                   # of the cause event, -1 none
     layer: int                      # of the cause event; -1 for the logits stage or none
     root: Difference | None         # first bitwise difference of any kind
@@ -78,7 +93,7 @@ class VerdictRecord:
     kl: float = float("nan")             # KL(P_ref || P_run) at t* - 1
     #: The kinds of DIFFERENCE_KINDS compared: an engine's run records no router logits or weights,
     #: and its log-probabilities are not compared bitwise with the project's logits.
-    parts: tuple[str, ...] = DIFFERENCE_KINDS
+    parts: tuple[DifferenceKind, ...] = DIFFERENCE_KINDS
     values: str = "logit"                # next-token values compared as "logit" or "log-probability"
 
     @property
