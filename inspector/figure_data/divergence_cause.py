@@ -83,6 +83,8 @@ class CauseText:
     displacing_summary: str    # 'rows 0, 2, 0 took slots 0-2 ahead of it' ('' none)
     run_a: str = ""            # the runs the sentences call A and B (named once, in the 'runs' fact)
     run_b: str = ""
+    intervention: str = ""     # the proven intervention in the words explain stored ('' none): shown
+                               # as stored, so it may name the runs in full
 
     def letter(self, run: str) -> str:
         """'A' or 'B' for one of the two runs, else 'run <name>'."""
@@ -294,6 +296,7 @@ def cause_text(v: Verdict, record: ExplainRecord | None, *, vocab: Sequence[str]
         event=event, cells=cells, facts=tuple(facts), counterfactuals=counterfactual_lines(record, label),
         displacing_run=d.run if d is not None else "", displacing=displacing,
         displacing_summary=d.describe_ahead() if d is not None else "", run_a=v.ref_run, run_b=v.run,
+        intervention=record.sufficient if is_proven else "",
     )
 
 
