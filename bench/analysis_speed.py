@@ -23,6 +23,7 @@ from pairs import HEADER, Pair, paired
 
 from traces import TraceWriter, open_trace
 from traces.analysis import RunArrays, aligned_rows, analyse_request, row_trace
+from traces.records import RunAttrs
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays
 
 TARGET_S = 0.2
@@ -89,10 +90,9 @@ def time_from_file(runs: list[RunArrays], prompts: list[np.ndarray], in_memory, 
         with TraceWriter(path, meta=meta, vocab=byte_vocab(V), requests=requests,
                          prompt_tokens=prompts) as writer:
             for run in runs:
-                attrs = {"request_ids": run.request_ids, "probe_row": run.probe_row, "batch_size": B,
-                         "max_new_tokens": T - PROMPT, "label": run.name, "condition": "bench",
-                         "experiment": "bench", "routing": synthetic_routing(), "kernel_mode": "native",
-                         "seed": 1, "wall_time_s": 0.0}
+                attrs = RunAttrs(request_ids=run.request_ids, probe_row=run.probe_row, batch_size=B,
+                                 max_new_tokens=T - PROMPT, label=run.name, condition="bench",
+                                 experiment="bench", routing=synthetic_routing(), seed=1)
                 writer.add_run(run.name, attrs=attrs, arrays=run.arrays())
         with open_trace(path) as trace:
             return paired(in_memory, lambda: analyse(aligned_rows(trace, 0)), repeats)

@@ -31,7 +31,7 @@ from lab.counterfactual.source import load_model, resolve_checkpoint
 from model.generate import generate
 from model.recorder import Recorder
 from model.routing_policy import RoutingPolicy
-from traces import open_trace
+from traces import open_trace, schema
 from traces.analysis import explain_pair, row_trace
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "traces" / "examples" / "example.h5"
@@ -45,7 +45,7 @@ def stacked_equal(model, prompts, n_new: int, mode: str, copies: int) -> bool:
     a = alone.arrays(generate(model, prompts, n_new, dropless, mode, recorder=alone))
     s = stacked.arrays(generate(model, prompts * copies, n_new, dropless, mode, recorder=stacked))
     B = len(prompts)
-    for key, axis in (("routing/router_logits", 1), ("logits", 0)):
+    for key, axis in ((schema.ROUTER_LOGITS, 1), (schema.LOGITS, 0)):
         x, y = np.asarray(a[key]), np.asarray(s[key])
         for c in range(copies):
             for b in range(B):

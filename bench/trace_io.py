@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pairs import HEADER, paired  # noqa: E402
 
-from traces import TraceWriter, open_trace  # noqa: E402
+from traces import TraceWriter, open_trace, schema  # noqa: E402
+from traces.records import RunAttrs  # noqa: E402
 from traces.schema import DEFAULT_LOGITS_K  # noqa: E402
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays  # noqa: E402
 from traces.toplogits import TopLogits  # noqa: E402
@@ -53,10 +54,10 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * PAGE
 
 
-def run_attrs(B: int, i: int) -> dict:
-    return {"request_ids": np.arange(B) % 8, "probe_row": 0, "batch_size": B, "max_new_tokens": 0,
-            "label": f"run {i}", "condition": "bench", "experiment": "bench", "routing": synthetic_routing(),
-            "kernel_mode": "native", "seed": i, "wall_time_s": 0.0}
+def run_attrs(B: int, i: int) -> RunAttrs:
+    return RunAttrs(request_ids=np.arange(B) % 8, probe_row=0, batch_size=B, max_new_tokens=0,
+                    label=f"run {i}", condition="bench", experiment="bench", routing=synthetic_routing(),
+                    seed=i)
 
 
 def write_both(args, pool, trace_path, plain_path, logits_dtype=None, compression="gzip"):
@@ -69,7 +70,7 @@ def write_both(args, pool, trace_path, plain_path, logits_dtype=None, compressio
                          compression=compression, threads=args.threads)
     plain = h5py.File(plain_path, "w")
     if logits_dtype is not None:
-        pool = [{**arrays, "logits": arrays["logits"].astype(logits_dtype)} for arrays in pool]
+        pool = [{**arrays, schema.LOGITS: arrays[schema.LOGITS].astype(logits_dtype)} for arrays in pool]
     counter = {"trace": itertools.count(), "plain": itertools.count()}
     raw = [0]
 
@@ -106,11 +107,12 @@ def topk_bytes_per_token(args, path: str) -> None:
     with writer:
         for i in range(runs):
             arrays = synthetic_run_arrays(L, B, T, K, E, 256, rng)  # routing; the logits are made below
-            del arrays["logits"]
+            del arrays[schema.LOGITS]
             tops = []
             for b in range(B):  # one row of full float32 logits at a time: [T, V] is 0.6 GB at 152k
                 full = (rng.standard_normal((T, V), dtype=np.float32) * 2.0)
-                tops.append(TopLogits.from_full(full, arrays["tokens"][b], k, valid=arrays["step"][b] >= 0))
+                tops.append(TopLogits.from_full(full, arrays[schema.TOKENS][b], k,
+                                                valid=arrays[schema.STEP][b] >= 0))
             for field in ("index", "value", "lse", "chosen"):
                 arrays[f"logits_topk/{field}"] = np.stack([getattr(t, field) for t in tops])
             t0 = time.perf_counter()
@@ -219,7 +221,7 @@ def main() -> None:
         size = os.path.getsize(trace_path)
         n_runs = args.runs + 1
         with open_trace(trace_path) as trace:
-            logits_stored = sum(trace.run(n).storage()["logits"][1] for n in trace.run_names)
+            logits_stored = sum(trace.run(n).storage()[schema.LOGITS][1] for n in trace.run_names)
         print(f"raw array bytes           {raw / 1e9:.3f} GB")
         for label, t in (("TraceWriter (gzip-1+shuf)", t_trace), ("plain h5py uncompressed  ", t_plain)):
             print(f"{label} {per_run / t / 1e6:7.1f} MB/s   {t * 1e3:.0f} ms per run (median)")

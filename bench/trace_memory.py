@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from traces import TraceWriter, open_trace
+from traces.records import RunAttrs
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -34,9 +35,8 @@ def rss_mib() -> float:
 def write(path: str, n: int, every: int) -> list[float]:
     rng = np.random.default_rng(0)
     arrays = synthetic_run_arrays(L, B, T, K, E, V, rng, prompt_len=8, request_ids=np.zeros(B, int))
-    attrs = {"request_ids": np.zeros(B, int), "probe_row": 0, "batch_size": B, "max_new_tokens": T - 8,
-             "label": "bench", "condition": "bench", "experiment": "bench", "routing": synthetic_routing(),
-             "kernel_mode": "native", "seed": 0, "wall_time_s": 0.0}
+    attrs = RunAttrs(request_ids=np.zeros(B, int), probe_row=0, batch_size=B, max_new_tokens=T - 8,
+                     label="bench", condition="bench", experiment="bench", routing=synthetic_routing())
     marks = []
     with TraceWriter(path, meta=synthetic_meta(L, E, K, V), vocab=byte_vocab(V), requests=["probe"],
                      prompt_tokens=[[1, 2, 3]]) as writer:

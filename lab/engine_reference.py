@@ -123,7 +123,7 @@ def reference_check(path: str | Path, device: str = "cpu") -> ReferenceCheck:
     from model.hf.load import DTYPES, load_hf
     from model.recorder import Recorder
     from model.routing_policy import RoutingPolicy
-    from traces import open_trace
+    from traces import open_trace, schema
 
     with open_trace(path) as trace:
         engine = trace.meta.get("engine") or {}
@@ -140,7 +140,7 @@ def reference_check(path: str | Path, device: str = "cpu") -> ReferenceCheck:
         recorder = Recorder("topk", 2)
         result = generate(model, [prompt], n, policy, recorder=recorder)
         ref = np.asarray(result.tokens[0])
-        top = recorder.arrays(result)["logits_topk/value"][0].astype(np.float64)  # [T, 2]
+        top = recorder.arrays(result)[schema.TOPK_VALUE][0].astype(np.float64)  # [T, 2]
     finally:
         model.close()
     P = len(prompt)

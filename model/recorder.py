@@ -24,6 +24,8 @@ import torch
 
 from model.fingerprint import machine_fingerprint
 from model.kernels import KERNEL_VERSION
+from traces import schema
+from traces.records import RootMeta, RunAttrs
 from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING, empty_run_arrays
 from traces.toplogits import TopLogits
 
@@ -154,47 +156,50 @@ class Recorder:
             sizes["J"] = step_logits[0].k
         out = empty_run_arrays(sizes, self.logits_form)  # the schema's dtypes and fill values
         for b, row in enumerate(result.tokens):
-            out["tokens"][b, :len(row)] = row
-        out["prompt_len"][:] = result.prompt_len
+            out[schema.TOKENS][b, :len(row)] = row
+        out[schema.PROMPT_LEN][:] = result.prompt_len
         for s, rec in enumerate(self.steps):
             b, t = np.nonzero(rec.valid)  # routed tokens of this step
             p = rec.positions[b, t]
-            out["step"][b, p] = rec.step
-            out["routing/expert"][:, b, p] = rec.expert[:, b, t]
-            out["routing/gate"][:, b, p] = rec.gate[:, b, t]
-            out["routing/kept"][:, b, p] = rec.kept[:, b, t]
-            out["routing/slot"][:, b, p] = rec.slot[:, b, t]
-            out["routing/group"][:, b, p] = rec.group[:, b, t]
-            out["routing/router_logits"][:, b, p] = rec.router_logits[:, b, t]
+            out[schema.STEP][b, p] = rec.step
+            out[schema.EXPERT][:, b, p] = rec.expert[:, b, t]
+            out[schema.GATE][:, b, p] = rec.gate[:, b, t]
+            out[schema.KEPT][:, b, p] = rec.kept[:, b, t]
+            out[schema.SLOT][:, b, p] = rec.slot[:, b, t]
+            out[schema.GROUP][:, b, p] = rec.group[:, b, t]
+            out[schema.ROUTER_LOGITS][:, b, p] = rec.router_logits[:, b, t]
             g = rec.capacity.shape[1]
-            out["load/requested"][s, :, :g] = rec.requested
-            out["load/kept"][s, :, :g] = rec.kept_count
+            out[schema.LOAD_REQUESTED][s, :, :g] = rec.requested
+            out[schema.LOAD_KEPT][s, :, :g] = rec.kept_count
             # The router reports dropless capacity as DROPLESS_CAPACITY (-2); absent groups stay MISSING.
-            out["load/capacity"][s, :, :g] = rec.capacity
+            out[schema.LOAD_CAPACITY][s, :, :g] = rec.capacity
             if self.logits_form == "full":
-                out["logits"][b, p] = step_logits[s][b, t]
+                out[schema.LOGITS][b, p] = step_logits[s][b, t]
             elif self.logits_form == "topk":
                 for path, values in step_logits[s].schema_arrays().items():
                     out[path][b, p] = values[b, t]
         return out
 
     def run_attrs(self, result, *, policy, request_ids, probe_row: int = -1, label: str = "",
-                  condition: str = "", experiment: str = "", seed: int = 0) -> dict:
-        """The run's attributes (schema `RUN_ATTRS` less `index` and `complete`)."""
-        return {
-            "request_ids": np.asarray(request_ids, np.int32),
-            "probe_row": int(probe_row),
-            "batch_size": len(result.tokens),
-            "max_new_tokens": int(max((len(r) - p for r, p in zip(result.tokens, result.prompt_len,
-                                                                    strict=True)), default=0)),
-            "label": label,
-            "condition": condition,
-            "experiment": experiment,
-            "routing": policy.to_dict() if policy is not None else {},
-            "kernel_mode": result.kernel_mode,
-            "seed": int(seed),
-            "wall_time_s": float(result.wall_time_s),
-        }
+                  condition: str = "", experiment: str = "", seed: int = 0,
+                  max_new_tokens: int | None = None) -> RunAttrs:
+        """The run's attributes (all but `index` and `complete`, which the writer fills)."""
+        if max_new_tokens is None:
+            max_new_tokens = max((len(r) - p for r, p in zip(result.tokens, result.prompt_len, strict=True)),
+                                 default=0)
+        return RunAttrs(
+            request_ids=request_ids,
+            probe_row=int(probe_row),
+            batch_size=len(result.tokens),
+            max_new_tokens=int(max_new_tokens),
+            label=label,
+            condition=condition,
+            experiment=experiment,
+            routing=policy.to_dict() if policy is not None else {},
+            kernel_mode=result.kernel_mode,
+            seed=int(seed),
+            wall_time_s=float(result.wall_time_s),
+        )
 
     def write_run(self, writer, name: str, result, *, policy, request_ids, probe_row: int = -1,
                   label: str = "", condition: str = "", experiment: str = "", seed: int = 0,
@@ -202,9 +207,8 @@ class Recorder:
         """Write the recorded run to a `traces.TraceWriter`; returns the arrays written."""
         arrays = self.arrays(result)
         attrs = self.run_attrs(result, policy=policy, request_ids=request_ids, probe_row=probe_row,
-                               label=label, condition=condition, experiment=experiment, seed=seed)
-        if max_new_tokens is not None:
-            attrs["max_new_tokens"] = int(max_new_tokens)
+                               label=label, condition=condition, experiment=experiment, seed=seed,
+                               max_new_tokens=max_new_tokens)
         writer.add_run(name, attrs=attrs, arrays=arrays)
         log.info("recorded run %s: B=%d, S=%d", name, len(result.tokens), len(self.steps))
         return arrays
@@ -254,11 +258,11 @@ def log_sum_exp(z: torch.Tensor) -> np.ndarray:
     return (m[..., 0].double().numpy() + np.log(total)).astype(np.float32)
 
 
-def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> dict:
-    """Root attributes of a trace (`ROOT_ATTRS` less those the writer fills) for a model and policy."""
+def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> RootMeta:
+    """Root attributes of a trace (all but those the writer fills) for a model and policy."""
     config = model.config
     extra = model.trace_meta(kernel_mode) if hasattr(model, "trace_meta") else {}
-    return {
+    fields = {
         "model_config": config.to_dict(),
         "moe_layers": list(config.moe_layers),
         "tokenizer": "bytes",
@@ -271,3 +275,4 @@ def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> 
         "machine": machine_fingerprint(model.device, getattr(model, "kernel_version", KERNEL_VERSION)),
         **extra,  # a Hugging Face model: its tokenizer, where to load it from, what the kernel mode covers
     }
+    return RootMeta(**fields)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from model.moe import ForcedRouting
+from traces import schema
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,9 @@ class ReplayRouting:
     def from_run_arrays(cls, arrays: dict, row: int) -> ReplayRouting:
         """The routing of one row of a recorded run (`Recorder.arrays()` or a trace `Run`)."""
         get = arrays.__getitem__ if isinstance(arrays, dict) else (
-            lambda name: getattr(arrays, {"routing/expert": "expert", "routing/kept": "kept",
-                                          "routing/gate": "gate"}[name]))
-        return cls(np.asarray(get("routing/expert")[:, row]), np.asarray(get("routing/kept")[:, row]),
-                   np.asarray(get("routing/gate")[:, row]))
+            lambda path: getattr(arrays, schema.RUN_ARRAY_NAMES[path]))
+        return cls(np.asarray(get(schema.EXPERT)[:, row]), np.asarray(get(schema.KEPT)[:, row]),
+                   np.asarray(get(schema.GATE)[:, row]))
 
 
 def check_replay(replay: dict[int, ReplayRouting] | None, B: int, L: int, K: int) -> None:

@@ -262,7 +262,7 @@ def _write(path, runs):
         for run in runs:
             attrs = {"request_ids": run.request_ids, "probe_row": run.probe_row, "batch_size": run.batch_size,
                      "max_new_tokens": 1, "label": run.name, "condition": "hand-built", "experiment": "test",
-                     "routing": meta["routing"], "kernel_mode": "native", "seed": 0, "wall_time_s": 0.0}
+                     "routing": meta.routing, "kernel_mode": "native", "seed": 0, "wall_time_s": 0.0}
             writer.add_run(run.name, attrs=attrs, arrays=run.arrays())
 
 

@@ -190,7 +190,7 @@ def test_writer_rejects_bad_attributes_and_meta(tmp_path):
             writer.add_run("r", attrs={"batch_size": 3}, arrays=arrays)
         with pytest.raises(ValueError, match="name"):
             writer.add_run("a/b", attrs=_attrs(3), arrays=arrays)
-    meta = synthetic_meta(2, 4, 2, 16)
+    meta = synthetic_meta(2, 4, 2, 16).to_attrs()
     del meta["routing"]
     with pytest.raises(ValueError, match="routing"):
         TraceWriter(tmp_path / "meta.h5", meta=meta, vocab=["a"], requests=[], prompt_tokens=[])

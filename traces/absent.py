@@ -100,18 +100,18 @@ def stand_ins(run_where: str, not_recorded, expert, step, n_experts: int) -> dic
             np.add.at(out, (steps[b, t], layer, 0, chosen[layer, b, t, _k]), 1)
         return out
 
-    shapes = {"routing/gate": ((L, B, T, K), np.float32, np.nan),
-              "routing/router_logits": ((L, B, T, n_experts), np.float32, np.nan),
-              "routing/slot": ((L, B, T, K), np.int32, schema.MISSING),
-              "load/capacity": ((S, L, 1), np.int32, schema.DROPLESS_CAPACITY)}
+    shapes = {schema.GATE: ((L, B, T, K), np.float32, np.nan),
+              schema.ROUTER_LOGITS: ((L, B, T, n_experts), np.float32, np.nan),
+              schema.SLOT: ((L, B, T, K), np.int32, schema.MISSING),
+              schema.LOAD_CAPACITY: ((S, L, 1), np.int32, schema.DROPLESS_CAPACITY)}
     out = {}
     for path in not_recorded:
         spec, where = schema.DATASETS_BY_PATH[path], f"{run_where}/{path}"
-        if path == "routing/kept":
+        if path == schema.KEPT:
             out[path] = ChosenArray(expert, where)
-        elif path == "routing/group":
+        elif path == schema.GROUP:
             out[path] = OneGroupArray(step, L, where)
-        elif path in ("load/requested", "load/kept"):
+        elif path in (schema.LOAD_REQUESTED, schema.LOAD_KEPT):
             out[path] = DerivedArray(requested, (S, L, 1, n_experts), np.int32, spec.dims, where)
         else:
             shape, dtype, value = shapes[path]

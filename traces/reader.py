@@ -73,7 +73,7 @@ class Requests:
             if self._offsets is None:
                 self._offsets = np.asarray(self._group["offsets"][()], dtype=np.int64)
             start, stop = int(self._offsets[r]), int(self._offsets[r + 1])
-            return np.asarray(self._group["tokens"][start:stop], dtype=np.int32)
+            return np.asarray(self._group[schema.TOKENS][start:stop], dtype=np.int32)
         except Exception as exc:
             raise TraceError(self._path, f"/{schema.REQUEST_TOKENS}",
                              f"readable prompt tokens ({type(exc).__name__}: {exc})") from exc

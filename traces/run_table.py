@@ -86,16 +86,16 @@ def summarise(name: str, attrs: Mapping, array: ArrayOf) -> RunSummary:
     request_ids = tuple(int(r) for r in np.asarray(attrs["request_ids"]).reshape(-1))
     probe_row = int(_plain(attrs["probe_row"]))
     focus = max(probe_row, 0)
-    expert = array("routing/expert")
-    requested = _total(array("load/requested"), expert)
-    kept_total = _total(array("load/kept"), expert)
+    expert = array(schema.EXPERT)
+    requested = _total(array(schema.LOAD_REQUESTED), expert)
+    kept_total = _total(array(schema.LOAD_KEPT), expert)
     prompt_len, focus_dropped = 0, 0
     completion = np.zeros(0, np.int32)
     if focus < len(request_ids):
-        tokens = np.asarray(array("tokens")[focus])                  # [T] read once: length and completion
+        tokens = np.asarray(array(schema.TOKENS)[focus])             # [T] read once: length and completion
         n = int(np.count_nonzero(tokens != schema.MISSING))          # as Run.row_length
-        prompt_len = int(np.asarray(array("prompt_len")[focus]))
-        kept = array("routing/kept")
+        prompt_len = int(np.asarray(array(schema.PROMPT_LEN)[focus]))
+        kept = array(schema.KEPT)
         row_kept = (np.asarray(kept[:, focus, :n]) if kept is not None
                     else np.asarray(expert[:, focus, :n]) >= 0)      # [L, n, K]
         focus_dropped = int(np.count_nonzero(~row_kept))

@@ -21,6 +21,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traces.records import (  # noqa: F401  (re-exported: the schema names every record and rule)
+    JSON_KINDS,
+    KERNEL_MODES,
+    RECORDS,
+    TOPK_VALUES,
+    Attr,
+    Record,
+    RootMeta,
+    RunAttrs,
+    attr,
+    root_problems,
+    run_problems,
+)
+
 FORMAT = "moe-routing-trace"
 FORMAT_VERSION = 2
 #: Versions this reader reads.
@@ -35,9 +49,6 @@ DROPLESS_CAPACITY = -2
 #: Capacity value stored for a group that does not exist in that step (fewer groups than G).
 ABSENT_GROUP = -1
 
-#: Kernel modes of the model (`model.kernels`), stored in a trace's meta.
-KERNEL_MODES = ("native", "batch_invariant")
-
 DIM_LETTERS = ("L", "B", "T", "K", "E", "V", "J", "S", "G", "R")
 
 # Where things live inside the file.
@@ -48,6 +59,25 @@ REQUEST_TOKENS = "requests/tokens"
 REQUEST_OFFSETS = "requests/offsets"
 RUNS = "runs"
 TABLES = "tables"
+
+# Datasets of a run (paths inside its group); `RUN_DATASETS` below says their shapes and dtypes.
+TOKENS = "tokens"
+PROMPT_LEN = "prompt_len"
+STEP = "step"
+EXPERT = "routing/expert"
+GATE = "routing/gate"
+KEPT = "routing/kept"
+SLOT = "routing/slot"
+GROUP = "routing/group"
+ROUTER_LOGITS = "routing/router_logits"
+LOAD_REQUESTED = "load/requested"
+LOAD_KEPT = "load/kept"
+LOAD_CAPACITY = "load/capacity"
+LOGITS = "logits"
+TOPK_INDEX = "logits_topk/index"
+TOPK_VALUE = "logits_topk/value"
+TOPK_LSE = "logits_topk/lse"
+TOPK_CHOSEN = "logits_topk/chosen"
 
 #: Positions per chunk along T: a 512-token window of one (layer, row) is one chunk.
 CHUNK_T = 512
@@ -77,107 +107,56 @@ class DatasetSpec:
         return len(self.dims)
 
 
-ROOT_ATTRS: dict[str, str] = {
-    "format": f'always "{FORMAT}"',
-    "format_version": "integer schema version",
-    "created": "ISO 8601 time the file was created",
-    "producer": "package and version that wrote the file",
-    "model_config": "JSON of the model configuration",
-    "moe_layers": "JSON list: model layer index of each MoE layer (length L)",
-    "tokenizer": '"bytes" (UTF-8 bytes plus special tokens) or another tokenizer name',
-    "routing": "JSON of the default resolved routing knobs (each run stores its own too)",
-    "kernel_mode": '"native" or "batch_invariant" (default; each run stores its own too)',
-    "device": "torch device the runs were computed on",
-    "dtype": "compute dtype of the model",
-    "torch_version": "torch version",
-    "seed": "seed of the recording session",
-    "machine": "JSON object: fingerprint of the machine that computed the runs (CPU, kernels, threads, "
-               "libraries, GPU, kernel environment variables); optional",
-    "model_source": '"huggingface" for a transformers model (docs/hf-models.md); absent for the shipped '
-                    'model; optional',
-    "checkpoint": "the model explain reruns: a Hugging Face folder or hub id; optional",
-    "kernel_coverage": "JSON object: per kernel mode, what it covers for a Hugging Face model "
-                       "(linear layers, "
-                       "expert GEMMs, attention, routing); optional",
-    "engine": "JSON object: the serving engine that generated the runs (name, package, version, "
-              "settings, engine arguments); absent for the project's own loop; optional",
-}
-
+# The root and run attributes are the fields of the records `RootMeta` and `RunAttrs`
+# (traces/records.py); these name them as the writer, the validator and the docs group them.
+ROOT_ATTRS: dict[str, str] = RootMeta.meanings()
 #: Root attributes the writer fills itself; `meta` gives every other one.
-WRITER_ROOT_ATTRS = ("format", "format_version", "created", "producer")
+WRITER_ROOT_ATTRS = RootMeta.names(by_writer=True)
 #: Root attributes without which a file cannot be read (the others only give warnings).
-REQUIRED_ROOT_ATTRS = ("format", "format_version", "model_config", "moe_layers", "routing", "kernel_mode")
+REQUIRED_ROOT_ATTRS = RootMeta.names(presence="required")
 #: Root attributes a writer may leave out without a warning (older traces lack them).
-OPTIONAL_ROOT_ATTRS = ("machine", "model_source", "checkpoint", "kernel_coverage", "engine")
+OPTIONAL_ROOT_ATTRS = RootMeta.names(presence="optional")
 #: Root attributes stored as JSON text.
-JSON_ROOT_ATTRS = ("model_config", "moe_layers", "routing", "machine", "kernel_coverage", "engine")
+JSON_ROOT_ATTRS = RootMeta.names(kinds=JSON_KINDS)
 
-RUN_ATTRS: dict[str, str] = {
-    "request_ids": "int array [B]: the request id in each row",
-    "probe_row": "row of the probe request in this batch, -1 when there is none",
-    "batch_size": "B",
-    "max_new_tokens": "new tokens generated per row",
-    "label": "human label of the composition",
-    "condition": "experiment condition this run belongs to (e.g. 'batch cf=1.0 native')",
-    "experiment": "experiment id (E0, E1, E3, E4, E7, example, ...)",
-    "routing": "JSON of the resolved routing knobs used for this run",
-    "kernel_mode": '"native" or "batch_invariant"',
-    "seed": "RNG seed of this run",
-    "wall_time_s": "seconds the generation took",
-    "index": "order in which the run was written",
-    "not_recorded": "JSON list: datasets of ENGINE_OMITTABLE this run does not hold, because the engine "
-                    "that generated it does not give them (absent: the run holds them all)",
-    "topk_values": '"logits" (absent: logits unless the run lists not_recorded) or "log_probs": what '
-                   'logits_topk/value holds; an engine returns log-probabilities only (stored with '
-                   'lse = 0), so a pair with such a run compares log-probabilities '
-                   '(traces/analysis/next_token.py)',
-    "cached_tokens": "JSON list [B]: prompt tokens of each row the engine served from its prefix cache "
-                     "(their routing is that of the request that first computed them); -1 where the engine "
-                     "did not say; absent for the project's loop",
-    "route_check": "JSON object: the spot check of an engine's recorded routes against the router "
-                   "(traces/route_check.py); absent for the project's loop",
-    "complete": "false until every dataset of the run is written and flushed",
-}
-
+RUN_ATTRS: dict[str, str] = RunAttrs.meanings()
 #: Run attributes the writer fills itself.
-WRITER_RUN_ATTRS = ("index", "complete")
+WRITER_RUN_ATTRS = RunAttrs.names(by_writer=True)
 #: Run attributes without which a run cannot be read (the others only give warnings).
-REQUIRED_RUN_ATTRS = ("request_ids", "probe_row", "batch_size", "index", "complete")
+REQUIRED_RUN_ATTRS = RunAttrs.names(presence="required")
 #: Run attributes a run may leave out without a warning.
-OPTIONAL_RUN_ATTRS = ("not_recorded", "topk_values", "cached_tokens", "route_check")
+OPTIONAL_RUN_ATTRS = RunAttrs.names(presence="optional")
 #: Run attributes stored as JSON text.
-JSON_RUN_ATTRS = ("routing", "not_recorded", "cached_tokens", "route_check")
-#: What `logits_topk/value` may hold (run attribute `topk_values`).
-TOPK_VALUES = ("logits", "log_probs")
+JSON_RUN_ATTRS = RunAttrs.names(kinds=JSON_KINDS)
 
 RUN_DATASETS: tuple[DatasetSpec, ...] = (
-    DatasetSpec("tokens", ("B", "T"), ("int32",), "prompt + generated token ids, -1 past the row's end"),
-    DatasetSpec("prompt_len", ("B",), ("int32",), "prompt length of each row", fill=0),
-    DatasetSpec("step", ("B", "T"), ("int16",),
+    DatasetSpec(TOKENS, ("B", "T"), ("int32",), "prompt + generated token ids, -1 past the row's end"),
+    DatasetSpec(PROMPT_LEN, ("B",), ("int32",), "prompt length of each row", fill=0),
+    DatasetSpec(STEP, ("B", "T"), ("int16",),
                 "forward step that routed the token (0 = prefill), -1 past end"),
-    DatasetSpec("routing/expert", ("L", "B", "T", "K"), ("int16",), "chosen experts in choice order"),
-    DatasetSpec("routing/gate", ("L", "B", "T", "K"), ("float32", "float16"),
+    DatasetSpec(EXPERT, ("L", "B", "T", "K"), ("int16",), "chosen experts in choice order"),
+    DatasetSpec(GATE, ("L", "B", "T", "K"), ("float32", "float16"),
                 "weight applied (0 when dropped)", fill=0.0),
-    DatasetSpec("routing/kept", ("L", "B", "T", "K"), ("bool",),
+    DatasetSpec(KEPT, ("L", "B", "T", "K"), ("bool",),
                 "candidate kept (true) or dropped (false)", fill=False),
-    DatasetSpec("routing/slot", ("L", "B", "T", "K"), ("int32",),
+    DatasetSpec(SLOT, ("L", "B", "T", "K"), ("int32",),
                 "rank in that expert's queue within its group"),
-    DatasetSpec("routing/group", ("L", "B", "T"), ("int32",), "group id within its step"),
-    DatasetSpec("routing/router_logits", ("L", "B", "T", "E"), ("float32", "float16"), "router logits",
+    DatasetSpec(GROUP, ("L", "B", "T"), ("int32",), "group id within its step"),
+    DatasetSpec(ROUTER_LOGITS, ("L", "B", "T", "E"), ("float32", "float16"), "router logits",
                 fill=0.0),
-    DatasetSpec("load/requested", ("S", "L", "G", "E"), ("int32",), "candidates sent to each expert", fill=0),
-    DatasetSpec("load/kept", ("S", "L", "G", "E"), ("int32",), "candidates each expert accepted", fill=0),
-    DatasetSpec("load/capacity", ("S", "L", "G"), ("int32",), "capacity C per group, -1 for absent groups, "
+    DatasetSpec(LOAD_REQUESTED, ("S", "L", "G", "E"), ("int32",), "candidates sent to each expert", fill=0),
+    DatasetSpec(LOAD_KEPT, ("S", "L", "G", "E"), ("int32",), "candidates each expert accepted", fill=0),
+    DatasetSpec(LOAD_CAPACITY, ("S", "L", "G"), ("int32",), "capacity C per group, -1 for absent groups, "
                 "-2 for dropless"),
-    DatasetSpec("logits", ("B", "T", "V"), ("float32", "float16"), "next-token logits at every position",
+    DatasetSpec(LOGITS, ("B", "T", "V"), ("float32", "float16"), "next-token logits at every position",
                 required=False, fill=0.0),
-    DatasetSpec("logits_topk/index", ("B", "T", "J"), ("int32",),
+    DatasetSpec(TOPK_INDEX, ("B", "T", "J"), ("int32",),
                 "vocabulary ids of the J largest next-token logits, largest first", required=False),
-    DatasetSpec("logits_topk/value", ("B", "T", "J"), ("float32", "float16"), "those logits",
+    DatasetSpec(TOPK_VALUE, ("B", "T", "J"), ("float32", "float16"), "those logits",
                 required=False, fill=0.0),
-    DatasetSpec("logits_topk/lse", ("B", "T"), ("float32",), "log-sum-exp of all V logits",
+    DatasetSpec(TOPK_LSE, ("B", "T"), ("float32",), "log-sum-exp of all V logits",
                 required=False, fill=0.0),
-    DatasetSpec("logits_topk/chosen", ("B", "T"), ("float32", "float16"),
+    DatasetSpec(TOPK_CHOSEN, ("B", "T"), ("float32", "float16"),
                 "logit of the token that follows (the prompt's next token, then the greedy choice)",
                 required=False, fill=0.0),
 )
@@ -188,13 +167,12 @@ DATASETS_BY_PATH: dict[str, DatasetSpec] = {d.path: d for d in RUN_DATASETS}
 #: logits or weights, and no capacity, queue or per-forward-step load): a run whose attribute
 #: `not_recorded` lists some of them holds none of those. Readers say what is missing by reading
 #: `not_recorded`, never by the engine's name.
-ENGINE_OMITTABLE = ("routing/gate", "routing/kept", "routing/slot", "routing/group", "routing/router_logits",
-                    "load/requested", "load/kept", "load/capacity")
+ENGINE_OMITTABLE = (GATE, KEPT, SLOT, GROUP, ROUTER_LOGITS, LOAD_REQUESTED, LOAD_KEPT, LOAD_CAPACITY)
 
 #: The two forms of the next-token logits: a run holds every dataset of exactly one (schema v1: full).
 LOGITS_FORMS: dict[str, tuple[str, ...]] = {
-    "full": ("logits",),
-    "topk": ("logits_topk/index", "logits_topk/value", "logits_topk/lse", "logits_topk/chosen"),
+    "full": (LOGITS,),
+    "topk": (TOPK_INDEX, TOPK_VALUE, TOPK_LSE, TOPK_CHOSEN),
 }
 #: Default J of the top-k form.
 DEFAULT_LOGITS_K = 64
@@ -202,7 +180,7 @@ DEFAULT_LOGITS_K = 64
 #: Lazy-array attribute name of each dataset on a reader's `Run` (`routing/kept` -> `kept`); both
 #: forms of the next-token logits are the one attribute `logits`.
 RUN_ARRAY_NAMES: dict[str, str] = {
-    d.path: ("load_kept" if d.path == "load/kept" else d.path.rsplit("/", 1)[-1])
+    d.path: ("load_kept" if d.path == LOAD_KEPT else d.path.rsplit("/", 1)[-1])
     for d in RUN_DATASETS if d.path not in LOGITS_FORMS["topk"]
 }
 

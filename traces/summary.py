@@ -37,6 +37,16 @@ def _ids(request_ids, limit: int = 12) -> str:
     return " ".join(ids[:limit]) + (f" ... ({len(ids)} rows)" if len(ids) > limit else "")
 
 
+def _shown_attrs() -> list[str]:
+    """The run attributes `info` shows one per line: those the run record marks `info`, condition first."""
+    shown = [name for name, spec in schema.RECORDS["run"].specs().items() if spec.info]
+    return sorted(shown, key=lambda name: name != "condition")
+
+
+def _shown(value) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
+
+
 def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
     d = run.dims
     probe = "none" if run.probe_row < 0 else f"row {run.probe_row} (request {run.request_ids[run.probe_row]})"
@@ -44,9 +54,9 @@ def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
     raw = sum(r for r, _ in run.storage().values())
     lines = [f"  {run.name}{'' if run.complete else '  [INCOMPLETE]'}: B={d['B']} T={d['T']} S={d['S']} "
              f"G={d['G']}  probe {probe}  {_size(stored)} on disk ({_size(raw)} as arrays)"]
-    for key in ("condition", "label", "experiment"):
+    for key in _shown_attrs():
         if run.attrs.get(key) not in (None, ""):
-            lines.append(f"      {key}: {run.attrs[key]}")
+            lines.append(f"      {key}: {_shown(run.attrs[key])}")
     lines.append(f"      request ids: {_ids(run.request_ids)}")
     if run.attrs.get("routing") not in (None, default_routing):
         lines.append(f"      routing: {_knobs(run.attrs['routing'])}")

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from traces import schema
+from traces.records import RootMeta, RunAttrs
 from traces.toplogits import TopLogits
 from traces.writer import TraceWriter
 
@@ -116,11 +117,11 @@ def synthetic_run_arrays(L: int, B: int, T: int, K: int, E: int, V: int, rng: np
     gate = np.where(kept, gate, 0.0).astype(np.float32)
     expert = np.where(valid[None, :, :, None], expert, schema.MISSING).astype(np.int16)
     return {
-        "tokens": tokens, "prompt_len": plen, "step": step,
-        "routing/expert": expert, "routing/gate": gate, "routing/kept": kept, "routing/slot": slot,
-        "routing/group": group, "routing/router_logits": router_logits,
-        "load/requested": requested, "load/kept": load_kept, "load/capacity": capacity,
-        "logits": logits,
+        schema.TOKENS: tokens, schema.PROMPT_LEN: plen, schema.STEP: step,
+        schema.EXPERT: expert, schema.GATE: gate, schema.KEPT: kept, schema.SLOT: slot,
+        schema.GROUP: group, schema.ROUTER_LOGITS: router_logits,
+        schema.LOAD_REQUESTED: requested, schema.LOAD_KEPT: load_kept, schema.LOAD_CAPACITY: capacity,
+        schema.LOGITS: logits,
     }
 
 
@@ -161,19 +162,19 @@ def _capacity_route(expert, step, group_bt, valid, S, G, E, capacity_factor, min
 
 
 def synthetic_meta(L: int, E: int, K: int, V: int, *, seed: int = 0, capacity_factor: float = 1.0,
-                   group_by: str = "batch") -> dict:
-    """Root metadata of a synthetic trace (every ROOT_ATTRS key the writer does not fill)."""
-    return {
-        "model_config": {"n_layers": L, "n_experts": E, "top_k": K, "vocab_size": V, "synthetic": True},
-        "moe_layers": list(range(L)),
-        "tokenizer": "bytes",
-        "routing": synthetic_routing(capacity_factor, group_by),
-        "kernel_mode": "native",
-        "device": "cpu",
-        "dtype": "float32",
-        "torch_version": "none (synthetic)",
-        "seed": seed,
-    }
+                   group_by: str = "batch") -> RootMeta:
+    """Root metadata of a synthetic trace."""
+    return RootMeta(
+        model_config={"n_layers": L, "n_experts": E, "top_k": K, "vocab_size": V, "synthetic": True},
+        moe_layers=list(range(L)),
+        tokenizer="bytes",
+        routing=synthetic_routing(capacity_factor, group_by),
+        kernel_mode="native",
+        device="cpu",
+        dtype="float32",
+        torch_version="none (synthetic)",
+        seed=seed,
+    )
 
 
 def synthetic_routing(capacity_factor: float = 1.0, group_by: str = "batch") -> dict:
@@ -185,8 +186,8 @@ def synthetic_routing(capacity_factor: float = 1.0, group_by: str = "batch") -> 
 
 def topk_arrays(arrays: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
     """A run's arrays with the full logits replaced by their top-k form (as the recorder makes it)."""
-    out = {p: a for p, a in arrays.items() if p != "logits"}
-    top = TopLogits.from_full(arrays["logits"], arrays["tokens"], k, valid=arrays["step"] >= 0)
+    out = {p: a for p, a in arrays.items() if p != schema.LOGITS}
+    top = TopLogits.from_full(arrays[schema.LOGITS], arrays[schema.TOKENS], k, valid=arrays[schema.STEP] >= 0)
     return {**out, **top.schema_arrays()}
 
 
@@ -216,13 +217,13 @@ def write_synthetic_trace(path: str | os.PathLike, n_runs: int, L: int = 8, E: i
                                           group_by=group_by)
             if logits_k is not None:
                 arrays = topk_arrays(arrays, logits_k)
-            attrs = {
-                "request_ids": request_ids, "probe_row": probe_row, "batch_size": B,
-                "max_new_tokens": int(arrays["load/capacity"].shape[0] - 1),
-                "label": f"probe at row {probe_row} of {B}", "condition": f"synthetic {group_by} "
-                f"cf={capacity_factor} native", "experiment": "synthetic",
-                "routing": synthetic_routing(capacity_factor, group_by), "kernel_mode": "native",
-                "seed": seed * 100003 + i, "wall_time_s": 0.0,
-            }
+            attrs = RunAttrs(
+                request_ids=request_ids, probe_row=probe_row, batch_size=B,
+                max_new_tokens=int(arrays[schema.LOAD_CAPACITY].shape[0] - 1),
+                label=f"probe at row {probe_row} of {B}", condition=f"synthetic {group_by} "
+                f"cf={capacity_factor} native", experiment="synthetic",
+                routing=synthetic_routing(capacity_factor, group_by), kernel_mode="native",
+                seed=seed * 100003 + i, wall_time_s=0.0,
+            )
             writer.add_run(f"r{i:03d}", attrs=attrs, arrays=arrays)
     return os.fspath(path)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from traces import run_table, schema
+from traces import records, run_table, schema
 from traces.errors import TraceError
 from traces.h5safe import (
     open_hdf5,
@@ -235,27 +235,9 @@ def check_root(f: h5py.File) -> tuple[dict, list[Problem]]:
         problems.append(Problem("/", f"expected format_version <= {schema.FORMAT_VERSION} (newest this "
                                      f"reader knows), found {version}: upgrade moe-inspector to read it"))
         return {}, problems
-    meta: dict = {}
-    kinds = {"model_config": dict, "moe_layers": list, "routing": dict, "machine": dict,
-             "kernel_coverage": dict, "engine": dict}
-    for key in schema.ROOT_ATTRS:
-        required = key in schema.REQUIRED_ROOT_ATTRS
-        if key in schema.OPTIONAL_ROOT_ATTRS and _safe(lambda k=key: k not in f.attrs, "/", problems,
-                                                        "readable attributes"):
-            continue
-        if key in schema.JSON_ROOT_ATTRS:
-            value = _json_attr(f, key, "/", problems, kinds[key], required)
-        else:
-            value = _attr(f, key, "/", problems, int if key == "format_version" else (str, int, float),
-                          required)
-        if value is not None:
-            meta[key] = value
-    layers = meta.get("moe_layers")
-    if layers is not None and not all(isinstance(i, int) for i in layers):
-        problems.append(Problem("/", "expected attribute 'moe_layers' to be a JSON list of ints"))
-    if meta.get("kernel_mode") not in (None, *schema.KERNEL_MODES):
-        problems.append(Problem("/", f"expected kernel_mode in {schema.KERNEL_MODES}, "
-                                     f"found {meta['kernel_mode']!r:.40}", "warning"))
+    meta = _record_attrs(f, schema.RECORDS["root"], "/", problems)
+    problems.extend(Problem("/", message, severity) for severity, message in schema.root_problems(meta))
+    _keep_well_typed(schema.RECORDS["root"], meta)
     vocab = _string_dataset(f, schema.VOCAB, problems)
     text = _string_dataset(f, schema.REQUEST_TEXT, problems)
     meta["V"] = vocab.shape[0] if vocab is not None else None
@@ -331,32 +313,13 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     if outside is None or outside:
         problems.extend(Problem(w, m) for w, m in outside or [])
         return {}, problems
-    values.update(complete=_attr(group, "complete", where, problems, bool),
-                  index=_attr(group, "index", where, problems, int),
-                  request_ids=_attr(group, "request_ids", where, problems, np.ndarray),
-                  batch_size=_attr(group, "batch_size", where, problems, int),
-                  probe_row=_attr(group, "probe_row", where, problems, int))
-    complete, request_ids = values["complete"], values["request_ids"]
-    batch_size, probe_row = values["batch_size"], values["probe_row"]
-    if complete is False:
+    values.update(_record_attrs(group, schema.RECORDS["run"], where, problems))
+    if values.get("complete") is False:
         problems.append(Problem(where, "run is incomplete (complete = false): its writer did not finish",
                                 "warning"))
-    not_recorded: tuple[str, ...] = ()
-    for key in schema.RUN_ATTRS:
-        if key in schema.OPTIONAL_RUN_ATTRS and not _safe(lambda k=key: k in group.attrs, where, problems,
-                                                          "readable attributes"):
-            continue
-        if key == "not_recorded":
-            not_recorded = _not_recorded(group, where, problems)
-            values[key] = list(not_recorded)
-        elif key not in schema.REQUIRED_RUN_ATTRS:
-            if key in schema.JSON_RUN_ATTRS:
-                kind = list if key == "cached_tokens" else dict
-                values[key] = _json_attr(group, key, where, problems, kind, required=False)
-            else:
-                values[key] = _attr(group, key, where, problems, (str, int, float), required=False)
-    for key in [k for k, v in values.items() if v is None]:
-        del values[key]
+    listed = values.get("not_recorded")
+    not_recorded: tuple[str, ...] = tuple(listed) if isinstance(listed, list) and all(
+        p in schema.ENGINE_OMITTABLE for p in listed) else ()
     shapes = {}
     present = set()
     read_only = _safe(lambda: read_only_file(group), where, problems, "a readable group")
@@ -382,20 +345,14 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     form, wrong = schema.logits_form(present)
     if form is None:
         problems.append(Problem(f"{where}/logits", wrong))
-    B = dims.get("B")
-    if request_ids is not None and (request_ids.ndim != 1 or request_ids.dtype.kind not in "iu"
-                                    or (B is not None and request_ids.shape[0] != B)):
-        problems.append(Problem(where, f"expected attribute 'request_ids' of {B} ints, "
-                                       f"found {request_ids!r:.60}"))
-    elif request_ids is not None and meta.get("R") is not None and request_ids.size and (
-            request_ids.min() < 0 or request_ids.max() >= meta["R"]):
-        problems.append(Problem(where, f"expected request_ids in [0, {meta['R']}) (the request pool)"))
-    if batch_size is not None and B is not None and batch_size != B:
-        problems.append(Problem(where, f"expected batch_size = B = {B}, found {batch_size}"))
-    if probe_row is not None and B is not None and not -1 <= probe_row < B:
-        problems.append(Problem(where, f"expected probe_row in [-1, {B}), found {probe_row}"))
+    problems.extend(Problem(where, message, severity) for severity, message in schema.run_problems(
+        values, B=dims.get("B"), R=meta.get("R"), omittable=schema.ENGINE_OMITTABLE))
+    check = values.get("route_check")
     problems.extend(Problem(where, message, severity) for severity, message in
-                    _engine_attr_problems(values, B, not_recorded))
+                    check_problems(check if isinstance(check, dict) else None, bool(not_recorded)))
+    _keep_well_typed(schema.RECORDS["run"], values)
+    if "not_recorded" in values:
+        values["not_recorded"] = list(not_recorded)
     layers = meta.get("moe_layers")
     if layers is not None and dims.get("L") not in (None, len(layers)):
         problems.append(Problem(f"{where}/routing/expert", f"expected L = {len(layers)} (length of "
@@ -406,44 +363,36 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     return dims, problems
 
 
-def _engine_attr_problems(values: dict, B: int | None,
-                          not_recorded: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(severity, message) of the attributes an engine's run carries: what its top-k values are, its
-    rows' prefix-cached prompt tokens and the spot check of its routes (traces/route_check.py)."""
-    out = []
-    values_kind = values.get("topk_values")
-    if values_kind is not None and values_kind not in schema.TOPK_VALUES:
-        out.append(("error", f"expected attribute 'topk_values' in {schema.TOPK_VALUES}, "
-                             f"found {values_kind!r:.40}"))
-    cached = values.get("cached_tokens")
-    if cached is not None and not (all(isinstance(c, int) and not isinstance(c, bool) and c >= -1
-                                       for c in cached) and (B is None or len(cached) == B)):
-        out.append(("error", f"expected attribute 'cached_tokens' to list {B} counts (-1 unknown), "
-                             f"found {cached!r:.60}"))
-    out.extend(check_problems(values.get("route_check"), bool(not_recorded)))
-    return out
+def _record_attrs(obj, record: type[schema.Record], where: str, problems: list[Problem]) -> dict:
+    """Every attribute of `record` that `obj` holds and that can be read (JSON ones decoded); what
+    is wrong with them is the record's rule's to say (`schema.root_problems`, `schema.run_problems`)."""
+    values = {}
+    for key, spec in record.specs().items():
+        held = _safe(lambda k=key: h5py.h5a.exists(obj.id, k.encode()), where, problems,
+                     "readable attributes")
+        if not held:
+            continue
+        value = (_json_attr if spec.json else _attr)(obj, key, where, problems, object)
+        if value is not None:
+            values[key] = value
+    return values
 
 
-def _not_recorded(group, where: str, problems: list[Problem]) -> tuple[str, ...]:
-    """The run's `not_recorded` datasets; a problem for any the schema does not let an engine omit."""
-    value = _json_attr(group, "not_recorded", where, problems, list)
-    if value is None:
-        return ()
-    wrong = [p for p in value if p not in schema.ENGINE_OMITTABLE]
-    if wrong:
-        problems.append(Problem(where, f"expected attribute 'not_recorded' to list datasets an engine may "
-                                       f"leave out ({', '.join(schema.ENGINE_OMITTABLE)}), "
-                                       f"found {wrong[0]!r:.40}"))
-        return ()
-    return tuple(value)
+def _keep_well_typed(record: type[schema.Record], values: dict) -> None:
+    """Drop the attributes that are not of their declared kind (their problem is reported)."""
+    specs = record.specs()
+    for key in [k for k, v in values.items() if k in specs and not records.well_typed(specs[k], v)]:
+        del values[key]
 
 
 def _prompt_problems(found: dict, where: str, prompts: Prompts) -> list[Problem]:
     """A problem when a row of the run does not hold the prompt its request's first row held."""
     problems: list[Problem] = []
     datasets = found["datasets"]
-    tokens = _safe(lambda: datasets["tokens"][()], f"{where}/tokens", problems, "readable tokens")
-    lengths = _safe(lambda: datasets["prompt_len"][()], f"{where}/prompt_len", problems, "readable lengths")
+    tokens = _safe(lambda: datasets[schema.TOKENS][()], f"{where}/{schema.TOKENS}", problems,
+                   "readable tokens")
+    lengths = _safe(lambda: datasets[schema.PROMPT_LEN][()], f"{where}/{schema.PROMPT_LEN}", problems,
+                    "readable lengths")
     if tokens is None or lengths is None:
         return problems
     ids = np.asarray(found["attrs"]["request_ids"], dtype=np.int64)

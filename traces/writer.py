@@ -177,7 +177,8 @@ def stored_bound(arrays: Mapping[str, np.ndarray]) -> int:
 class TraceWriter:
     """Creates (or, through `append`, reopens) a trace and adds runs and tables one at a time."""
 
-    def __init__(self, path: str | os.PathLike, *, meta: Mapping[str, object], vocab: Sequence[str],
+    def __init__(self, path: str | os.PathLike, *, meta: schema.RootMeta | Mapping[str, object],
+                 vocab: Sequence[str],
                  requests: Sequence[str], prompt_tokens: Sequence[Sequence[int]],
                  compression: str | None = "gzip", threads: int | None = None) -> None:
         self._compression = _check_compression(compression)
@@ -301,21 +302,24 @@ class TraceWriter:
 
     # -- public API ---------------------------------------------------------------------------
 
-    def add_run(self, name: str, *, attrs: Mapping[str, object], arrays: Mapping[str, object]) -> None:
+    def add_run(self, name: str, *, attrs: schema.RunAttrs | Mapping[str, object],
+                arrays: Mapping[str, object]) -> None:
         """Validate and write one run; it is flushed, then marked complete and flushed again."""
         self.write_prepared(self.prepare_run(name, attrs=attrs, arrays=arrays))
 
-    def prepare_run(self, name: str, *, attrs: Mapping[str, object],
+    def prepare_run(self, name: str, *, attrs: schema.RunAttrs | Mapping[str, object],
                     arrays: Mapping[str, object]) -> PreparedRun:
         """Validate one run without writing it: ValueError naming what is wrong."""
         _check_name("run", name)
-        arrays, dims = check_run_arrays(arrays, tuple(attrs.get("not_recorded", ())))
+        stored, decoded = _stored(schema.RECORDS["run"], attrs)
+        not_recorded = decoded.get("not_recorded", ())
+        arrays, dims = check_run_arrays(arrays, tuple(not_recorded) if isinstance(not_recorded, list) else ())
         if dims["L"] != self._n_layers:
             raise ValueError(f"routing/expert: expected L = {self._n_layers} (length of moe_layers), "
                              f"found {dims['L']}")
         if dims.get("V", self._n_vocab) != self._n_vocab:
             raise ValueError(f"logits: expected V = {self._n_vocab} (length of vocab), found {dims['V']}")
-        index = arrays.get("logits_topk/index")
+        index = arrays.get(schema.TOPK_INDEX)
         if index is not None:
             if self._version < 2:
                 raise ValueError(f"logits_topk: {self.path} is format version {self._version}, which holds "
@@ -323,7 +327,7 @@ class TraceWriter:
             if index.size and (int(index.min()) < schema.MISSING or int(index.max()) >= self._n_vocab):
                 raise ValueError(f"logits_topk/index: expected ids in [0, {self._n_vocab}) or "
                                  f"{schema.MISSING}, found {int(index.min())}..{int(index.max())}")
-        run_attrs = self._run_attrs(attrs, dims)
+        run_attrs = self._run_attrs(decoded, stored, dims)
         summarised = self._summary_references() is not None
         summary = run_table.summarise(name, run_attrs, arrays.get) if summarised else None
         return PreparedRun(name, run_attrs, arrays, dims, summary)
@@ -586,54 +590,48 @@ class TraceWriter:
         for axis, letter in enumerate(spec.dims):
             ds.dims[axis].label = letter
 
-    def _root_attrs(self, meta: Mapping[str, object]) -> dict[str, object]:
-        needed = [k for k in schema.ROOT_ATTRS
-                  if k not in schema.WRITER_ROOT_ATTRS and k not in schema.OPTIONAL_ROOT_ATTRS]
-        missing = [k for k in needed if k not in meta]
-        if missing:
-            raise ValueError(f"meta: missing root attributes {missing}")
-        out: dict[str, object] = {
+    def _root_attrs(self, meta: schema.RootMeta | Mapping[str, object]) -> dict[str, object]:
+        stored, decoded = _stored(schema.RECORDS["root"], meta)
+        _raise_first("meta", schema.root_problems(decoded, writing=True))
+        return {
             "format": schema.FORMAT,
             "format_version": schema.FORMAT_VERSION,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "producer": _producer(),
+            **stored,
         }
-        for key, value in meta.items():
-            if key in schema.WRITER_ROOT_ATTRS:
-                raise ValueError(f"meta: {key!r} is filled by the writer")
-            out[key] = _json_text(key, value) if key in schema.JSON_ROOT_ATTRS else _attr_value(key, value)
-        layers = json.loads(out["moe_layers"])
-        if not isinstance(layers, list) or not all(isinstance(i, int) for i in layers):
-            raise ValueError("meta: moe_layers must be a list of ints")
-        if out["kernel_mode"] not in schema.KERNEL_MODES:
-            raise ValueError(f"meta: kernel_mode must be one of {schema.KERNEL_MODES}")
-        return out
 
-    def _run_attrs(self, attrs: Mapping[str, object], dims: dict[str, int]) -> dict[str, object]:
-        needed = [k for k in schema.RUN_ATTRS
-                  if k not in schema.WRITER_RUN_ATTRS and k not in schema.OPTIONAL_RUN_ATTRS]
-        missing = [k for k in needed if k not in attrs]
-        if missing:
-            raise ValueError(f"attrs: missing run attributes {missing}")
-        out: dict[str, object] = {}
-        for key, value in attrs.items():
-            if key in schema.WRITER_RUN_ATTRS:
-                raise ValueError(f"attrs: {key!r} is filled by the writer")
-            out[key] = _json_text(key, value) if key in schema.JSON_RUN_ATTRS else _attr_value(key, value)
-        B = dims["B"]
-        request_ids = np.asarray(out["request_ids"])
-        if request_ids.shape != (B,) or request_ids.dtype.kind not in "iu":
-            raise ValueError(f"attrs: request_ids must be {B} ints (one per row), got {request_ids!r}")
-        if B and (request_ids.min() < 0 or request_ids.max() >= self._n_requests):
-            raise ValueError(f"attrs: request_ids must lie in [0, {self._n_requests}), got {request_ids}")
-        out["request_ids"] = request_ids.astype(np.int32)
-        if int(out["batch_size"]) != B:
-            raise ValueError(f"attrs: batch_size {out['batch_size']} but the arrays have B = {B}")
-        if not -1 <= int(out["probe_row"]) < B:
-            raise ValueError(f"attrs: probe_row must be -1 or in [0, {B}), got {out['probe_row']}")
-        if out["kernel_mode"] not in schema.KERNEL_MODES:
-            raise ValueError(f"attrs: kernel_mode must be one of {schema.KERNEL_MODES}")
-        return out
+    def _run_attrs(self, decoded: dict[str, object], stored: dict[str, object],
+                   dims: dict[str, int]) -> dict[str, object]:
+        _raise_first("attrs", schema.run_problems(decoded, B=dims["B"], R=self._n_requests,
+                                                  omittable=schema.ENGINE_OMITTABLE, writing=True))
+        if "request_ids" in stored:
+            stored["request_ids"] = np.asarray(stored["request_ids"]).astype(np.int32)
+        return stored
+
+
+def _stored(record: type[schema.Record], given) -> tuple[dict[str, object], dict[str, object]]:
+    """The attributes of a record (or of a mapping of them) as HDF5 stores them, and as a reader
+    decodes them (what the record's rules check)."""
+    given = given.to_attrs() if isinstance(given, schema.Record) else dict(given)
+    specs = record.specs()
+    stored: dict[str, object] = {}
+    decoded: dict[str, object] = {}
+    for key, value in given.items():
+        spec = specs.get(key)
+        if spec is not None and spec.json:
+            stored[key] = _json_text(key, value)
+            decoded[key] = json.loads(stored[key])
+        else:
+            stored[key] = _attr_value(key, value)
+            decoded[key] = stored[key].item() if isinstance(stored[key], np.generic) else stored[key]
+    return stored, decoded
+
+
+def _raise_first(what: str, problems: list[tuple[str, str]]) -> None:
+    """ValueError with the first problem a record's rule found in what a producer gives."""
+    if problems:
+        raise ValueError(f"{what}: {problems[0][1]}")
 
 
 def is_disk_full(exc: BaseException) -> bool:

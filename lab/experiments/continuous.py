@@ -23,6 +23,7 @@ from lab.experiments.options import Settings
 from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import Models, Recording, RequestPool, check_lengths
 from lab.experiments.tables import markdown_table, percent
+from traces import schema
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def run_continuous(settings: Settings, models: Models, pool: RequestPool,
                 cell.completions.append(new)
                 differs = np.flatnonzero(new != ref_new)
                 cell.first_divergence.append(int(differs[0]) if differs.size else -1)
-                cell.concurrency.append(_beside(run.arrays["step"], comp.probe_row))
+                cell.concurrency.append(_beside(run.arrays[schema.STEP], comp.probe_row))
                 cell.drops += _probe_drops(run.arrays, comp.probe_row)
                 done += 1
                 progress(done, total, f"continuous B={B}: {cond.name}")
@@ -127,9 +128,9 @@ def run_continuous(settings: Settings, models: Models, pool: RequestPool,
 def _probe_drops(arrays: dict[str, np.ndarray], row: int) -> DropCounts:
     """The probe row's drops at its prompt and at its generated tokens. By position, not by step: a
     row that arrives late is prefilled in a step > 0."""
-    chosen = arrays["routing/expert"][:, row] >= 0                      # [L,T,K]
-    dropped = chosen & ~arrays["routing/kept"][:, row].astype(bool)
-    P = int(arrays["prompt_len"][row])
+    chosen = arrays[schema.EXPERT][:, row] >= 0                      # [L,T,K]
+    dropped = chosen & ~arrays[schema.KEPT][:, row].astype(bool)
+    P = int(arrays[schema.PROMPT_LEN][row])
     return DropCounts(int(chosen[:, :P].sum()), int(dropped[:, :P].sum()), int(chosen[:, P:].sum()),
                       int(dropped[:, P:].sum()))
 

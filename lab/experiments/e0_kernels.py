@@ -25,6 +25,7 @@ from lab.experiments.session import Models, Recording, RequestPool, generate_bat
 from lab.experiments.tables import markdown_table, ranges
 from model import kernels
 from model.recorder import Recorder
+from traces import schema
 from traces.schema import MISSING
 
 log = logging.getLogger(__name__)
@@ -112,8 +113,9 @@ def probe_model(model, pool: RequestPool, sizes: list[int], mode: str) -> list[l
         recorder = Recorder()
         result = generate_batch(model, pool, comp, dropless(mode), DECODE_STEPS, recorder)
         arrays = recorder.arrays(result)
-        length = int((arrays["tokens"][0] != MISSING).sum())  # the probe's row, without the batch's padding
-        keys.append(_key(torch.from_numpy(arrays["logits"][0, :length])))
+        # the probe's row, without the batch's padding
+        length = int((arrays[schema.TOKENS][0] != MISSING).sum())
+        keys.append(_key(torch.from_numpy(arrays[schema.LOGITS][0, :length])))
     return classes_of(keys, sizes)
 
 

@@ -26,6 +26,7 @@ from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import Models, Recording, RequestPool, check_lengths, generate_batch
 from lab.experiments.tables import markdown_table, percent, ranges
 from model.recorder import Recorder
+from traces import schema
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def expert_loads(model, pool: RequestPool, kernel_mode: str = "native") -> np.nd
     requests = tuple(range(len(pool.texts)))
     recorder = Recorder(logits=None)
     result = generate_batch(model, pool, Composition(requests, 0), dropless(kernel_mode), 0, recorder)
-    expert = recorder.arrays(result)["routing/expert"]  # [L,R,T,K]
+    expert = recorder.arrays(result)[schema.EXPERT]  # [L,R,T,K]
     L, R, T, K = expert.shape
     E = model.config.n_experts
     loads = np.zeros((R, L, E), np.int64)

@@ -34,13 +34,14 @@ from lab.experiments.example import ExampleResult
 from lab.experiments.measures import unique_completions
 from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import RequestPool
-from model.engines import EngineName
 from model.protocols import Engine
 from model.vllm.arrays import run_arrays
+from traces import schema
+from traces.records import RootMeta
 
 log = logging.getLogger(__name__)
 
-ENGINES = EngineName.names()
+ENGINES = ("project", "vllm", "vllm-server")
 EXPERIMENTS = ("e1", "example", "against")
 
 
@@ -69,12 +70,12 @@ def check_options(args, settings) -> None:
     if settings.hf_model is None or not Path(settings.hf_model).is_dir():
         raise ExperimentError(f"--engine {engine}: --model must name a Hugging Face folder (the engine "
                               f"loads it, and the trace takes its tokenizer and config)")
-    if engine == EngineName.VLLM_SERVER and not args.url:
+    if engine == "vllm-server" and not args.url:
         raise ExperimentError("--engine vllm-server: --url http://HOST:PORT of the running server is "
                               "required")
-    if engine == EngineName.VLLM and args.url:
+    if engine == "vllm" and args.url:
         raise ExperimentError("--url: applies to --engine vllm-server")
-    if engine != EngineName.VLLM and args.engine_arg:
+    if engine != "vllm" and args.engine_arg:
         raise ExperimentError("--engine-arg: applies to --engine vllm (a server takes its own arguments)")
     if args.kernel_mode or args.capacity_factors or args.presets or getattr(args, "min_capacities", None):
         raise ExperimentError(f"--engine {engine}: the engine routes dropless with its own kernels; "
@@ -90,7 +91,7 @@ def start_engine(args, settings) -> Engine:
     from model.vllm.offline import EngineError, OfflineEngine
 
     try:
-        if args.engine == EngineName.VLLM:
+        if args.engine == "vllm":
             return OfflineEngine(settings.hf_model, dtype=args.dtype, logprobs=LOGPROBS, seed=settings.seed,
                                  engine_args=parse_engine_args(args.engine_arg), quiet=bool(args.quiet))
         from model.vllm.server import ServerEngine
@@ -100,7 +101,7 @@ def start_engine(args, settings) -> Engine:
         raise ExperimentError(f"--engine {args.engine}: {exc}") from None
 
 
-def trace_meta(folder: str, engine: Engine, settings, tokenizer, config) -> tuple[dict, list[str]]:
+def trace_meta(folder: str, engine: Engine, settings, tokenizer, config) -> tuple[RootMeta, list[str]]:
     """Root attributes and `/vocab` of an engine's trace of the Hugging Face folder `folder`."""
     import torch
 
@@ -116,15 +117,15 @@ def trace_meta(folder: str, engine: Engine, settings, tokenizer, config) -> tupl
     where = _portable(Path(folder).resolve())
     engine_meta = {**engine.settings(), "experts": family.num_experts(config)}
     device = "cuda" if engine_meta.get("device") == "cuda" else "cpu"
-    meta = {
-        "model_config": json.loads(config.to_json_string(use_diff=False)),
-        "moe_layers": moe_layers(config),
-        "tokenizer": where, "routing": policy.to_dict(), "kernel_mode": "native",
-        "device": str(engine_meta.get("device") or "server"), "dtype": engine_meta["dtype"],
-        "torch_version": str(torch.__version__),
-        "seed": int(settings.seed), "model_source": "huggingface",
-        "machine": machine_fingerprint(device), "checkpoint": where, "engine": engine_meta,
-    }
+    meta = RootMeta(
+        model_config=json.loads(config.to_json_string(use_diff=False)),
+        moe_layers=moe_layers(config),
+        tokenizer=where, routing=policy.to_dict(), kernel_mode="native",
+        device=str(engine_meta.get("device") or "server"), dtype=engine_meta["dtype"],
+        torch_version=str(torch.__version__),
+        seed=int(settings.seed), model_source="huggingface",
+        machine=machine_fingerprint(device), checkpoint=where, engine=engine_meta,
+    )
     return meta, vocab_strings(tokenizer, int(config.vocab_size))
 
 
@@ -218,7 +219,7 @@ def record_e1(settings, rec: EngineRecording, progress: ProgressFn = no_progress
         for i, comp in enumerate(random_compositions(s.seed + r, s.compositions, rec.pool.n_partners,
                                                      s.batch_sizes)):
             arrays = rec.record(f"r{r}-c{i:02d}-{name}", comp, n_max, s.seed + r)
-            probe_rows.append(arrays["tokens"][comp.probe_row])
+            probe_rows.append(arrays[schema.TOKENS][comp.probe_row])
             done += 1
             progress(done, total, f"E1 through {name}, repeat {r + 1}, composition {i + 1}")
         result.cells.append((0, r))
@@ -245,7 +246,7 @@ def record_example(settings, rec: EngineRecording, progress: ProgressFn = no_pro
     probe_rows = []
     for i, comp in enumerate(comps):
         arrays = rec.record(f"c{i:02d}-{name}", comp, n, s.seed)
-        probe_rows.append(arrays["tokens"][comp.probe_row])
+        probe_rows.append(arrays[schema.TOKENS][comp.probe_row])
         progress(2 + i, 1 + len(comps), f"example through {name}: composition {i + 1}")
     rec.close()
     u = unique_completions(probe_rows, len(rec.pool.tokens[0]), n)
@@ -266,9 +267,9 @@ def record_against(settings, rec: EngineRecording, progress: ProgressFn = no_pro
     s, pool = settings, rec.pool
     n = s.max_new_tokens
     comps = [solo(), *random_compositions(s.seed, s.compositions, pool.n_partners, s.batch_sizes)]
-    model = rec.reference.model if rec.reference is not None else load_hf(s.hf_model, dtype=rec.meta["dtype"])
+    model = rec.reference.model if rec.reference is not None else load_hf(s.hf_model, dtype=rec.meta.dtype)
     policy = model.adapt_policy(RoutingPolicy.preset("dropless"))
-    loop = f"project loop (transformers, {rec.meta['dtype']}), dropless"
+    loop = f"project loop (transformers, {rec.meta.dtype}), dropless"
     rows: dict[str, list[np.ndarray]] = {loop: [], rec.condition: []}
     try:
         for i, comp in enumerate(comps):
@@ -278,9 +279,9 @@ def record_against(settings, rec: EngineRecording, progress: ProgressFn = no_pro
             arrays = recorder.write_run(rec.writer, f"{name}-project", result, policy=policy,
                                         request_ids=comp.requests, probe_row=comp.probe_row, label=comp.label,
                                         condition=loop, experiment="against", seed=s.seed, max_new_tokens=n)
-            rows[loop].append(arrays["tokens"][comp.probe_row])
+            rows[loop].append(arrays[schema.TOKENS][comp.probe_row])
             arrays = rec.record(f"{name}-{rec.engine.name}", comp, n, s.seed)
-            rows[rec.condition].append(arrays["tokens"][comp.probe_row])
+            rows[rec.condition].append(arrays[schema.TOKENS][comp.probe_row])
             progress(i + 1, len(comps), f"against: composition {i + 1} through both")
     finally:
         if rec.reference is None:

@@ -19,6 +19,7 @@ from lab.experiments.session import RequestPool
 from model.protocols import Engine
 from model.vllm.arrays import ENGINE_NOT_RECORDED, cached_tokens, run_arrays
 from model.vllm.settings import COMPILED_ADVICE
+from traces.records import RootMeta, RunAttrs
 
 #: Top-k log-probabilities kept per generated token (vLLM's default `max_logprobs`).
 LOGPROBS = 20
@@ -50,14 +51,14 @@ def refuse_unless_routed(check, settings: dict, what: str) -> None:
 class EngineRecording:
     """The trace at `path` written from `engine`'s outputs (created with the first run)."""
 
-    def __init__(self, path: Path, engine: Engine, pool: RequestPool, meta: dict, vocab: list[str],
+    def __init__(self, path: Path, engine: Engine, pool: RequestPool, meta: RootMeta, vocab: list[str],
                  experiment: str, eos_ids: tuple[int, ...] = (), layers: list[int] | None = None,
                  reference=None, n_experts: int = 0):
         self.path, self.engine, self.pool, self.meta, self.vocab = path, engine, pool, meta, vocab
         self.experiment, self.eos_ids, self.layers = experiment, eos_ids, layers
         self.reference, self.n_experts = reference, n_experts
         self.condition = f"{engine.name}, dropless (the engine's routing and kernels)"
-        self.routing = meta["routing"]
+        self.routing = meta.routing
         self._writer = None
         self.closed: int | None = None  # complete runs, once closed
         self.runs = 0  # engine runs written (each check draws its rows with the seed plus this count)
@@ -82,16 +83,16 @@ class EngineRecording:
         outputs = self.engine.generate(self.pool.prompts(comp), max_new_tokens)
         wall = time.perf_counter() - started
         arrays = run_arrays(outputs, max_new_tokens, LOGPROBS, self.eos_ids, self.layers)
-        attrs = {"request_ids": np.asarray(comp.requests, np.int32), "probe_row": comp.probe_row,
-                 "batch_size": comp.batch_size, "max_new_tokens": max_new_tokens, "label": comp.label,
-                 "condition": self.condition, "experiment": self.experiment, "routing": self.routing,
-                 "kernel_mode": "native", "seed": seed, "wall_time_s": wall,
-                 "not_recorded": list(ENGINE_NOT_RECORDED), "topk_values": "log_probs",
-                 "cached_tokens": cached_tokens(outputs)}
+        check = None
         if self.reference is not None:
             check = self.reference.check(arrays, comp.probe_row, seed + self.runs, self.n_experts)
             refuse_unless_routed(check, self.engine.settings(), f"run {name}")
-            attrs["route_check"] = check.to_attr()
+        attrs = RunAttrs(request_ids=comp.requests, probe_row=comp.probe_row, batch_size=comp.batch_size,
+                         max_new_tokens=max_new_tokens, label=comp.label, condition=self.condition,
+                         experiment=self.experiment, routing=self.routing, kernel_mode="native", seed=seed,
+                         wall_time_s=wall, not_recorded=list(ENGINE_NOT_RECORDED), topk_values="log_probs",
+                         cached_tokens=cached_tokens(outputs),
+                         route_check=None if check is None else check.to_attr())
         self.writer.add_run(name, attrs=attrs, arrays=arrays)
         self.runs += 1
         return arrays

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traces import schema
 from traces.analysis import Completions, count_completions
 from traces.schema import MISSING
 
@@ -78,7 +79,7 @@ def drop_counts(step: np.ndarray, expert: np.ndarray, kept: np.ndarray,
 
 def run_drops(arrays: dict[str, np.ndarray], rows: Sequence[int] | None = None) -> DropCounts:
     """`drop_counts` of a recorded run's arrays (schema paths as keys)."""
-    return drop_counts(arrays["step"], arrays["routing/expert"], arrays["routing/kept"], rows)
+    return drop_counts(arrays[schema.STEP], arrays[schema.EXPERT], arrays[schema.KEPT], rows)
 
 
 def mean(values: Sequence[float]) -> float:

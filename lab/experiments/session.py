@@ -26,7 +26,7 @@ from model.generate import GenerationResult, generate
 from model.protocols import GenerationModel
 from model.recorder import Recorder, logits_form_for, trace_meta
 from model.tokenizer import encode, vocab_strings
-from traces import TraceWriter
+from traces import TraceWriter, schema
 from traces.background import BackgroundWriter
 from traces.chunks import default_threads
 from traces.schema import DEFAULT_LOGITS_K
@@ -197,8 +197,8 @@ class Recording:
                                     experiment=self.experiment, seed=seed, max_new_tokens=max_new_tokens)
         self.runs.append(name)
         return RunRecord(
-            name=name, condition=cond.name, composition=comp, tokens=arrays["tokens"],
-            prompt_len=arrays["prompt_len"], wall_time_s=result.wall_time_s,
+            name=name, condition=cond.name, composition=comp, tokens=arrays[schema.TOKENS],
+            prompt_len=arrays[schema.PROMPT_LEN], wall_time_s=result.wall_time_s,
             probe_drops=run_drops(arrays, [comp.probe_row]), batch_drops=run_drops(arrays),
             arrays=arrays if keep_arrays else None,
         )

@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from model.vllm.outputs import EngineOutput
+from traces import schema
 from traces.schema import ENGINE_OMITTABLE, MISSING
 
 #: What a serving engine's trace leaves out: every dataset the schema lets an engine omit.
@@ -71,14 +72,14 @@ def run_arrays(outputs: list[EngineOutput], max_new_tokens: int, k: int,
             value[b, P - 1 + j, :len(ids)] = values
             chosen[b, P - 1 + j] = o.logprobs[j][o.generated[j]]
     return {
-        "tokens": tokens,
-        "prompt_len": np.asarray([len(o.prompt) for o in outputs], np.int32),
-        "step": step,
-        "routing/expert": expert,
-        "logits_topk/index": index,
-        "logits_topk/value": value,
-        "logits_topk/lse": np.zeros((B, T), np.float32),
-        "logits_topk/chosen": chosen,
+        schema.TOKENS: tokens,
+        schema.PROMPT_LEN: np.asarray([len(o.prompt) for o in outputs], np.int32),
+        schema.STEP: step,
+        schema.EXPERT: expert,
+        schema.TOPK_INDEX: index,
+        schema.TOPK_VALUE: value,
+        schema.TOPK_LSE: np.zeros((B, T), np.float32),
+        schema.TOPK_CHOSEN: chosen,
     }
 
 

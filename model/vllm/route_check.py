@@ -15,6 +15,7 @@ import torch
 
 from model.routing_policy import RoutingPolicy
 from model.step import StepInputs
+from traces import schema
 from traces.route_check import RouteCheck, compare, sample_rows, structure
 
 
@@ -31,8 +32,8 @@ class RouterReference:
 
     def check(self, arrays: dict[str, np.ndarray], probe_row: int, seed: int, n_experts: int) -> RouteCheck:
         """The route check of one run's datasets (`model.vllm.arrays.run_arrays`)."""
-        expert = np.asarray(arrays["routing/expert"])  # [L, B, T, K]
-        tokens = np.asarray(arrays["tokens"])  # [B, T]
+        expert = np.asarray(arrays[schema.EXPERT])  # [L, B, T, K]
+        tokens = np.asarray(arrays[schema.TOKENS])  # [B, T]
         routes, repeated, out_of_range, example = structure(expert, n_experts)
         rows = sample_rows(tokens.shape[0], probe_row, seed)
         checked = agreeing = near_ties = 0
@@ -63,8 +64,8 @@ class RouterReference:
 
 def _logprob_difference(arrays: dict, b: int, T: int, log_probs: np.ndarray) -> float:
     """Max |engine - reference| log-probability over row b's recorded top-k ids (-inf when none)."""
-    index = np.asarray(arrays["logits_topk/index"][b, :T])  # [T, J]
-    value = np.asarray(arrays["logits_topk/value"][b, :T], np.float64)
+    index = np.asarray(arrays[schema.TOPK_INDEX][b, :T])  # [T, J]
+    value = np.asarray(arrays[schema.TOPK_VALUE][b, :T], np.float64)
     held = index >= 0
     if not held.any():
         return -math.inf

@@ -6,6 +6,7 @@ for a new schema version: add a golden file of the new version beside it instead
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -23,10 +24,10 @@ REQUESTS = ["the probe → é", "a partner", "another partner."]
 def main() -> None:
     rng = np.random.default_rng(20261129)
     prompts = [np.array([VOCAB.index(c) for c in text], dtype=np.int32)[:6] for text in REQUESTS]
-    meta = synthetic_meta(L, E, K, len(VOCAB), seed=1, capacity_factor=0.75)
-    meta["model_config"] = {"n_layers": 3, "n_experts": E, "top_k": K, "vocab_size": len(VOCAB),
-                            "d_model": 16}
-    meta["moe_layers"] = [1, 2]
+    meta = replace(synthetic_meta(L, E, K, len(VOCAB), seed=1, capacity_factor=0.75),
+                   model_config={"n_layers": 3, "n_experts": E, "top_k": K, "vocab_size": len(VOCAB),
+                                 "d_model": 16},
+                   moe_layers=[1, 2])
     compositions = {"alone": ([0], 0), "batch": ([1, 0, 2], 1), "cut": ([2, 0], 1)}
     with TraceWriter(OUT, meta=meta, vocab=VOCAB, requests=REQUESTS, prompt_tokens=prompts) as writer:
         for name, (ids, probe_row) in compositions.items():

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from traces import schema
 from traces.analysis.measures import log_softmax, router_margin
 from traces.analysis.next_token import margin
 from traces.run_like import RunLike
@@ -30,7 +31,7 @@ from traces.schema import LOGITS_FORMS, MISSING, RUN_ARRAY_NAMES, RUN_DATASETS, 
 from traces.toplogits import TopLogits
 
 #: The dataset of the router's logits (a serving engine's runs do not hold it).
-ROUTER_LOGITS = "routing/router_logits"
+ROUTER_LOGITS = schema.ROUTER_LOGITS
 
 #: Attribute name of each per-run array on a run-like object, in schema order.
 ARRAY_NAMES: tuple[str, ...] = tuple(RUN_ARRAY_NAMES.values())
@@ -142,7 +143,7 @@ class RunArrays:
         out = {path: getattr(self, name) for path, name in RUN_ARRAY_NAMES.items()
                if getattr(self, name) is not None}
         if isinstance(self.logits, TopLogits):
-            del out["logits"]
+            del out[schema.LOGITS]
             out.update(self.logits.schema_arrays())
         return out
 
