@@ -29,6 +29,7 @@ from inspector.figure_data.table import (
     not_recorded,
 )
 from inspector.figure_data.tokens import display_token, token_text
+from traces import schema
 from traces.analysis import ExplainRecord, RowTrace, Verdict, pair_curves
 from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.curves import PairCurves, RoutingDifferences
@@ -259,7 +260,7 @@ class PairData:
             "experts_changed": missing(strip[0] == 1, strip[0] < 0),
             "dropped_a_only": missing(strip[1] == 1, strip[1] < 0),
             "dropped_b_only": missing(strip[2] == 1, strip[2] < 0),
-            "not_recorded": not_recorded({"logits": unrecorded}),
+            "not_recorded": not_recorded({schema.LOGITS: unrecorded}),
         }
 
 

@@ -24,6 +24,7 @@ from inspector.figure_data.table import (
     not_recorded,
 )
 from inspector.figure_data.tokens import token_labels
+from traces import schema
 from traces.analysis.displacement import capacity_text
 from traces.analysis.layers import model_layer
 from traces.analysis.rows import RowTrace
@@ -107,9 +108,9 @@ class RoutingData:
             "group": np.repeat(self.group, E),
             "capacity": missing(capacity, capacity < 0),
             "dropless": capacity == DROPLESS_CAPACITY,
-            "not_recorded": not_recorded({"routing/router_logits": no_router.reshape(-1),
-                                          "routing/gate": no_gate.reshape(-1),
-                                          "routing/slot": no_slot.reshape(-1)}),
+            "not_recorded": not_recorded({schema.ROUTER_LOGITS: no_router.reshape(-1),
+                                          schema.GATE: no_gate.reshape(-1),
+                                          schema.SLOT: no_slot.reshape(-1)}),
         }
 
 

@@ -17,6 +17,7 @@ from inspector.figure_data.table import (
     not_recorded,
 )
 from inspector.figure_data.tokens import display_token, token_text
+from traces import schema
 from traces.analysis.measures import drops, router_margin
 from traces.analysis.rows import RowTrace
 
@@ -109,7 +110,7 @@ class TextData:
             "dropped_all_layers": self.drops.sum(axis=0),
             "smallest_router_margin": finite(self.smallest_margin),
             "shade": finite(np.asarray(shade, dtype=np.float64)),
-            "not_recorded": not_recorded({"routing/router_logits": no_router}),
+            "not_recorded": not_recorded({schema.ROUTER_LOGITS: no_router}),
         }
 
 

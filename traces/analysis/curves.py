@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from traces import schema
 from traces.analysis import next_token
 from traces.analysis.measures import bitwise_differ, kept_sets, max_logit_difference
 from traces.analysis.verdict_record import DIFFERENCE_KINDS, DifferenceKind
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # rows.py uses the measures for its per-row caches
 
 
 #: The dataset behind each kind of difference a serving engine may not record.
-RECORDED_AS = {"router_logits": "routing/router_logits", "gate": "routing/gate"}
+RECORDED_AS = {"router_logits": schema.ROUTER_LOGITS, "gate": schema.GATE}
 
 
 @dataclass(frozen=True, eq=False)

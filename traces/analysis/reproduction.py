@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from traces import schema
 from traces.vocabulary import Vocabulary
 
 #: Integer datasets whose values come from float comparisons, not from decisions.
-FLOAT_DERIVED = ("logits_topk/index",)
+FLOAT_DERIVED = (schema.TOPK_INDEX,)
 
 
 class Level(Vocabulary):
