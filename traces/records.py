@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import MISSING as NO_DEFAULT
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -96,6 +96,10 @@ class Record:
                 continue
             out[name] = np.asarray(value, np.int32) if spec.kind == "ints" else value
         return out
+
+    def without_writer_fields(self):
+        """The record less the fields the writer fills: a record read back, to write again."""
+        return replace(self, **{name: None for name, spec in self.specs().items() if spec.by_writer})
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, object]):
