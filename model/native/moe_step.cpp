@@ -47,25 +47,36 @@ inline vf loadv(const float* p) {
 
 inline void storev(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
 
+inline vf splat(float a) {  // one broadcast (0 + a is an addition: it turns -0.0 into +0.0)
+  const vf v = {a};
+#if defined(__AVX512F__)
+  return __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#else
+  return __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0);
+#endif
+}
+
 // Weights are packed per expert as blocks of WIDTH outputs: block b holds w[b*WIDTH + v][i] at
 // [i][v] (inputs outer, its outputs contiguous), so a block streams as one run of memory and a row's
 // outputs accumulate as whole vectors: out[o] = sum over i, in input order, of x[i] * w[o][i] (one
 // fused multiply-add chain per output), with no horizontal sums.
 
 // y[r][0..LANES*nv) = x[r] @ block for R rows x[r] (pointers to rows of n_in); block [n_in][LANES*nv].
-template <int R, int nv>
+// `fetch`: the first pass over the block, which streams it from memory (prefetching ahead); later
+// passes find it in cache.
+template <int R, int nv, bool fetch>
 inline void block_rows(const float* const* x, int64_t n_in, const float* block, float* y, int64_t n_out) {
   vf acc[R][nv];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = vf{};
   for (int64_t i = 0; i < n_in; ++i) {
     const float* wi = block + i * nv * LANES;
-    if (PREFETCH)  // the same place PREFETCH floats on (the next blocks): weights stream ahead of use
+    if (fetch)  // the same place PREFETCH floats on (the next blocks): weights stream ahead of use
       for (int v = 0; v < nv * LANES; v += 16) __builtin_prefetch(wi + PREFETCH + v);
     vf wv[nv];
     for (int v = 0; v < nv; ++v) wv[v] = loadv(wi + v * LANES);
     for (int r = 0; r < R; ++r) {
-      const vf xr = vf{} + x[r][i];
+      const vf xr = splat(x[r][i]);
       for (int v = 0; v < nv; ++v) acc[r][v] += wv[v] * xr;
     }
   }
@@ -73,25 +84,27 @@ inline void block_rows(const float* const* x, int64_t n_in, const float* block, 
     for (int v = 0; v < nv; ++v) storev(y + r * n_out + v * LANES, acc[r][v]);
 }
 
-template <int R>
+template <int R, bool fetch>
 inline void block_rows_nv(int nv, const float* const* x, int64_t n_in, const float* block, float* y, int64_t n_out) {
   switch (nv) {
-    case 1: block_rows<R, 1>(x, n_in, block, y, n_out); break;
-    case 2: block_rows<R, 2>(x, n_in, block, y, n_out); break;
-    case 3: block_rows<R, 3>(x, n_in, block, y, n_out); break;
-    default: block_rows<R, NV>(x, n_in, block, y, n_out); break;
+    case 1: block_rows<R, 1, fetch>(x, n_in, block, y, n_out); break;
+    case 2: block_rows<R, 2, fetch>(x, n_in, block, y, n_out); break;
+    case 3: block_rows<R, 3, fetch>(x, n_in, block, y, n_out); break;
+    default: block_rows<R, NV, fetch>(x, n_in, block, y, n_out); break;
   }
 }
 
-inline void rows_any(int rows, int nv, const float* const* x, int64_t n_in, const float* block, float* y, int64_t n_out) {
+template <bool fetch>
+inline void rows_any(int rows, int nv, const float* const* x, int64_t n_in, const float* block, float* y,
+                     int64_t n_out) {
   switch (rows) {
-    case 1: block_rows_nv<1>(nv, x, n_in, block, y, n_out); break;
-    case 2: block_rows_nv<2>(nv, x, n_in, block, y, n_out); break;
+    case 1: block_rows_nv<1, fetch>(nv, x, n_in, block, y, n_out); break;
+    case 2: block_rows_nv<2, fetch>(nv, x, n_in, block, y, n_out); break;
 #if defined(__AVX512F__)
-    case 3: block_rows_nv<3>(nv, x, n_in, block, y, n_out); break;
-    case 4: block_rows_nv<4>(nv, x, n_in, block, y, n_out); break;
-    case 5: block_rows_nv<5>(nv, x, n_in, block, y, n_out); break;
-    case 6: block_rows_nv<6>(nv, x, n_in, block, y, n_out); break;
+    case 3: block_rows_nv<3, fetch>(nv, x, n_in, block, y, n_out); break;
+    case 4: block_rows_nv<4, fetch>(nv, x, n_in, block, y, n_out); break;
+    case 5: block_rows_nv<5, fetch>(nv, x, n_in, block, y, n_out); break;
+    case 6: block_rows_nv<6, fetch>(nv, x, n_in, block, y, n_out); break;
 #endif
     default: break;
   }
@@ -106,7 +119,8 @@ void matmul_rows(const float* const* in, int64_t m, int64_t n_in, const float* p
       const float* block = packed + b * WIDTH * n_in;
       for (int64_t r = 0; r < m; r += RMAX) {
         const int rows = int(std::min<int64_t>(RMAX, m - r));
-        rows_any(rows, nv, in + r, n_in, block, out + r * n_out + b * WIDTH, n_out);
+        if (r == 0) rows_any<true>(rows, nv, in + r, n_in, block, out + r * n_out + b * WIDTH, n_out);
+        else rows_any<false>(rows, nv, in + r, n_in, block, out + r * n_out + b * WIDTH, n_out);
       }
     }
   };
