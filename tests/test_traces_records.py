@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from paths import ROOT
 
-from traces import TraceWriter, open_trace, schema, validate
+from traces import TraceError, TraceWriter, open_trace, schema, validate
 from traces.records import RECORDS, RootMeta, RunAttrs, attr
 from traces.summary import describe
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays
@@ -55,7 +55,7 @@ def test_a_run_attribute_declared_once_is_written_validated_read_and_shown(tmp_p
         f["runs/r"].attrs["tokenizer_revision"] = 7
     found = [p.message for p in validate(path)]
     assert found == ["expected attribute 'tokenizer_revision' of type str, found 7"]
-    with pytest.raises(ValueError, match="attrs: expected attribute 'tokenizer_revision' of type str"):
+    with pytest.raises(ValueError, match="/runs/r: expected attribute 'tokenizer_revision' of type str"):
         _write(tmp_path / "wrong.h5", {**_attrs().to_attrs(), "tokenizer_revision": 7})
     older = tmp_path / "older.h5"  # written before the attribute existed: it reads with its default
     _write(older, _attrs())
@@ -107,17 +107,18 @@ def test_the_writer_raises_what_the_validator_collects(tmp_path, edit, value, me
     _write(good, _attrs())
     with h5py.File(good, "r+") as f:
         f["runs/r"].attrs[edit] = value
-    assert any(p.severity == "error" and p.message.startswith(message) for p in validate(good))
+    found = [p for p in validate(good) if p.severity == "error" and p.message.startswith(message)]
     given = {**_attrs().to_attrs(), edit: value}
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(TraceError) as raised:  # a ValueError too, as the writer's other argument errors
         _write(tmp_path / "bad.h5", given)
-    assert str(raised.value).startswith(f"attrs: {message}")
+    assert isinstance(raised.value, ValueError)
+    assert [(raised.value.where, raised.value.expected)] == [(p.where, p.message) for p in found]
 
 
 def test_the_writer_fills_its_own_attributes_and_refuses_them_given(tmp_path):
-    with pytest.raises(ValueError, match="attrs: 'index' is filled by the writer"):
+    with pytest.raises(ValueError, match="/runs/r: 'index' is filled by the writer"):
         _write(tmp_path / "index.h5", {**_attrs().to_attrs(), "index": 3})
-    with pytest.raises(ValueError, match=r"attrs: missing run attributes \['max_new_tokens'"):
+    with pytest.raises(ValueError, match=r"/runs/r: missing run attributes \['max_new_tokens'"):
         _write(tmp_path / "missing.h5",
                {k: v for k, v in _attrs().to_attrs().items() if k != "max_new_tokens"})
     assert schema.WRITER_RUN_ATTRS == ("index", "complete")

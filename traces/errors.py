@@ -21,3 +21,9 @@ class TraceError(Exception):
     def __reduce__(self):
         # Keep the three fields when the error crosses a process boundary.
         return (type(self), (self.path, self.where, self.expected))
+
+
+class RecordError(TraceError, ValueError):
+    """What a producer gave the writer breaks a record's rule (`traces/records.py`): the message is the
+    validator's for the same attributes in a file. A `ValueError` too, as every other bad argument of
+    the writer is."""

@@ -37,7 +37,7 @@ import numpy as np
 
 from traces import run_table, schema
 from traces.chunks import encoded_chunks, new_pool
-from traces.errors import TraceError
+from traces.errors import RecordError, TraceError
 from traces.h5safe import open_hdf5, read_strings
 from traces.lock import WriteLock
 from traces.superblock import trim_to_stored_eof
@@ -183,7 +183,7 @@ class TraceWriter:
                  compression: str | None = "gzip", threads: int | None = None) -> None:
         self._compression = _check_compression(compression)
         self._threads = threads
-        root_attrs = self._root_attrs(meta)
+        root_attrs = self._root_attrs(os.fspath(path), meta)
         vocab = [str(v) if isinstance(v, np.str_) else v for v in vocab]
         if not all(isinstance(v, str) for v in vocab):
             raise ValueError("vocab: expected a sequence of str")
@@ -327,7 +327,7 @@ class TraceWriter:
             if index.size and (int(index.min()) < schema.MISSING or int(index.max()) >= self._n_vocab):
                 raise ValueError(f"logits_topk/index: expected ids in [0, {self._n_vocab}) or "
                                  f"{schema.MISSING}, found {int(index.min())}..{int(index.max())}")
-        run_attrs = self._run_attrs(decoded, stored, dims)
+        run_attrs = self._run_attrs(name, decoded, stored, dims)
         summarised = self._summary_references() is not None
         summary = run_table.summarise(name, run_attrs, arrays.get) if summarised else None
         return PreparedRun(name, run_attrs, arrays, dims, summary)
@@ -590,9 +590,9 @@ class TraceWriter:
         for axis, letter in enumerate(spec.dims):
             ds.dims[axis].label = letter
 
-    def _root_attrs(self, meta: schema.RootMeta | Mapping[str, object]) -> dict[str, object]:
+    def _root_attrs(self, path: str, meta: schema.RootMeta | Mapping[str, object]) -> dict[str, object]:
         stored, decoded = _stored(schema.RECORDS["root"], meta)
-        _raise_first("meta", schema.root_problems(decoded, writing=True))
+        _raise_first(path, "/", schema.root_problems(decoded, writing=True))
         return {
             "format": schema.FORMAT,
             "format_version": schema.FORMAT_VERSION,
@@ -601,10 +601,10 @@ class TraceWriter:
             **stored,
         }
 
-    def _run_attrs(self, decoded: dict[str, object], stored: dict[str, object],
+    def _run_attrs(self, name: str, decoded: dict[str, object], stored: dict[str, object],
                    dims: dict[str, int]) -> dict[str, object]:
-        _raise_first("attrs", schema.run_problems(decoded, B=dims["B"], R=self._n_requests,
-                                                  omittable=schema.ENGINE_OMITTABLE, writing=True))
+        _raise_first(self.path, f"/{schema.RUNS}/{name}", schema.run_problems(
+            decoded, B=dims["B"], R=self._n_requests, omittable=schema.ENGINE_OMITTABLE, writing=True))
         if "request_ids" in stored:
             stored["request_ids"] = np.asarray(stored["request_ids"]).astype(np.int32)
         return stored
@@ -628,10 +628,11 @@ def _stored(record: type[schema.Record], given) -> tuple[dict[str, object], dict
     return stored, decoded
 
 
-def _raise_first(what: str, problems: list[tuple[str, str]]) -> None:
-    """ValueError with the first problem a record's rule found in what a producer gives."""
+def _raise_first(path: str, where: str, problems: list[tuple[str, str]]) -> None:
+    """RecordError with the first problem a record's rule found in what a producer gives (the
+    validator reports the same problems of a file, every one)."""
     if problems:
-        raise ValueError(f"{what}: {problems[0][1]}")
+        raise RecordError(path, where, problems[0][1])
 
 
 def is_disk_full(exc: BaseException) -> bool:
