@@ -316,7 +316,7 @@ def test_the_panel_leads_with_the_proven_cause_and_names_the_first_difference_ap
     assert text.proven and text.event == (0, 0) and text.cells == ((0, 0),)
     assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0 (the first "
                                     "difference, at position 1 (prompt), layer 1, is not it)")
-    lettered = words.replace("of run crowded", "of B")  # the sentences call the runs A and B
+    lettered = words  # the intervention's words are shown as explain stored them
     assert text.sentence.startswith(f"Proven cause: {lettered} alone restores the other run's tokens through "
                                     f"the first split (position 2, new token 0).")
     assert "Necessary as well" in text.sentence and "agrees for its first 1 of 4 new tokens" in text.sentence
@@ -423,10 +423,9 @@ def test_the_source_compares_a_pair_once_whatever_the_layer(tmp_path, monkeypatc
 
 
 def test_runs_are_called_a_and_b_by_whole_name_only():
-    from inspector.figure_data.divergence_cause import as_letters
+    from traces.analysis.verdict_text import letter_labels, run_label
 
-    text = ("dropped in run r1 (slot 3); in run r10 kept; Run r1.0 row 2 and run r1.5's tokens; run r1. Then "
-            "run r1-b")
-    assert as_letters(text, "r1", "r1.0") == (
-        "dropped in A (slot 3); in run r10 kept; B row 2 and run r1.5's tokens; A. Then run r1-b")
-    assert as_letters(text, "r1", "r1") == text  # one run: no letters
+    label = letter_labels("r1", "r1.0")  # names that share a prefix or end in a full stop
+    assert [label(r) for r in ("r1", "r1.0", "r10", "r1.5")] == ["A", "B", "run r10", "run r1.5"]
+    same = letter_labels("r1", "r1")  # one run: no letters
+    assert same("r1") == run_label("r1") == "run r1"

@@ -34,6 +34,7 @@ from lab.experiments.example import ExampleResult
 from lab.experiments.measures import unique_completions
 from lab.experiments.progress import ProgressFn, no_progress
 from lab.experiments.session import RequestPool
+from model.engines import EngineName
 from model.protocols import Engine
 from model.vllm.arrays import run_arrays
 from traces import schema
@@ -41,7 +42,7 @@ from traces.records import RootMeta
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("project", "vllm", "vllm-server")
+ENGINES = EngineName.names()
 EXPERIMENTS = ("e1", "example", "against")
 
 
@@ -70,12 +71,12 @@ def check_options(args, settings) -> None:
     if settings.hf_model is None or not Path(settings.hf_model).is_dir():
         raise ExperimentError(f"--engine {engine}: --model must name a Hugging Face folder (the engine "
                               f"loads it, and the trace takes its tokenizer and config)")
-    if engine == "vllm-server" and not args.url:
+    if engine == EngineName.VLLM_SERVER and not args.url:
         raise ExperimentError("--engine vllm-server: --url http://HOST:PORT of the running server is "
                               "required")
-    if engine == "vllm" and args.url:
+    if engine == EngineName.VLLM and args.url:
         raise ExperimentError("--url: applies to --engine vllm-server")
-    if engine != "vllm" and args.engine_arg:
+    if engine != EngineName.VLLM and args.engine_arg:
         raise ExperimentError("--engine-arg: applies to --engine vllm (a server takes its own arguments)")
     if args.kernel_mode or args.capacity_factors or args.presets or getattr(args, "min_capacities", None):
         raise ExperimentError(f"--engine {engine}: the engine routes dropless with its own kernels; "
@@ -91,7 +92,7 @@ def start_engine(args, settings) -> Engine:
     from model.vllm.offline import EngineError, OfflineEngine
 
     try:
-        if args.engine == "vllm":
+        if args.engine == EngineName.VLLM:
             return OfflineEngine(settings.hf_model, dtype=args.dtype, logprobs=LOGPROBS, seed=settings.seed,
                                  engine_args=parse_engine_args(args.engine_arg), quiet=bool(args.quiet))
         from model.vllm.server import ServerEngine
