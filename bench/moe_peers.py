@@ -10,8 +10,9 @@ Sizes: `shipped` is the shipped model's block (d_model 128, 8 experts of 256, to
 where the checkpoint is present), `large` d_model 1024, 8 experts of 2816, top-2 (random weights).
 Every cell is the median of `--repeats` rounds; in each round every contender runs once per token
 count, in turn (interleaved, so a change of load hits all of them), each call timed alone after a
-warm-up. The table prints microseconds and, beside each peer, ours / peer (below 1: ours is faster)
-and each contender / the dense FFN. All contenders' outputs are checked against ours first (the
+warm-up. The table prints the median microseconds and, beside each peer, ours / peer (below 1: ours
+is faster) and each contender / the dense FFN, each ratio the median of the rounds' ratios with their
+interquartile range (as bench/pairs.py reads interleaved pairs). All contenders' outputs are checked against ours first (the
 largest difference is printed). Float32, no autograd; the load average is printed before and after.
 Python's collector is frozen after the set-up (the imports' objects are not traversed during timed
 calls) and numpy's OpenBLAS runs one thread (its idle threads spin): both for every contender.
@@ -131,6 +132,14 @@ def timed(fn, x: torch.Tensor, calls: int) -> float:
     return statistics.median(times)
 
 
+def per_round(times: dict, a: str, b: str, n: int) -> str:
+    """a / b read as bench/pairs.py reads a pair: the median of the rounds' ratios (each round times
+    both within milliseconds of each other), with the interquartile range of those ratios."""
+    ratios = sorted(x / y for x, y in zip(times[(a, n)], times[(b, n)], strict=False))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return f"{statistics.median(ratios):.2f}, {q[0]:.2f}-{q[2]:.2f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -180,9 +189,9 @@ def main() -> int:
             for name in names:
                 cell = f"{med[name]:,.0f}"
                 if name not in ("ours", "dense FFN"):
-                    cell += f" (ours/peer {med['ours'] / med[name]:.2f})"
+                    cell += f" (ours/peer {per_round(times, 'ours', name, n)})"
                 if name != "dense FFN":
-                    cell += f" [{med[name] / med['dense FFN']:.2f}x dense]"
+                    cell += f" [{per_round(times, name, 'dense FFN', n)} of dense]"
                 cells.append(cell)
             print(f"| {n} | {' | '.join(cells)} |")
     return 0
