@@ -209,3 +209,21 @@ def test_compiled_attention_agrees_with_the_blocked_path_and_a_cache_equals_reco
     blocked = logits([probe], 0)
     model.use_kernels(KERNEL_VERSION)
     np.testing.assert_allclose(alone, blocked, rtol=1e-4, atol=1e-4)
+
+
+def test_the_compiled_activation_is_within_4_ulp_of_silu():
+    """One expert whose gate row is the input and whose up row is 1: its output is silu(g), against
+    float64's silu over [-30, 30] (torch's float32 silu is within about 2 ulp of it)."""
+    kernel = native.load()
+    C = F = kernel.lanes
+    g = torch.linspace(-30, 30, 60001)
+    w_in, w_out = torch.zeros(1, 2 * F, C), torch.zeros(1, C, F)
+    w_in[0, 0, 0] = w_in[0, F, C - 1] = w_out[0, 0, 0] = 1.0
+    x = torch.zeros(len(g), C)
+    x[:, 0], x[:, C - 1] = g, 1.0
+    one = torch.ones(len(g), 1)
+    y = kernel.experts(x, kernel.pack(w_in), kernel.pack(w_out), F, torch.zeros(len(g), 1, dtype=torch.int64),
+                       one.bool(), one)[:, 0].double()
+    want = torch.nn.functional.silu(g.double())
+    ulp = torch.from_numpy(np.spacing(np.abs(want.float().numpy()))).double()
+    assert ((y - want).abs() / ulp).max().item() <= 4
