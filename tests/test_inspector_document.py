@@ -84,3 +84,23 @@ def test_a_row_is_read_once_for_its_routing_layers_and_text(trace, monkeypatch):
     assert reads == [(trace.run_names[0], 1)]
     d.set_row(2)
     assert d.routing_data().row == 2 and reads[-1] == (trace.run_names[0], 2)
+
+
+def test_a_run_selected_with_a_layer_and_a_preferred_layer_are_told_as_the_run(trace):
+    """A reload selects its run at the layer it showed in one change; a saved layer waits for a run."""
+    from inspector.state.restore import Selection
+
+    d = Document()
+    heard: list[str] = []
+    d.subscribe(heard.append)
+    d.prefer_layer(2)         # no run yet: nothing shown, nothing told
+    assert heard == [] and d.layer == 2
+    d.set_trace(trace)
+    heard.clear()
+    d.set_run(trace.run_names[1], 2, layer=9)  # kept within the run's 3 layers
+    assert (d.run.name, d.row, d.layer) == (trace.run_names[1], 2, 2)
+    assert heard == ["run"]
+    d.prefer_layer(1)         # a run is shown: the layer changes as any layer change does
+    assert d.layer == 1 and heard[-1] == "layer"
+    kept = Selection(str(trace.path), trace.run_names[1], 2, 1, 0)
+    assert kept.of(str(trace.path)) is kept and kept.of("/elsewhere.h5") is None

@@ -21,6 +21,7 @@ from inspector.app.settings import Settings
 from inspector.app.welcome import WelcomePage
 from inspector.figure_data.browser import first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
+from inspector.state.restore import Selection
 from inspector.state.signals import InspectorState
 from inspector.views import View, view_classes
 from traces import TraceError
@@ -63,7 +64,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._open_job: OpenJob | None = None
         self._summary_job: SummaryJob | None = None
         self._pending: str | None = None
-        self._restore_selection: tuple | None = None
+        self._restore_selection: Selection | None = None
         # Summaries reach the browser in batches (one model update per BATCH_MS, not one per run).
         self._summary_rows: list = []
         self._summary_done_count = 0
@@ -75,6 +76,20 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setAcceptDrops(True)
         self.resize(1500, 950)
 
+        self._build_panes(views)
+        self._build_status_bar()
+        self.menus = build_menus(self)
+        self.reload_action, self.close_action, self.recent_menu = (self.menus.reload, self.menus.close,
+                                                                  self.menus.recent)
+        self.fill_recent()
+        self._update_actions()
+        self._connect()
+        self._restore_settings()
+        self.welcome.set_content(empty_note, self.settings.recent_files())
+
+    def _build_panes(self, views: Sequence[type[View]] | None) -> None:
+        """The run browser and details on the left, the views' tabs and strip on the right, and the
+        welcome page the window shows while no trace is open."""
         self.browser = RunBrowser()
         # The filter takes the keyboard on a click or Ctrl+F, never by itself: at open the plot has it,
         # so Left/Right, Page Up/Down and Home move through layers and rows at once.
@@ -125,6 +140,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.navigation = NavigationBar(self.state)
         self.addToolBar(self.navigation)
 
+
+    def _build_status_bar(self) -> None:
+        """The status line, the progress of a summary and the live-recording mark."""
         self.status_text = QtWidgets.QLabel()
         self.status_text.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # may show a trace's text
         self.progress = QtWidgets.QProgressBar()
@@ -142,11 +160,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.follower.changed.connect(self.reload)
         self._reloading = False
 
-        self.menus = build_menus(self)
-        self.reload_action, self.close_action, self.recent_menu = (self.menus.reload, self.menus.close,
-                                                                  self.menus.recent)
-        self.fill_recent()
-        self._update_actions()
+
+    def _connect(self) -> None:
+        """The browser's, the state's and the welcome page's signals to what they change."""
         self.browser.run_selected.connect(self._run_selected)
         self.browser.reference_chosen.connect(self._reference_chosen)
         self.state.run_changed.connect(self._show_details)
@@ -156,8 +172,6 @@ class MainWindow(QtWidgets.QMainWindow):
             signal.connect(self._pause_summary)
         self.welcome.open_requested.connect(self.open_path)
         self.welcome.browse.connect(self.open_dialog)
-        self._restore_settings()
-        self.welcome.set_content(empty_note, self.settings.recent_files())
 
     # -- menus ----------------------------------------------------------------------------------
 
@@ -196,7 +210,7 @@ class MainWindow(QtWidgets.QMainWindow):
         path = os.path.abspath(os.fspath(path))
         self._pending = path
         model = self.browser.model
-        reloading = self._restore_selection is not None and self._restore_selection[0] == path
+        reloading = self._restore_selection is not None and self._restore_selection.of(path) is not None
         # On a reload the runs read already need no summary again (unless the file was replaced).
         job = OpenJob(path, frozenset([*model.stats, *model.unusable]) if reloading else frozenset())
         job.signals.opened.connect(self._opened)
@@ -216,9 +230,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._stop_summary()
         self._reloading = False
         self.main.setEnabled(True)
-        selection = self._restore_selection
-        if selection is not None and selection[0] != trace.path:
-            selection = None
+        selection = None if self._restore_selection is None else self._restore_selection.of(trace.path)
         self._restore_selection = None
         old = self.state.trace
         self.path = trace.path
@@ -249,14 +261,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self._update_actions()
         self.follower.follow(trace.path, trace.version)
         if first is not None:
-            name, row, layer, tab = selection[1:] if selection else (first.name, None, None, None)
+            name, row = (selection.run, selection.row) if selection else (None, None)
             if name not in self.state.names:
                 name, row = first.name, None
-            if layer is not None:
-                self.state.document.layer = layer
-            self.state.set_run(name, row)
-            if tab is not None:
-                self.tabs.setCurrentIndex(tab)
+            self.state.set_run(name, row, selection.layer if selection else None)
+            if selection is not None:
+                self.tabs.setCurrentIndex(selection.tab)
             self.focus_plot()
             todo = [n for n in trace.run_names if n not in unusable and n not in stats]
             if todo:
@@ -295,8 +305,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.path is None or self._pending is not None:
             return
         run = self.state.run.name if self.state.run is not None else None
-        self._restore_selection = (self.path, run, self.state.row if run else None, self.state.layer,
-                                   self.tabs.currentIndex())
+        self._restore_selection = Selection(self.path, run, self.state.row if run else None, self.state.layer,
+                                            self.tabs.currentIndex())
         # HDF5 serves every handle of this process on the file from the first one's cached view, so
         # the new handle sees what the file holds now only once the old ones (the summary's too) are
         # closed; the views wait, disabled, until the new trace arrives.
@@ -573,7 +583,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if value is not None:
                 splitter.restoreState(value)
         self._left_px = s.value("window/left_px", self._left_px, int)  # a hidden splitter does not hold it
-        self.state.document.layer = max(s.value("view/layer", 0, int), 0)
+        self.state.prefer_layer(s.value("view/layer", 0, int))
         self.tabs.setCurrentIndex(min(max(s.value("view/tab", 0, int), 0), self.tabs.count() - 1))
         for view in self.views:
             view.restore_settings(s)

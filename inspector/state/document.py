@@ -98,12 +98,15 @@ class Document:
 
     # -- selection ----------------------------------------------------------------------------
 
-    def set_run(self, name: str, row: int | None = None) -> None:
-        """Select run `name`; the row becomes `row`, else the probe row (row 0 without a probe)."""
+    def set_run(self, name: str, row: int | None = None, layer: int | None = None) -> None:
+        """Select run `name`; the row becomes `row`, else the probe row (row 0 without a probe), and the
+        layer `layer` where given (kept within the run's layers)."""
         if self.trace is None:
             return
-        if self.run is not None and self.run.name == name and row is None:
+        if self.run is not None and self.run.name == name and row is None and layer is None:
             return
+        if layer is not None:
+            self.layer = max(layer, 0)
         self.run = self.trace.run(name)
         self.row = row if row is not None and 0 <= row < self.n_rows else max(int(self.run.probe_row), 0)
         self.layer = min(self.layer, max(self.n_layers - 1, 0))
@@ -123,6 +126,14 @@ class Document:
             return
         self.layer = layer
         self._changed("layer")
+
+    def prefer_layer(self, layer: int) -> None:
+        """The layer the next run shown starts at (a saved setting): nothing is shown yet, so nothing
+        changes on screen and no signal is due; with a run shown it is `set_layer`."""
+        if self.run is not None:
+            self.set_layer(layer)
+        else:
+            self.layer = max(layer, 0)
 
     def step_layer(self, delta: int) -> None:
         self.set_layer(self.layer + delta)

@@ -54,14 +54,17 @@ class InspectorState(QtCore.QObject):
     def mark_unusable(self, name: str) -> None:
         self.document.mark_unusable(name)
 
-    def set_run(self, name: str, row: int | None = None) -> None:
-        self.document.set_run(name, row)
+    def set_run(self, name: str, row: int | None = None, layer: int | None = None) -> None:
+        self.document.set_run(name, row, layer)
 
     def set_row(self, row: int) -> None:
         self.document.set_row(row)
 
     def set_layer(self, layer: int) -> None:
         self.document.set_layer(layer)
+
+    def prefer_layer(self, layer: int) -> None:
+        self.document.prefer_layer(layer)
 
     def step_layer(self, delta: int) -> None:
         self.document.step_layer(delta)
