@@ -207,3 +207,23 @@ def test_no_cause_event_or_engine_name_is_spelled_outside_its_vocabulary():
     spelled = {key: n for key, n in counts.items() if OTHER_WORDS.get(key) != n}
     assert spelled == {}, ("spell a cause, event or engine with its enum (CauseName, EventKind, EngineName); "
                            "a word that only looks alike goes into OTHER_WORDS")
+
+
+def test_a_cause_added_as_one_row_reaches_the_summaries_meaning_and_colour(monkeypatch):
+    """What docs/api.md "Adding a cause" promises: the row (with its `CauseName` member, here a plain
+    spelling, as an enum cannot grow at run time) is all the summaries, the unexplained share, the
+    meaning and the colour read."""
+    from traces.analysis import cause_table
+    from traces.analysis.summary import summarize_causes
+
+    row = cause_table.Cause("cosmic_ray", "a bit of the router's input flipped",
+                            cause_table.Mechanism.NUMERIC, "#123456", explained=False, observed=True)
+    monkeypatch.setitem(cause_table.CAUSE_TABLE, "cosmic_ray", row)
+    assert cause_table.meaning("cosmic_ray") == "a bit of the router's input flipped"
+    assert cause_table.colour("cosmic_ray") == "#123456"
+    assert "cosmic_ray" in cause_table.first_difference_causes() and "cosmic_ray" in cause_table.unexplained()
+    assert "cosmic_ray" in cause_table.router_numeric()
+    summary = summarize_causes(["cosmic_ray", "capacity", "identical"], [True, True, False])
+    assert summary.counts["cosmic_ray"] == 1
+    assert summary.unexplained_share == 0.5
+    assert "cosmic_ray 1 (50%)" in summary.describe()
