@@ -1,4 +1,6 @@
-"""The decode path of kernel version 2 against version 1's, side by side in one process.
+"""The decode path of kernel version 2 against version 1's, side by side in one process (both on the
+pure-PyTorch path: the model runs `use_kernels(2)`; version 3's compiled kernels are timed against the
+peers by bench/moe_peers.py and bench/model_speed.py).
 
     .venv/bin/python bench/decode_speed.py [--repeats 9] [--threads 1] [--new-tokens 64] [--cpu-time]
 
@@ -67,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     allocator = steady_allocator()
     model, origin = load_model()
+    model.use_kernels(2)  # both sides on the pure-PyTorch path (bench/moe_peers.py times version 3)
     policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.25)
     prompts = [encode(t) for t in PROMPTS]
     print(f"model: {origin}; {args.threads} threads; load average {os.getloadavg()[0]:.2f} on "
