@@ -9,8 +9,9 @@ and the dense SwiGLU FFN of equal active parameters.
 Sizes: `shipped` is the shipped model's block (d_model 128, 8 experts of 256, top-2; its trained weights
 where the checkpoint is present), `large` d_model 1024, 8 experts of 2816, top-2 (random weights).
 Every cell is the median of `--repeats` rounds; in each round every contender runs once per token
-count, in turn (interleaved, so a change of load hits all of them), each call timed alone after a
-warm-up. The table prints the median microseconds and, beside each peer, ours / peer (below 1: ours
+count, in turn (interleaved, so a change of load hits all of them; each round starts with the next
+contender, so none always runs after the same one), each call timed alone after a warm-up. The table
+prints the median microseconds and, beside each peer, ours / peer (below 1: ours
 is faster) and each contender / the dense FFN, each ratio the median of the rounds' ratios with their
 interquartile range (as bench/pairs.py reads interleaved pairs). All contenders' outputs are checked
 against ours first (the largest difference is printed). Float32, no autograd; the load average is
@@ -180,9 +181,11 @@ def main() -> int:
             for fn in fns.values():  # warm-up
                 for x in xs.values():
                     timed(fn, x, 3)
-            for _ in range(args.repeats):
+            order = list(fns.items())
+            for r in range(args.repeats):
                 for n, x in xs.items():
-                    for name, fn in fns.items():
+                    # each round starts with another contender: none always follows the same one
+                    for name, fn in order[r % len(order):] + order[:r % len(order)]:
                         times.setdefault((name, n), []).append(timed(fn, x, calls[n], args.percentile))
         load_after = load_average()
         print(f"\n{size}: C = {C}, {E} experts of {SIZES[size][1]}, top-{K}; load {load_before:.2f} -> "
