@@ -21,7 +21,18 @@ from traces import TraceError, TraceWriter, open_trace
 from traces.analysis import pair_curves
 from traces.analysis.causes import explain_pair_with_differences
 from traces.analysis.rows import RowTrace
-from traces.route_check import MIN_AGREEMENT, REFUSE_BELOW, RouteCheck, compare, sample_rows, structure
+from traces.route_check import (
+    CONFIDENCE,
+    LEVEL,
+    NULL_RATE,
+    WINDOW_ULPS,
+    RouteCheck,
+    compare,
+    gap_ulps,
+    sample_rows,
+    structure,
+)
+from traces.route_stats import tail, upper_bound
 from traces.toplogits import TopLogits
 
 MODEL = str(MIXTRAL_DOCS)
@@ -30,40 +41,84 @@ MODEL = str(MIXTRAL_DOCS)
 def test_structure_counts_repeated_and_out_of_range_experts():
     expert = np.zeros((2, 3, 5, 2), np.int16)  # [L, B, T, K]: vLLM compiled on a CPU, every route [0, 0]
     expert[:, 2, 3:] = -1  # past row 2's end
-    routes, repeated, out, example = structure(expert, 8)
+    held = (expert[0, :, :, 0] >= 0)  # [B, T] tokens held
+    routes, repeated, out, example = structure(expert, 8, held)
     assert (routes, repeated, out, example) == (2 * 13, 26, 0, (0, 0))
     expert[..., 1] = np.where(expert[..., 0] >= 0, 1, -1)
     expert[1, 0, 0] = (3, 8)  # an id past E
-    assert structure(expert, 8)[1:] == (0, 1, (3, 8))
-    check = RouteCheck(rows=(0,), checked=10, agreeing=0, near_ties=0, tokens=26, repeated=26, out_of_range=0,
-                       example=(0, 0), dtype="bfloat16", seed=0)
+    expert[0, 1, 1] = (-1, 2)  # no expert at a held token: out of range for an engine
+    assert structure(expert, 8, held)[1:] == (0, 2, (-1, 2))  # the first in [L, B, T] order
+    assert structure(expert, 8)[1:] == (0, 1, (3, 8))  # the project's loop: -1 is an empty slot
+    check = RouteCheck(tokens=26, repeated=26, out_of_range=0, example=(0, 0), dtype="bfloat16")
     assert check.refusal() == "26 of 26 (layer, token) routes name one expert twice (e.g. [0, 0])"
 
 
-def test_compare_counts_agreement_and_near_ties():
-    z = np.array([[[3.0, 2.0, 1.0, 0.0], [1.0, 1.0 + 2 ** -8, 0.0, 5.0], [0.0, 1.0, 2.0, 3.0]]])  # [L, T, E]
-    recorded = np.array([[[1, 0], [0, 3], [0, 1]]])  # agrees; swapped at a near tie; wrong
-    assert compare(recorded, z, "bfloat16") == (3, 1, 1)  # 2^-8 at scale 5 is within 8 bf16 epsilons
-    assert compare(recorded, z, "float32") == (3, 1, 0)  # far beyond 8 float32 epsilons
-    assert sample_rows(4, 2, seed=0)[0] == 2 and len(set(sample_rows(4, 2, seed=0))) == 2
-    assert sample_rows(1, 0, seed=5) == (0,)
+def test_near_ties_are_a_few_units_in_the_last_place_of_the_gap():
+    ulp = 2.0 ** -7  # bfloat16 at magnitudes in [1, 2)
+    gaps = [0, WINDOW_ULPS, WINDOW_ULPS + 1]
+    z = np.array([[[1.5, 1.5 - g * ulp, 0.0, -1.0] for g in gaps]])  # [L, T, E], K = 1
+    assert gap_ulps(z, 1, "bfloat16").tolist() == [[0.0, WINDOW_ULPS, WINDOW_ULPS + 1]]
+    assert gap_ulps(z / 4, 1, "bfloat16").tolist() == [[0.0, WINDOW_ULPS, WINDOW_ULPS + 1]]  # scales
+    assert gap_ulps(z, 1, "float32")[0, 1] == WINDOW_ULPS * 2 ** 16
+    swapped = np.array([[[1], [1], [1]]])  # the 2nd choice recorded at every position
+    assert compare(swapped, z, "bfloat16") == (3, 0, 2, (0, 2))  # two near ties, the third unexplained
+    assert compare(swapped, z, "float32")[:3] == (3, 0, 1)  # in float32 only the exact tie is near
+    assert compare(np.array([[[0], [0], [0]]]), z, "bfloat16") == (3, 3, 0, None)
 
 
-@pytest.mark.parametrize(("agreeing", "near", "refused", "warnings"), [
-    (100, 0, False, 0), (99, 1, False, 0), (98, 0, False, 2), (89, 1, True, 2)])
-def test_route_check_thresholds(agreeing, near, refused, warnings):
-    check = RouteCheck(rows=(0, 1), checked=100, agreeing=agreeing, near_ties=near, tokens=200, repeated=0,
-                       out_of_range=0, example=(), dtype="float32", seed=3, logprob_difference=0.01)
-    assert bool(check.refusal()) == refused == (agreeing / 100 < REFUSE_BELOW)
-    assert len(check.warnings()) == warnings and (agreeing / 100 < MIN_AGREEMENT) == (warnings > 0)
+@pytest.mark.parametrize(("checked", "unexplained"), [(200, 0), (200, 1), (200, 2), (10_000, 3), (10_000, 5),
+                                                      (42_024, 0), (42_024, 1)])
+def test_the_rule_is_a_binomial_test_at_a_stated_level(checked, unexplained):
+    check = RouteCheck(tokens=checked, repeated=0, out_of_range=0, example=(), dtype="bfloat16",
+                       rows=(0, 1), checked=checked, agreeing=checked - unexplained - 3, near_ties=3,
+                       logprob_difference=0.5, seconds=0.1)
+    p = tail(unexplained, checked, NULL_RATE)
+    assert check.p_value == p and bool(check.refusal()) == (p < LEVEL)
+    assert len(check.warnings()) == (unexplained > 0)
+    assert check.rate_bound == upper_bound(unexplained, checked, CONFIDENCE)
     assert RouteCheck.from_attr(check.to_attr()) == check
+    if (checked, unexplained) == (42_024, 0):
+        assert check.rate_bound == pytest.approx(7.13e-5, rel=1e-3)  # 0 of 42,024: below 1 in 14,000
+    if (checked, unexplained) == (200, 2):
+        assert "2 of 200 checked (layer, token) routes differ" in check.refusal()
 
 
-def _write(path: Path, **attrs) -> Path:
+def test_binomial_statistics_match_their_definitions():
+    from fractions import Fraction
+    from math import comb
+
+    for x, n, p in [(1, 200, 1e-4), (3, 200, 1e-4), (5, 6000, 1e-4), (7, 10, 0.5), (30, 500, 0.05)]:
+        q = Fraction(p)
+        exact = float(sum(comb(n, i) * q ** i * (1 - q) ** (n - i) for i in range(x, min(n, x + 60) + 1)))
+        assert tail(x, n, p) == pytest.approx(exact, rel=1e-9, abs=1e-300)
+    for x, n in [(0, 42_024), (3, 100), (163, 42_024)]:
+        bound = upper_bound(x, n)
+        assert 1 - tail(x + 1, n, bound) == pytest.approx(0.05, rel=1e-6)  # P(X <= x | bound) = 5%
+
+
+def test_a_wrong_dtype_is_refused_by_its_log_probabilities():
+    def check(dtype, difference):
+        return RouteCheck(tokens=10, repeated=0, out_of_range=0, example=(), dtype=dtype, rows=(0,),
+                          checked=10, agreeing=10, logprob_difference=difference)
+
+    assert "does not compute in float32" in check("float32", 0.183).refusal()
+    assert check("float32", 5e-6).refusal() == "" and check("bfloat16", 1.87).refusal() == ""
+
+
+def test_a_sample_of_rows_is_drawn_from_its_draw():
+    rows = sample_rows(8, 0.25, np.random.default_rng(12345))
+    assert len(rows) == 2 and rows == sample_rows(8, 0.25, np.random.default_rng(12345))
+    assert sample_rows(8, 1.0, np.random.default_rng(0)) == tuple(range(8))
+    assert sample_rows(3, 0.01, np.random.default_rng(0)) in ((0,), (1,), (2,))
+
+
+def _write(path: Path, runs: int = 1, **attrs) -> Path:
     out = _output()
     writer = TraceWriter(path, meta=META, vocab=[f"t{i}" for i in range(30)], requests=["probe"],
                          prompt_tokens=[PROMPT])
-    writer.add_run("run", attrs=engine_attrs("run", [out], **attrs), arrays=run_arrays([out], 6, 4))
+    for i in range(runs):
+        writer.add_run(f"run{i}" if runs > 1 else "run", attrs=engine_attrs("run", [out], **attrs),
+                       arrays=run_arrays([out], 6, 4))
     writer.close()
     return path
 
@@ -75,14 +130,48 @@ def test_info_check_flags_unchecked_routes_and_fails_fabricated_ones(tmp_path, c
     assert main(["info", "--check", str(unchecked)]) == 0
     out = capsys.readouterr().out
     assert "routes not checked against the router" in out and "0 errors, 1 warnings" in out
-    bad = RouteCheck(rows=(0,), checked=20, agreeing=1, near_ties=0, tokens=20, repeated=20, out_of_range=0,
-                     example=(0, 0), dtype="bfloat16", seed=0)
+    assert "ROUTES NOT REPLAYED through the router in 1 of 1 runs" in out
+    bad = RouteCheck(tokens=20, repeated=20, out_of_range=0, example=(0, 0), dtype="bfloat16", rows=(0,),
+                     checked=20, agreeing=1)
     fabricated = _write(tmp_path / "fabricated.h5", route_check=bad.to_attr())
     assert main(["info", "--check", str(fabricated)]) == 2
     out = capsys.readouterr().out
-    assert "routes fail the spot check: 20 of 20 (layer, token) routes name one expert twice" in out
-    with open_trace(fabricated) as t, pytest.raises(TraceError, match="routes fail the spot check"):
+    assert "routes fail the check: 20 of 20 (layer, token) routes name one expert twice" in out
+    with open_trace(fabricated) as t, pytest.raises(TraceError, match="routes fail the check"):
         t.run("run")  # nothing draws routes that cannot be the router's
+
+
+def test_info_check_fails_runs_that_pass_alone_but_not_together(tmp_path, capsys):
+    """Ten runs, each with one unexplained disagreement in 200 pairs (p = 0.02 alone: written), fail
+    together (10 of 2,000: p = 2.6e-17)."""
+    one = RouteCheck(tokens=200, repeated=0, out_of_range=0, example=(), dtype="bfloat16", rows=(0,),
+                     checked=200, agreeing=199)
+    assert not one.refusal() and one.warnings()
+    path = _write(tmp_path / "thin.h5", runs=10, route_check=one.to_attr())
+    assert main(["info", "--check", str(path)]) == 2
+    out = capsys.readouterr().out
+    assert "over the 10 replayed runs together, 10 of 2000 checked (layer, token) routes differ" in out
+
+
+def test_info_wraps_every_served_setting(tmp_path, capsys):
+    served = {"name": "vllm-server", "package": "vllm", "version": "0.30.0", "experts": 8,
+              **{f"setting_{i:02d}": "x" * 30 for i in range(20)}, "url": "http://127.0.0.1:8000",
+              "served_model": "assets/mixtral-docs", "tensor_parallel_size": 1}
+    path = tmp_path / "served.h5"
+    writer = TraceWriter(path, meta={**META, "engine": served}, vocab=[f"t{i}" for i in range(30)],
+                         requests=["probe"], prompt_tokens=[PROMPT])
+    writer.add_run("run", attrs=engine_attrs("run", [_output()]), arrays=run_arrays([_output()], 6, 4))
+    writer.close()
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    engine = lines[next(i for i, line in enumerate(lines) if line.startswith("engine: ")) + 1:
+                   next(i for i, line in enumerate(lines) if line.startswith("machine: "))]
+    assert len(engine) > 4 and "…" not in out and max(len(line) for line in engine) <= 102
+    flat = " ".join(line.strip() for line in engine)
+    for key, value in served.items():
+        if key not in ("name", "package", "version"):
+            assert f"{key}={value}" in flat, key
 
 
 def _rows(lse: float, shift: np.ndarray) -> tuple[RowTrace, RowTrace]:

@@ -1,57 +1,74 @@
-"""The spot check of a serving engine's recorded routes against the router (docs/engines.md).
+"""The check of a serving engine's recorded routes against the router (docs/engines.md).
 
 An engine returns the experts it says each token was routed to; nothing in the ids themselves shows
 they are the router's. vLLM 0.30 in compiled mode on CPU, for one, returns experts [0, 0] for every
 token of every layer. So the recorder checks every run before it writes it:
 
-- **structure**, every token of every row and layer: its K experts are distinct and in 0..E-1;
-- **agreement**, a seeded sample of rows (the probe's row and one other, `sample_rows`): their
+- **structure**, every token of every row and layer, always: its K experts are distinct and in
+  0..E-1 (`structure`); `info --check` checks the same on the stored arrays, whatever the recording's
+  flags;
+- **router replay**, every row by default (a random share of rows with `--route-check-sample`): the
   recorded tokens go through the Hugging Face model in the trace's dtype, and at every (layer,
   position) the router's top-K set is compared with the recorded set (`compare`). A disagreement is
-  a *near tie* when the router's margin z_(K) - z_(K+1) is within `NEAR_TIE_EPS` machine epsilons
-  of the dtype, at the scale of the token's largest router logit: two correct computations in that
-  dtype may order such a pair either way.
+  a *near tie* when the router's gap z_(K) - z_(K+1) is at most `WINDOW_ULPS` units in the last
+  place of the dtype at the magnitude of those two logits (`gap_ulps`): two correct computations in
+  that dtype may order such a pair either way. The others are *unexplained*;
+- **log-probabilities** of the replayed rows against the reference's in the stated dtype.
 
-A run is refused (`RouteCheck.refusal`) when a token repeats an expert or names one out of range, or
-when fewer than `REFUSE_BELOW` of the checked pairs agree: such routes cannot be the router's. It is
-flagged (`RouteCheck.warnings`, `info --check`) when agreement is below `MIN_AGREEMENT` or a
-disagreement is not a near tie. The result is stored in the run attribute `route_check`.
+The rule is a test: under the null hypothesis that the routes are the router's, an unexplained
+disagreement is a numeric flip beyond the window, at a rate of at most `NULL_RATE`; a run is refused
+when its unexplained count has a binomial p-value below `LEVEL` under that rate (`p_value`), when a
+route is malformed, or when its log-probabilities differ from the reference's by more than the
+dtype's `LOGPROB_TOLERANCE`. The result is the run attribute `route_check`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from traces.analysis.measures import router_margin
+from traces.route_stats import tail, upper_bound
 
-#: Below this share of agreeing (layer, token) pairs a run's routes cannot be the router's: refused.
-REFUSE_BELOW = 0.9
-#: Below this share of agreeing pairs `info --check` warns.
-MIN_AGREEMENT = 0.99
-#: A router margin within this many machine epsilons of the logits' scale is a near tie.
-NEAR_TIE_EPS = 8
-#: Machine epsilon of each dtype a trace may be computed in.
-EPSILON = {"float32": 2.0 ** -23, "bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}
+#: A disagreement whose router gap is within this many units in the last place is a near tie.
+WINDOW_ULPS = 4
+#: Explicit mantissa bits of each dtype a trace may be computed in.
+MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
+#: Smallest normal number of each dtype (the unit in the last place below it is constant).
+SMALLEST_NORMAL = {"float32": 2.0 ** -126, "bfloat16": 2.0 ** -126, "float16": 2.0 ** -14}
+#: The null hypothesis: routes that are the router's disagree away from a near tie at most this often.
+NULL_RATE = 1e-4
+#: A run (or a trace, in `info --check`) whose unexplained disagreements have a p-value below this
+#: under `NULL_RATE` is refused.
+LEVEL = 1e-3
+#: Confidence of the stored upper bound of the unexplained disagreement rate.
+CONFIDENCE = 0.95
+#: Largest |engine - reference| log-probability of the replayed rows' top-k accepted per dtype.
+LOGPROB_TOLERANCE = {"float32": 1e-3, "float16": 1.0, "bfloat16": 4.0}
 
 
 @dataclass(frozen=True)
 class RouteCheck:
-    """What the spot check of one run found (stored as the run attribute `route_check`)."""
+    """What the check of one run found (stored as the run attribute `route_check`)."""
 
-    rows: tuple[int, ...]       # rows run through the reference
-    checked: int                # (layer, token) pairs of those rows compared with the router
-    agreeing: int               # of those, the recorded expert set equals the router's top-K set
-    near_ties: int              # disagreeing pairs at a router near tie (NEAR_TIE_EPS)
-    tokens: int                 # (layer, token) pairs of every row checked for structure
+    tokens: int                 # (layer, token) routes of every row checked for structure
     repeated: int               # of those, naming one expert twice among their K
-    out_of_range: int           # of those, naming an expert outside 0..E-1
+    out_of_range: int           # of those, naming an expert outside 0..E-1 (or none)
     example: tuple[int, ...]    # the first malformed set of experts, () when none
     dtype: str                  # the reference's dtype
-    seed: int                   # seed of the row sample
-    logprob_difference: float = math.nan  # max |engine - reference| log-probability, sampled rows
+    replayed: bool = True       # the rows went through the router (False: --no-route-check)
+    rows: tuple[int, ...] = ()  # rows run through the reference
+    share: float = 1.0          # share of rows asked for (1: every row)
+    draw: int | None = None     # the entropy that drew the rows of a sampled check
+    checked: int = 0            # (layer, token) pairs of those rows compared with the router
+    agreeing: int = 0           # of those, the recorded expert set equals the router's top-K set
+    near_ties: int = 0          # disagreeing pairs at a router near tie
+    window_ulps: float | None = WINDOW_ULPS  # near-tie width (None: an older check's rule)
+    first: tuple[int, ...] = ()  # (row, layer, position) of the first unexplained disagreement
+    logprob_difference: float = math.nan  # max |engine - reference| log-probability, replayed rows
+    seconds: float = math.nan   # time of the replay
+    seed: int | None = field(default=None, repr=False)  # an older check's row seed
 
     @property
     def agreement(self) -> float:
@@ -63,62 +80,89 @@ class RouteCheck:
         """Disagreeing pairs that are not near ties."""
         return self.checked - self.agreeing - self.near_ties
 
+    @property
+    def p_value(self) -> float:
+        """P(this many unexplained disagreements or more | at most NULL_RATE of the checked pairs)."""
+        return tail(self.unexplained, self.checked, NULL_RATE)
+
+    @property
+    def rate_bound(self) -> float:
+        """The CONFIDENCE upper bound of the unexplained disagreement rate the checked pairs allow."""
+        return upper_bound(self.unexplained, self.checked, CONFIDENCE) if self.checked else 1.0
+
     def refusal(self) -> str:
-        """Why these routes cannot be the router's ('' when they can)."""
+        """Why these routes cannot be the router's ('' when they can): one clause."""
         if self.repeated or self.out_of_range:
-            what = "; ".join(part for part in (
-                f"{self.repeated} of {self.tokens} (layer, token) routes name one expert twice"
-                if self.repeated else "",
-                f"{self.out_of_range} of {self.tokens} name an expert out of range" if self.out_of_range
-                else "") if part)
-            return f"{what} (e.g. {list(self.example)})"
-        if self.checked and self.agreement < REFUSE_BELOW:
-            return (f"only {self.agreement:.1%} of {self.checked} checked (layer, token) routes are the "
-                    f"router's top-K in the Hugging Face model ({self.dtype})")
+            return malformed(self.repeated, self.out_of_range, self.tokens, self.example)
+        tolerance = LOGPROB_TOLERANCE.get(self.dtype)
+        if tolerance is not None and self.logprob_difference > tolerance:
+            return (f"its log-probabilities differ from transformers' in {self.dtype} by up to "
+                    f"{self.logprob_difference:.3g}, more than that dtype's tolerance {tolerance:g}: the "
+                    f"engine does not compute in {self.dtype}")
+        if self.checked and self.p_value < LEVEL:
+            where = f" (first at row {self.first[0]}, layer {self.first[1]}, position {self.first[2]})" \
+                if len(self.first) == 3 else ""
+            return (f"{self.unexplained} of {self.checked} checked (layer, token) routes differ from the "
+                    f"router's top-K in the Hugging Face model ({self.dtype}) away from a near tie{where}, "
+                    f"p = {self.p_value:.2g} under a rate of at most {NULL_RATE:g}")
         return ""
 
     def warnings(self) -> list[str]:
         """What `info --check` flags in routes that were not refused."""
-        out = []
-        if self.checked and self.agreement < MIN_AGREEMENT:
-            out.append(f"routes agree with the router at {self.agreement:.1%} of {self.checked} checked "
-                       f"(layer, token) pairs, below {MIN_AGREEMENT:.0%}")
+        if not self.replayed:
+            return [NOT_REPLAYED]
         if self.unexplained > 0:
-            out.append(f"{self.unexplained} checked routes differ from the router's top-K away from a near "
-                       f"tie")
-        return out
+            return [f"{self.unexplained} of {self.checked} checked routes differ from the router's top-K "
+                    f"away from a near tie (within the rule: p = {self.p_value:.2g})"]
+        return []
 
     def describe(self) -> str:
-        """One line: agreement, near ties and the log-probability difference."""
-        rows = " and ".join(str(r) for r in self.rows) or "none"
-        text = (f"routes checked on rows {rows}: {self.agreeing} of {self.checked} (layer, token) pairs "
-                f"agree with the router ({self.dtype})")
-        if self.near_ties:
-            text += f", {self.near_ties} disagree{'s' if self.near_ties == 1 else ''} at a near tie"
+        """One line: how much was checked, agreement, near ties, the bound and the log-probabilities."""
+        if not self.replayed:
+            return f"ROUTES NOT REPLAYED through the router (--no-route-check); structure of {self.tokens} " \
+                   f"routes checked"
+        rows = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
+        if self.share < 1:
+            rows += f" drawn at random ({self.share:g} of the rows, draw {self.draw})"
+        text = (f"routes replayed on {rows}: {self.agreeing} of {self.checked} (layer, token) pairs agree "
+                f"with the router ({self.dtype}), {self.near_ties} disagree at a near tie, "
+                f"{self.unexplained} elsewhere (rate <= {self.rate_bound:.2g} at {CONFIDENCE:.0%})")
         if self.logprob_difference == self.logprob_difference:
             text += f"; log-probabilities differ by up to {self.logprob_difference:.3g}"
         return text
 
     def to_attr(self) -> dict:
         out = asdict(self)
-        out["rows"], out["example"] = list(self.rows), list(self.example)
-        out["logprob_difference"] = None if math.isnan(self.logprob_difference) else self.logprob_difference
+        for key in ("rows", "example", "first"):
+            out[key] = list(out[key])
+        for key in ("logprob_difference", "seconds"):
+            out[key] = None if math.isnan(out[key]) else out[key]
+        if out["seed"] is None:
+            del out["seed"]
         return out
 
     @classmethod
     def from_attr(cls, value) -> RouteCheck:
-        """The check stored in a run attribute; ValueError naming what is wrong."""
+        """The check stored in a run attribute (also an older spot check's); ValueError naming what is
+        wrong."""
         if not isinstance(value, dict):
             raise ValueError(f"expected a JSON object, found {type(value).__name__}")
         try:
-            counts = {k: _count(value[k], k) for k in ("checked", "agreeing", "near_ties", "tokens",
-                                                          "repeated", "out_of_range", "seed")}
-            check = cls(rows=tuple(_count(r, "rows") for r in value["rows"]),
+            counts = {k: _count(value.get(k, 0), k) for k in ("checked", "agreeing", "near_ties", "tokens",
+                                                                 "repeated", "out_of_range")}
+            check = cls(rows=tuple(_count(r, "rows") for r in value.get("rows", ())),
                         example=tuple(int(e) for e in value["example"]), dtype=str(value["dtype"]),
-                        logprob_difference=_float(value.get("logprob_difference")), **counts)
+                        replayed=bool(value.get("replayed", True)), share=_float(value.get("share", 1.0),
+                                                                                "share"),
+                        draw=None if value.get("draw") is None else _count(value["draw"], "draw"),
+                        window_ulps=_optional(value.get("window_ulps"), "window_ulps"),
+                        first=tuple(_count(i, "first") for i in value.get("first", ())),
+                        logprob_difference=_float(value.get("logprob_difference"), "logprob_difference"),
+                        seconds=_float(value.get("seconds"), "seconds"),
+                        seed=None if value.get("seed") is None else _count(value["seed"], "seed"), **counts)
         except KeyError as exc:
             raise ValueError(f"missing field {exc.args[0]!r}") from None
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(str(exc)) from None
         if check.agreeing + check.near_ties > check.checked or max(check.repeated, check.out_of_range) > \
                 check.tokens:
@@ -127,19 +171,45 @@ class RouteCheck:
         return check
 
 
+#: What an engine's run without a router replay says (info, info --check, the app's details).
+NOT_REPLAYED = ("routes NOT replayed through the router (recorded with --no-route-check): only their "
+                "structure was checked")
+
+
+def malformed(repeated: int, out_of_range: int, tokens: int, example: tuple[int, ...]) -> str:
+    """One clause on malformed routes: how many name an expert twice or one out of range, an example."""
+    what = "; ".join(part for part in (
+        f"{repeated} of {tokens} (layer, token) routes name one expert twice" if repeated else "",
+        f"{out_of_range} of {tokens} name an expert out of range" if out_of_range else "") if part)
+    return f"{what} (e.g. {list(example)})"
+
+
+def aggregate(checks: list[RouteCheck]) -> tuple[int, int, float]:
+    """(unexplained, checked, p-value under NULL_RATE) over the replayed checks of a trace."""
+    replayed = [c for c in checks if c.replayed]
+    x, n = sum(c.unexplained for c in replayed), sum(c.checked for c in replayed)
+    return x, n, tail(x, n, NULL_RATE)
+
+
 def summarize(checks: list[RouteCheck], engine_runs: int) -> str:
-    """One line over a trace's checked runs: how many were checked and how many pairs agree."""
-    if not checks:
-        return f"routes: none of {engine_runs} engine runs checked against the router"
-    checked, agreeing = sum(c.checked for c in checks), sum(c.agreeing for c in checks)
-    near = sum(c.near_ties for c in checks)
-    worst = max((c.logprob_difference for c in checks if c.logprob_difference == c.logprob_difference),
+    """One line over a trace's checked runs: how many were replayed and how many pairs agree."""
+    replayed = [c for c in checks if c.replayed]
+    if not replayed:
+        return (f"routes: NONE of {engine_runs} engine runs replayed through the router "
+                f"({engine_runs - len(checks)} without a check; {len(checks)} structure only)")
+    checked, agreeing = sum(c.checked for c in replayed), sum(c.agreeing for c in replayed)
+    near = sum(c.near_ties for c in replayed)
+    x = checked - agreeing - near
+    worst = max((c.logprob_difference for c in replayed if c.logprob_difference == c.logprob_difference),
                 default=math.nan)
-    text = (f"routes: {len(checks)} of {engine_runs} engine runs checked, {agreeing:,} of {checked:,} "
-            f"(layer, token) pairs agree with the router ({agreeing / max(checked, 1):.2%}, "
-            f"{checks[0].dtype}), {near} disagree at a near tie, {checked - agreeing - near} elsewhere")
+    text = (f"routes: {len(replayed)} of {engine_runs} engine runs replayed through the router, {agreeing:,} "
+            f"of {checked:,} (layer, token) pairs agree ({agreeing / max(checked, 1):.2%}, "
+            f"{replayed[0].dtype}), {near} disagree at a near tie, {x} elsewhere (rate <= "
+            f"{upper_bound(x, checked, CONFIDENCE):.2g} at {CONFIDENCE:.0%})")
     if worst == worst:
         text += f"; log-probabilities differ by up to {worst:.3g}"
+    if len(replayed) < engine_runs:
+        text += f"; {engine_runs - len(replayed)} runs NOT replayed"
     return text
 
 
@@ -149,64 +219,90 @@ def _count(value, name: str) -> int:
     return value
 
 
-def _float(value) -> float:
+def _float(value, name: str) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"field 'logprob_difference': expected a number, found {value!r:.40}")
+        raise TypeError(f"field {name!r}: expected a number, found {value!r:.40}")
     return float(value)
 
 
-def structure(expert: np.ndarray, n_experts: int) -> tuple[int, int, int, tuple[int, ...]]:
-    """(routes, repeated, out of range, first malformed set) over `expert [L, B, T, K]`, counting the
-    (layer, row, position) triples that hold a route (any id >= 0; -1 fills past a row's end)."""
+def _optional(value, name: str) -> float | None:
+    return None if value is None else _float(value, name)
+
+
+def structure(expert: np.ndarray, n_experts: int, held: np.ndarray | None = None
+              ) -> tuple[int, int, int, tuple[int, ...]]:
+    """(routes, repeated, out of range, first malformed set) over `expert [L, B, T, K]`. With `held
+    [B, T]` (tokens >= 0: an engine's run, where every token has K experts) a route is a (layer, row,
+    position) of a held token, and an id outside 0..E-1 (-1 included) is out of range; without it
+    (the project's loop, where expert choice may leave a slot empty) a route is a (layer, row,
+    position) with any id >= 0, and ids outside -1..E-1 are out of range."""
     e = np.asarray(expert, np.int64)
-    routed = (e >= 0).any(axis=-1)  # [L, B, T]
+    if held is None:
+        routed = (e >= 0).any(axis=-1)
+        out = ((e >= n_experts) | (e < -1)).any(axis=-1) & ((e != -1).any(axis=-1))
+        routed = routed | out
+    else:
+        routed = np.broadcast_to(np.asarray(held, bool), e.shape[:-1])
+        out = ((e >= n_experts) | (e < 0)).any(axis=-1) & routed
     ordered = np.sort(e, axis=-1)
     repeated = ((ordered[..., 1:] == ordered[..., :-1]) & (ordered[..., 1:] >= 0)).any(axis=-1) & routed
-    out = ((e >= n_experts) | ((e < 0) & routed[..., None])).any(axis=-1) & routed
     bad = repeated | out
     example = tuple(int(x) for x in e[tuple(np.argwhere(bad)[0])]) if bad.any() else ()
     return int(routed.sum()), int(repeated.sum()), int(out.sum()), example
 
 
-def sample_rows(B: int, probe_row: int, seed: int) -> tuple[int, ...]:
-    """The rows a run's check runs through the reference: the probe's (when the run has one) and one
-    other drawn with `seed` (the first row when there is no probe and only one row)."""
-    rng = np.random.default_rng(seed)
-    first = probe_row if 0 <= probe_row < B else int(rng.integers(B))
-    others = [b for b in range(B) if b != first]
-    return (first, int(rng.choice(others))) if others else (first,)
+def sample_rows(B: int, share: float, rng: np.random.Generator) -> tuple[int, ...]:
+    """The rows a run's replay runs through the reference: all of them at `share` 1, else
+    max(1, ceil(share * B)) drawn uniformly without replacement by `rng`, in order."""
+    if share >= 1:
+        return tuple(range(B))
+    n = min(B, max(1, math.ceil(share * B)))
+    return tuple(sorted(int(b) for b in rng.choice(B, size=n, replace=False)))
 
 
-def compare(recorded: np.ndarray, router_logits: np.ndarray, dtype: str) -> tuple[int, int, int]:
-    """(checked, agreeing, near ties) of one row: recorded experts `[L, T, K]` against the top-K sets
-    of the reference's router logits `[L, T, E]` (computed in `dtype`)."""
+def gap_ulps(router_logits: np.ndarray, K: int, dtype: str) -> np.ndarray:
+    """[...]: the router gap z_(K) - z_(K+1) of `router_logits [..., E]` in units in the last place of
+    `dtype` at the magnitude of the larger of |z_(K)| and |z_(K+1)|."""
+    z = np.sort(np.asarray(router_logits, np.float64), axis=-1)[..., ::-1]
+    zk, zk1 = z[..., K - 1], z[..., K]
+    magnitude = np.maximum(np.maximum(np.abs(zk), np.abs(zk1)), SMALLEST_NORMAL[dtype])
+    _, exponent = np.frexp(magnitude)  # magnitude = f * 2**exponent, 0.5 <= f < 1
+    ulp = np.ldexp(1.0, exponent - 1 - MANTISSA_BITS[dtype])
+    return (zk - zk1) / ulp
+
+
+def compare(recorded: np.ndarray, router_logits: np.ndarray, dtype: str, window: float = WINDOW_ULPS
+            ) -> tuple[int, int, int, tuple[int, int] | None]:
+    """(checked, agreeing, near ties, (layer, position) of the first unexplained disagreement or None)
+    of one row: recorded experts `[L, T, K]` against the top-K sets of the reference's router logits
+    `[L, T, E]` (computed in `dtype`)."""
     rec = np.asarray(recorded, np.int64)
     z = np.asarray(router_logits, np.float64)
     K = rec.shape[-1]
     top = np.sort(np.argsort(-z, axis=-1, kind="stable")[..., :K], axis=-1)
     agree = (np.sort(rec, axis=-1) == top).all(axis=-1)  # [L, T]
-    margin = router_margin(z, K)  # [L, T]
-    scale = np.abs(z).max(axis=-1)
-    near = ~agree & (margin <= NEAR_TIE_EPS * EPSILON.get(dtype, EPSILON["float32"]) * scale)
-    return int(agree.size), int(agree.sum()), int(near.sum())
+    near = ~agree & (gap_ulps(z, K, dtype) <= window)
+    wrong = np.argwhere(~agree & ~near)
+    first = (int(wrong[0][0]), int(wrong[0][1])) if len(wrong) else None
+    return int(agree.size), int(agree.sum()), int(near.sum()), first
 
 
 def check_problems(value, engine_run: bool) -> list[tuple[str, str]]:
     """(severity, message) of a run's `route_check` attribute (None when absent) for the validator:
-    an error when the routes fail the check, a warning when an engine's run was not checked or
-    the check flags it."""
+    an error when the routes fail the check, a warning when an engine's run was not replayed or the
+    check flags it."""
     if value is None:
         if not engine_run:
             return []
         return [("warning", "routes not checked against the router (attribute 'route_check' absent: recorded "
-                            "before the check existed, or with --no-route-check)")]
+                            "before the check existed)")]
     try:
         check = RouteCheck.from_attr(value)
     except ValueError as exc:
         return [("error", f"expected attribute 'route_check' to be a route check: {exc}")]
     refusal = check.refusal()
     if refusal:
-        return [("error", f"routes fail the spot check: {refusal}")]
+        return [("error", f"routes fail the check: {refusal}")]
     return [("warning", w) for w in check.warnings()]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 
 from traces import fingerprint, run_table, schema
 from traces.errors import TraceError
 from traces.reader import Run, Trace
 from traces.route_check import RouteCheck, summarize
+
+#: Width at which `info` wraps the engine's settings.
+WRAP = 100
 
 
 def _size(n: float) -> str:
@@ -66,7 +70,7 @@ def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
         lines.append(f"      not recorded (by its engine): {', '.join(sorted(run.not_recorded))}")
         check = run.attrs.get("route_check")
         lines.append(f"      {RouteCheck.from_attr(check).describe()}" if isinstance(check, dict)
-                     else "      routes not checked against the router")
+                     else "      ROUTES NOT CHECKED against the router (recorded before the check existed)")
     if run.cached_tokens is not None and (run.cached_tokens != 0).any():
         cached = " ".join("?" if c < 0 else str(int(c)) for c in run.cached_tokens)
         lines.append(f"      prompt tokens from the prefix cache, per row: {cached}")
@@ -85,12 +89,15 @@ def _dataset_lines(run: Run) -> list[str]:
 
 
 def _engine_lines(engine: dict | None) -> list[str]:
-    """The serving engine that generated the runs, with its settings (docs/engines.md)."""
+    """The serving engine that generated the runs, with every setting it records (docs/engines.md),
+    wrapped at `WRAP` characters, never cut."""
     if not engine:
         return []
-    settings = " ".join(f"{k}={v}" for k, v in engine.items() if k not in ("name", "package", "version"))
+    shown = {k: v for k, v in engine.items() if k not in ("name", "package", "version")}
+    settings = " ".join(f"{k}={_shown(v)}" for k, v in shown.items())
     return [f"engine: {engine.get('name', '?')} ({engine.get('package', '?')} {engine.get('version', '?')})",
-            f"  {settings}"]
+            *textwrap.wrap(settings, WRAP, initial_indent="  ", subsequent_indent="  ", break_long_words=True,
+                           break_on_hyphens=False)]
 
 
 def describe(trace: Trace) -> str:
@@ -140,6 +147,12 @@ def describe(trace: Trace) -> str:
         lines.append(f"all runs: {_size(total_raw)} as arrays, {_size(total_stored)} on disk{ratio}")
     if engine_runs:
         lines.append(summarize(checks, engine_runs))
+        unreplayed = engine_runs - sum(c.replayed for c in checks)
+        if unreplayed:  # said at the top too, under the engine
+            at = next(i for i, line in enumerate(lines) if line.startswith("machine: "))
+            lines.insert(at, f"  ROUTES NOT REPLAYED through the router in {unreplayed} of {engine_runs} "
+                             f"runs (recorded with --no-route-check, or before the check existed): only "
+                             f"their structure was checked")
     tables = [name for name in trace.table_names if name != schema.RUN_SUMMARY_TABLE]
     lines.append(f"tables: {', '.join(tables) if tables else 'none'}")
     lines.append(_run_summary_line(trace))

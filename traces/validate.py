@@ -27,7 +27,8 @@ from traces.h5safe import (
 from traces.live import being_written, read_consistently
 from traces.lock import reading
 from traces.prompts import Prompts
-from traces.route_check import check_problems
+from traces.route_check import RouteCheck, check_problems
+from traces.route_rules import data_problems, shape_problems, trace_problems
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,8 @@ def check_run(f: h5py.File, name: str, meta: dict, labels: bool = False,
     check = values.get("route_check")
     problems.extend(Problem(where, message, severity) for severity, message in
                     check_problems(check if isinstance(check, dict) else None, bool(not_recorded)))
+    problems.extend(Problem(f"{where}/{path}", message) for path, message in
+                    shape_problems(meta, dims, bool(not_recorded)))
     _keep_well_typed(schema.RECORDS["run"], values)
     if "not_recorded" in values:
         values["not_recorded"] = list(not_recorded)
@@ -459,6 +462,7 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                                                            f"{len(names)} groups (not checked)"))
                 names = []
             to_read = []
+            checks: list[RouteCheck] = []
             prompts = Prompts()
             for name in names or []:
                 where = f"/{schema.RUNS}/{name}"
@@ -473,7 +477,8 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                     run_problems += _prompt_problems(found, where, prompts)
                 problems.extend(run_problems)
                 if read_data and not any(p.severity == "error" for p in run_problems):
-                    to_read.append((group, where))
+                    to_read.append((group, where, bool(found["attrs"].get("not_recorded"))))
+                checks += _route_check(found)
                 if _too_many(problems):
                     return _capped(problems)
             tables = _safe(lambda: f.get(schema.TABLES), f"/{schema.TABLES}", problems, "a readable group")
@@ -482,11 +487,25 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
                 for name in table_names or []:
                     problems.extend(check_table(f, name)[1])
                 problems.extend(check_run_summaries(path, f, meta))
-        for group, where in to_read:  # committed runs: a writer never changes them again
+        problems.extend(Problem(f"/{schema.RUNS}", message) for message in trace_problems(checks))
+        for group, where, engine_run in to_read:  # committed runs: a writer never changes them again
             _read_all(group, where, problems)
+            unread = any(p.severity == "error" and (p.where + "/").startswith(where + "/") for p in problems)
+            if not unread:
+                routes = _safe(lambda g=group, e=engine_run: data_problems(g, meta, e), where, problems,
+                               "readable routes")
+                problems.extend(Problem(f"{where}/{path}", message) for path, message in routes or [])
             if _too_many(problems):
                 break
     return _capped(problems)
+
+
+def _route_check(found: dict) -> list[RouteCheck]:
+    """The run's route check as read (none when absent or malformed: reported with the run)."""
+    try:
+        return [RouteCheck.from_attr(found.get("attrs", {}).get("route_check"))]
+    except ValueError:
+        return []
 
 
 def _complete(group: h5py.Group):

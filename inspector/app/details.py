@@ -9,6 +9,7 @@ import os
 
 from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtWidgets
+from traces.route_check import RouteCheck
 
 #: Model settings named first in the details, in this order: the shipped model's, then a Hugging Face
 #: config's. The others follow by name, or, past `SHOWN` settings, are counted.
@@ -44,6 +45,27 @@ def model_text(config) -> str:
     return " · ".join(f"{k} {value(config[k])}" for k in keys) + tail
 
 
+def engine_text(engine) -> str:
+    """A serving engine's name, version and every setting it records, as `info` prints them."""
+    if not isinstance(engine, dict):
+        return ""
+    shown = {k: v for k, v in engine.items() if k not in ("name", "package", "version")}
+    settings = " · ".join(f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}"
+                          for k, v in shown.items())
+    name = f"{engine.get('name', '?')} ({engine.get('package', '?')} {engine.get('version', '?')})"
+    return f"{name} · {settings}"
+
+
+def routes_text(run) -> str:
+    """What the check of an engine's run found ('' for the project's loop), as `info` says it."""
+    if not getattr(run, "not_recorded", None):
+        return ""
+    check = run.attrs.get("route_check")
+    if not isinstance(check, dict):
+        return "NOT CHECKED against the router (recorded before the check existed)"
+    return RouteCheck.from_attr(check).describe()
+
+
 def _table(rows: list[tuple[str, str]]) -> str:
     cells = "".join(f'<tr><td style="color: #606060; padding-right: 8px;">{html.escape(k)}</td>'
                     f"<td>{html.escape(v)}</td></tr>" for k, v in rows if v)
@@ -64,6 +86,7 @@ def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str
         ("kernels", str(meta.get("kernel_mode", ""))),
         ("device", device + (f" · torch {meta['torch_version']}" if meta.get("torch_version") else "")),
         ("seed", str(meta.get("seed", ""))),
+        ("engine", engine_text(meta.get("engine"))),
     ])]
     if run is not None:
         dims = " ".join(f"{k}={v}" for k, v in run.dims.items())
@@ -73,6 +96,10 @@ def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str
                      ("routing", info.routing)]
         rows.append(("reference", reference or run.name))
         parts += [f"<br><b>run {html.escape(run.name)}</b>", _table(rows)]
+        routes = routes_text(run)
+        if routes:
+            color = "#b00020" if "NOT" in routes else "#606060"
+            parts.append(f'<br><span style="color: {color};"><b>routes</b> {html.escape(routes)}</span>')
     return "".join(parts)
 
 

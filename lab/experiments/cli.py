@@ -74,9 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", metavar="URL",
                         help="--engine vllm-server: the server's address, e.g. http://127.0.0.1:8000")
     parser.add_argument("--no-route-check", action="store_true",
-                        help="--engine: do not check the engine's routes against the Hugging Face router "
-                             "(for a model too large to load beside the engine); info --check then warns "
-                             "that the trace's routes are unchecked")
+                        help="--engine: do not replay the engine's routes through the Hugging Face router "
+                             "(for a model too large to load beside the engine); their structure is still "
+                             "checked, and info and the app then say the routes were not replayed")
+    parser.add_argument("--route-check-sample", type=float, metavar="F",
+                        help="--engine: replay a random share F (0 < F < 1) of each run's rows through the "
+                             "router instead of every row, drawn from fresh entropy; the trace stores the "
+                             "draw and the 95%% upper bound of the disagreement rate it allows")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
                         help="compute dtype of a --model (default float32; --engine vllm: vLLM's own "
                              "default; --engine vllm-server: the dtype the server was started with, "
@@ -214,8 +218,10 @@ def _run(args: argparse.Namespace, stream=None, progress=None) -> int:
     if settings.experiment == "against":
         raise ExperimentError("-e against: compares the project's loop with a serving engine; pass --engine "
                               "vllm or vllm-server")
-    if any(getattr(args, flag, None) for flag in ("engine_arg", "url", "no_route_check")):
-        raise ExperimentError("--engine-arg/--url/--no-route-check: apply to --engine vllm or vllm-server")
+    engine_only = ("engine_arg", "url", "no_route_check", "route_check_sample")
+    if any(getattr(args, flag, None) for flag in engine_only):
+        raise ExperimentError("--engine-arg/--url/--no-route-check/--route-check-sample: apply to --engine "
+                              "vllm or vllm-server")
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device, ExperimentError)

@@ -29,7 +29,7 @@ import numpy as np
 from lab.experiments import ExperimentError
 from lab.experiments.compositions import random_compositions, read_partners, solo
 from lab.experiments.e1_table import ConditionResult, E1Result, _columns
-from lab.experiments.engine_recording import LOGPROBS, EngineRecording, refuse_unless_routed
+from lab.experiments.engine_recording import LOGPROBS, EngineRecording, refuse_unless_routed, routes_check
 from lab.experiments.example import ExampleResult
 from lab.experiments.measures import unique_completions
 from lab.experiments.progress import ProgressFn, no_progress
@@ -81,6 +81,13 @@ def check_options(args, settings) -> None:
     if args.kernel_mode or args.capacity_factors or args.presets or getattr(args, "min_capacities", None):
         raise ExperimentError(f"--engine {engine}: the engine routes dropless with its own kernels; "
                               f"capacity and kernel-mode options do not apply")
+    share = getattr(args, "route_check_sample", None)
+    if share is not None and not 0 < share < 1:
+        raise ExperimentError(f"--route-check-sample {share:g}: expected a share between 0 and 1 (without it "
+                              f"every row is replayed)")
+    if share is not None and getattr(args, "no_route_check", False):
+        raise ExperimentError("--route-check-sample: replays a share of the rows; --no-route-check replays "
+                              "none")
     if settings.device_map is not None or settings.device != "cpu":
         raise ExperimentError(f"--engine {engine}: the engine places the model itself (pass vLLM's own "
                               f"arguments with --engine-arg)")
@@ -160,7 +167,8 @@ def run(args, settings, progress: ProgressFn = no_progress):
     reference = rec = None
     try:
         reference, rec = prepare(settings, engine, pool, tokenizer, config,
-                                 route_check=not getattr(args, "no_route_check", False))
+                                 route_check=not getattr(args, "no_route_check", False),
+                                 share=getattr(args, "route_check_sample", None) or 1.0)
         return RECORDERS[settings.experiment](settings, rec, progress)
     except (EngineError, ExperimentError) as exc:
         kept = rec.kept(rec.close()) if rec is not None else "; no trace written"
@@ -174,9 +182,12 @@ def run(args, settings, progress: ProgressFn = no_progress):
         engine.close()
 
 
-def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, route_check: bool = True):
+def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, route_check: bool = True,
+            share: float = 1.0):
     """(the route check's reference or None, the recording) of `settings.experiment` through the
-    started `engine`: its first answer (the probe, one token) checked before any trace is written."""
+    started `engine`: its first answer (the probe, one token) checked before any trace is written
+    (its structure; with `route_check`, also replayed through the router); each run's rows are then
+    replayed at `share` (1: every row)."""
     from model.hf.families import family_of
     from model.hf.moe_layers import engine_rows
     from model.vllm.route_check import RouterReference
@@ -196,16 +207,18 @@ def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, rout
         except (ValueError, OSError) as exc:  # a model the Hugging Face path cannot load
             raise ExperimentError(f"--engine {engine.name}: the route check cannot load {settings.hf_model} "
                                   f"({exc}); --no-route-check records the routes unchecked") from None
-        check = reference.check(run_arrays([first], 1, LOGPROBS, layers=layers), 0, settings.seed, n_experts)
-        try:
-            refuse_unless_routed(check, served, "its first answer (the probe, one token)")
-        except ExperimentError:
+    arrays = run_arrays([first], 1, LOGPROBS, layers=layers)
+    check = routes_check(arrays, reference, n_experts, served["dtype"])
+    try:
+        refuse_unless_routed(check, served, "its first answer (the probe, one token)")
+    except ExperimentError:
+        if reference is not None:
             reference.close()
-            raise
+        raise
     meta, vocab = trace_meta(settings.hf_model, engine, settings, tokenizer, config)
     experiment = {"e1": "E1", "example": "example", "against": "against"}[settings.experiment]
     rec = EngineRecording(settings.output, engine, pool, meta, vocab, experiment,
-                          eos_ids(settings.hf_model, tokenizer), layers, reference, n_experts)
+                          eos_ids(settings.hf_model, tokenizer), layers, reference, n_experts, share)
     return reference, rec
 
 

@@ -1,5 +1,6 @@
 """One trace written from a serving engine's outputs, one run per batch composition, each run's routes
-checked before it is written (`traces.route_check`).
+checked before it is written (`traces.route_check`): their structure always, and, unless the recording
+was asked not to, every row (or a random share of rows) replayed through the router.
 
 The trace file is created with its first run, so a recording that fails before any run leaves no
 file behind; one that fails later keeps its complete runs and says how many (`kept`). A run whose
@@ -41,11 +42,28 @@ def likely_cause(settings: dict) -> str:
 
 
 def refuse_unless_routed(check, settings: dict, what: str) -> None:
-    """RoutesRefused naming the likely cause when `check` (a RouteCheck, or None: not checked) refuses."""
+    """RoutesRefused naming the likely cause when `check` (a RouteCheck) refuses."""
     reason = check.refusal() if check is not None else ""
-    if reason:
-        raise RoutesRefused(f"--engine {settings['name']}: the routes of {what} cannot be the router's: "
-                            f"{reason}; {likely_cause(settings)}")
+    if not reason:
+        return
+    if check.repeated or check.out_of_range or check.unexplained and "log-probabilities" not in reason:
+        cause = likely_cause(settings)
+    else:
+        cause = ("record with --dtype as the engine computes" if settings.get("name") == "vllm-server" and
+                 settings.get("dtype_from", "").startswith("--dtype") else "vLLM's kernels differ from "
+                 "transformers' more than the dtype allows")
+    raise RoutesRefused(f"--engine {settings['name']}: the routes of {what} cannot be the router's: "
+                        f"{reason}; {cause}")
+
+
+def routes_check(arrays: dict, reference, n_experts: int, dtype: str, share: float = 1.0):
+    """The RouteCheck of one run's arrays: replayed through `reference` (a RouterReference) at
+    `share`, or its structure alone when there is none (--no-route-check)."""
+    from model.vllm.route_check import structure_check
+
+    if reference is None:
+        return structure_check(arrays, n_experts, dtype)
+    return reference.check(arrays, n_experts, share)
 
 
 class EngineRecording:
@@ -53,15 +71,16 @@ class EngineRecording:
 
     def __init__(self, path: Path, engine: Engine, pool: RequestPool, meta: RootMeta, vocab: list[str],
                  experiment: str, eos_ids: tuple[int, ...] = (), layers: list[int] | None = None,
-                 reference=None, n_experts: int = 0):
+                 reference=None, n_experts: int = 0, share: float = 1.0):
         self.path, self.engine, self.pool, self.meta, self.vocab = path, engine, pool, meta, vocab
         self.experiment, self.eos_ids, self.layers = experiment, eos_ids, layers
-        self.reference, self.n_experts = reference, n_experts
+        self.reference, self.n_experts, self.share = reference, n_experts, share
         self.condition = f"{engine.name}, dropless (the engine's routing and kernels)"
         self.routing = meta.routing
         self._writer = None
         self.closed: int | None = None  # complete runs, once closed
-        self.runs = 0  # engine runs written (each check draws its rows with the seed plus this count)
+        self.runs = 0  # engine runs written
+        self.check_seconds = 0.0  # time spent replaying routes through the reference
 
     @property
     def writer(self):
@@ -83,16 +102,15 @@ class EngineRecording:
         outputs = self.engine.generate(self.pool.prompts(comp), max_new_tokens)
         wall = time.perf_counter() - started
         arrays = run_arrays(outputs, max_new_tokens, LOGPROBS, self.eos_ids, self.layers)
-        check = None
-        if self.reference is not None:
-            check = self.reference.check(arrays, comp.probe_row, seed + self.runs, self.n_experts)
-            refuse_unless_routed(check, self.engine.settings(), f"run {name}")
+        check = routes_check(arrays, self.reference, self.n_experts, self.meta.dtype, self.share)
+        self.check_seconds += 0.0 if check.seconds != check.seconds else check.seconds
+        refuse_unless_routed(check, self.engine.settings(), f"run {name}")
         attrs = RunAttrs(request_ids=comp.requests, probe_row=comp.probe_row, batch_size=comp.batch_size,
                          max_new_tokens=max_new_tokens, label=comp.label, condition=self.condition,
                          experiment=self.experiment, routing=self.routing, kernel_mode="native", seed=seed,
                          wall_time_s=wall, not_recorded=list(ENGINE_NOT_RECORDED), topk_values="log_probs",
                          cached_tokens=cached_tokens(outputs),
-                         route_check=None if check is None else check.to_attr())
+                         route_check=check.to_attr())
         self.writer.add_run(name, attrs=attrs, arrays=arrays)
         self.runs += 1
         return arrays

@@ -27,7 +27,7 @@ from pathlib import Path
 from model.engines import EngineName
 from model.vllm.offline import EngineError
 from model.vllm.outputs import EngineOutput, from_completion_choice
-from model.vllm.settings import COMPILED_ADVICE, SERVED, captures_routes, served_settings
+from model.vllm.settings import COMPILED_ADVICE, SERVED, captures_routes, resolve_kv_cache, served_settings
 
 #: Seconds one request may take before the recording gives up.
 TIMEOUT_S = 300
@@ -171,10 +171,11 @@ class ServerEngine:
 
     def settings(self) -> dict:
         """What a client can know of how the server serves (None: not visible from a client)."""
-        return {**self.served, "name": self.name, "package": self.package, "version": self.version,
-                "url": self.url, "served_model": self.model, "served_root": self.root, "dtype": self.dtype,
-                "dtype_from": self.dtype_source,
-                "requests": "one /v1/completions request per row, all concurrent; the server batches them"}
+        return resolve_kv_cache({
+            **self.served, "name": self.name, "package": self.package, "version": self.version,
+            "url": self.url, "served_model": self.model, "served_root": self.root, "dtype": self.dtype,
+            "dtype_from": self.dtype_source,
+            "requests": "one /v1/completions request per row, all concurrent; the server batches them"})
 
     def close(self) -> None:
         """Nothing to free: the server keeps running."""

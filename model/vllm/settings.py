@@ -45,7 +45,15 @@ def served_settings(config) -> dict:
     for name, section, field in SERVED:
         part = _get(config, section)
         out[name] = _plain(name, _get(part, field) if part is not None else None)
-    return out
+    return resolve_kv_cache(out)
+
+
+def resolve_kv_cache(settings: dict) -> dict:
+    """`settings` with `kv_cache_dtype` as vLLM resolves it: "auto" is the model's dtype (vLLM's
+    `get_kv_cache_torch_dtype`); what was asked is kept as `kv_cache_dtype_asked`."""
+    if settings.get("kv_cache_dtype") == "auto" and settings.get("dtype"):
+        return {**settings, "kv_cache_dtype": settings["dtype"], "kv_cache_dtype_asked": "auto"}
+    return settings
 
 
 def _get(obj, name: str):
