@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--compositions", type=int, default=30)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--dtype", default=None, help="the engine's dtype (default vLLM's own: bfloat16 here)")
+    parser.add_argument("--dump", help="save every pair's (differs, layer, z_(K), z_(K+1), max |z|) as .npy")
     args = parser.parse_args()
 
     from transformers import AutoConfig, AutoTokenizer
@@ -60,7 +61,7 @@ def main() -> None:
     layers = engine_rows(config, engine.generate([list(pool.tokens[0])], 1)[0].routed.shape[1])
     engine_s = check_s = 0.0
     checked = agreeing = near = 0
-    gaps, all_gaps = [], []
+    gaps, all_gaps, rows = [], [], []
     comps = random_compositions(0, args.compositions, pool.n_partners, tuple(range(1, 9)))
     try:
         for comp in comps:
@@ -81,6 +82,10 @@ def main() -> None:
                 g = gap_ulps(z, K, dtype)
                 gaps.extend(g[differ].tolist())
                 all_gaps.extend(g.reshape(-1).tolist())
+                ordered = np.sort(z, axis=-1)[..., ::-1]  # [L, T, E]
+                layer = np.broadcast_to(np.arange(z.shape[0])[:, None], differ.shape)
+                rows.append(np.stack([differ, layer, ordered[..., K - 1], ordered[..., K],
+                                      np.abs(z).max(axis=-1)], axis=-1).reshape(-1, 5))
     finally:
         reference.close()
         engine.close()
@@ -89,6 +94,8 @@ def main() -> None:
           f"check / engine = {check_s / engine_s:.2f}")
     print(f"pairs checked {checked:,}: agree {agreeing:,}, near ties {near}, "
           f"elsewhere {checked - agreeing - near}")
+    if args.dump:
+        np.save(args.dump, np.concatenate(rows))  # [pairs, 5]: differ, layer, z_(K), z_(K+1), max |z|
     all_g = np.asarray(all_gaps)
     if gaps:
         g = np.asarray(gaps)

@@ -36,6 +36,7 @@ class LoopEngine:
         self.model = load_hf(folder, dtype=dtype)
         self.policy = self.model.adapt_policy(RoutingPolicy.preset("dropless"))
         self.dtype = dtype
+        self.answers: dict = {}
 
     def check_tokenizer(self, text: str, ids: list[int]) -> None:
         pass
@@ -50,6 +51,14 @@ class LoopEngine:
         return self.model(x, self.policy, step=StepInputs(valid=valid))
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[EngineOutput]:
+        """The greedy outputs, computed once per (prompts, max_new_tokens) and kept (a deterministic
+        engine: the corrupted tries of one composition share its clean answer)."""
+        key = (tuple(map(tuple, prompts)), max_new_tokens)
+        if key not in self.answers:
+            self.answers[key] = self._generate(prompts, max_new_tokens)
+        return self.answers[key]
+
+    def _generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[EngineOutput]:
         rows = [list(p) for p in prompts]
         for _ in range(max_new_tokens + 1):  # greedy, the whole batch recomputed each step
             logits = self._forward(rows).logits.float()

@@ -183,11 +183,12 @@ def run(args, settings, progress: ProgressFn = no_progress):
 
 
 def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, route_check: bool = True,
-            share: float = 1.0):
+            share: float = 1.0, reference=None):
     """(the route check's reference or None, the recording) of `settings.experiment` through the
     started `engine`: its first answer (the probe, one token) checked before any trace is written
     (its structure; with `route_check`, also replayed through the router); each run's rows are then
-    replayed at `share` (1: every row)."""
+    replayed at `share` (1: every row). `reference`: a RouterReference already loaded, to use instead
+    of loading one (recordings that share one model)."""
     from model.hf.families import family_of
     from model.hf.moe_layers import engine_rows
     from model.vllm.route_check import RouterReference
@@ -200,8 +201,10 @@ def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, rout
         raise ExperimentError(f"--engine {engine.name}: {exc}") from None
     served = engine.settings()
     n_experts = family_of(config.model_type).num_experts(config)
-    reference = None
-    if route_check:
+    given = reference
+    if not route_check:
+        reference = None
+    elif reference is None:
         try:
             reference = RouterReference(settings.hf_model, served["dtype"])
         except (ValueError, OSError) as exc:  # a model the Hugging Face path cannot load
@@ -212,7 +215,7 @@ def prepare(settings, engine: Engine, pool: RequestPool, tokenizer, config, rout
     try:
         refuse_unless_routed(check, served, "its first answer (the probe, one token)")
     except ExperimentError:
-        if reference is not None:
+        if reference is not None and reference is not given:
             reference.close()
         raise
     meta, vocab = trace_meta(settings.hf_model, engine, settings, tokenizer, config)
