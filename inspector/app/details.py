@@ -95,11 +95,12 @@ def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str
             rows += [("batch", info.label), ("condition", info.condition), ("experiment", info.experiment),
                      ("routing", info.routing)]
         rows.append(("reference", reference or run.name))
-        parts += [f"<br><b>run {html.escape(run.name)}</b>", _table(rows)]
         routes = routes_text(run)
-        if routes:
-            color = "#b00020" if "NOT" in routes else "#606060"
-            parts.append(f'<br><span style="color: {color};"><b>routes</b> {html.escape(routes)}</span>')
+        if "NOT" in routes:  # a run whose routes were not replayed says so first, in red
+            parts.insert(0, f'<span style="color: #b00020;"><b>{html.escape(routes)}</b></span><br>')
+        else:
+            rows.append(("routes", routes))
+        parts += [f"<br><b>run {html.escape(run.name)}</b>", _table(rows)]
     return "".join(parts)
 
 
