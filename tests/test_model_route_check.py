@@ -151,6 +151,11 @@ def test_no_route_check_checks_structure_and_says_so(setup, tmp_path, capsys):
     assert "0 errors, 2 warnings" in out
     for check in checks(path).values():
         assert not check.replayed and check.checked == 0 and check.tokens > 0
+    from inspector.app.details import details_html
+
+    with open_trace(path) as t:  # the app's run details say it first
+        text = details_html(t, t.run("c0"), None, None)
+        assert text.index("ROUTES NOT REPLAYED") < text.index("written by") and "compilation_mode NONE" in text
 
 
 def test_a_sampled_check_draws_fresh_rows_and_stores_its_bound(setup, tmp_path):
