@@ -160,6 +160,11 @@ def test_engine_arguments_pass_through_as_json_or_text():
      "capacity and kernel-mode options do not apply"),
     (["-e", "e1", "--engine-arg", "tensor_parallel_size=2"], "apply to --engine vllm"),
     (["-e", "against"], "pass --engine vllm"),
+    (["-e", "e1", "--route-check-sample", "0.5"], "apply to --engine vllm"),
+    (["-e", "e1", "--engine", "vllm", "--model", MODEL, "--route-check-sample", "1.5"],
+     "--route-check-sample 1.5: expected a share between 0 and 1"),
+    (["-e", "e1", "--engine", "vllm", "--model", MODEL, "--route-check-sample", "0.5", "--no-route-check"],
+     "--no-route-check replays none"),
 ])
 def test_engine_options_that_do_not_apply_are_one_line_errors(args, message, tmp_path, capsys):
     assert main(["record", *args, "-n", "1", "--new-tokens", "2", "-q", "-o", str(tmp_path / "x.h5")]) == 2
