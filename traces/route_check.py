@@ -144,6 +144,7 @@ class RouteCheck:
             out[key] = None if math.isnan(out[key]) else out[key]
         if out["seed"] is None:
             del out["seed"]
+        out["rate_bound"] = self.rate_bound  # stored for readers; recomputed from the counts when read
         return out
 
     @classmethod
