@@ -34,8 +34,8 @@ import numpy as np
 from traces.route_stats import tail, upper_bound
 
 #: A disagreement whose router gap is within this many units in the last place (at the magnitude of
-#: the token's largest router logit) is a near tie: it holds 87% of the disagreements of a clean
-#: bfloat16 recording and 4% of all its pairs (docs/engines.md).
+#: the token's largest router logit) is a near tie: it holds 95% of the disagreements of a clean
+#: bfloat16 recording and 4.0% of all its pairs (docs/engines.md).
 WINDOW_ULPS = 2
 #: Explicit mantissa bits of each dtype a trace may be computed in.
 MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
