@@ -105,6 +105,21 @@ def test_a_wrong_dtype_is_refused_by_its_log_probabilities():
     assert check("float32", 5e-6).refusal() == "" and check("bfloat16", 1.87).refusal() == ""
 
 
+def test_a_refusal_names_its_likely_cause():
+    from lab.experiments.engine_recording import RoutesRefused, refuse_unless_routed
+
+    wrong_dtype = RouteCheck(tokens=10, repeated=0, out_of_range=0, example=(), dtype="float32", rows=(0,),
+                             checked=10, agreeing=10, logprob_difference=0.183)
+    server = {"name": "vllm-server", "dtype_from": "--dtype (stated)", "compilation_mode": None}
+    with pytest.raises(RoutesRefused, match="does not compute in float32; record with --dtype as the engine "
+                                            "computes$"):
+        refuse_unless_routed(wrong_dtype, server, "a run")
+    zeros = RouteCheck(tokens=26, repeated=26, out_of_range=0, example=(0, 0), dtype="bfloat16")
+    with pytest.raises(RoutesRefused, match=r"name one expert twice \(e.g. \[0, 0\]\); a server started "
+                                            r"without --enforce-eager runs compiled"):
+        refuse_unless_routed(zeros, server, "a run")
+
+
 def test_a_sample_of_rows_is_drawn_from_its_draw():
     rows = sample_rows(8, 0.25, np.random.default_rng(12345))
     assert len(rows) == 2 and rows == sample_rows(8, 0.25, np.random.default_rng(12345))

@@ -17,6 +17,7 @@ import numpy as np
 
 from lab.experiments import ExperimentError
 from lab.experiments.session import RequestPool
+from model.engines import EngineName
 from model.protocols import Engine
 from model.vllm.arrays import ENGINE_NOT_RECORDED, cached_tokens, run_arrays
 from model.vllm.settings import COMPILED_ADVICE
@@ -46,12 +47,13 @@ def refuse_unless_routed(check, settings: dict, what: str) -> None:
     reason = check.refusal() if check is not None else ""
     if not reason:
         return
-    if check.repeated or check.out_of_range or check.unexplained and "log-probabilities" not in reason:
-        cause = likely_cause(settings)
+    if "log-probabilities" in reason:  # the stated dtype is not the one computed
+        stated = settings.get("name") == EngineName.VLLM_SERVER and \
+            str(settings.get("dtype_from", "")).startswith("--dtype")
+        cause = "record with --dtype as the engine computes" if stated else \
+            "vLLM's kernels differ from transformers' more than the dtype allows"
     else:
-        cause = ("record with --dtype as the engine computes" if settings.get("name") == "vllm-server" and
-                 settings.get("dtype_from", "").startswith("--dtype") else "vLLM's kernels differ from "
-                 "transformers' more than the dtype allows")
+        cause = likely_cause(settings)
     raise RoutesRefused(f"--engine {settings['name']}: the routes of {what} cannot be the router's: "
                         f"{reason}; {cause}")
 
