@@ -378,7 +378,7 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
     # Native pairs carry both kinds of difference where the kernels round by batch shape: a numeric
     # root (router logits an ulp apart) before the drop that decides. The proof must be of capacity
     # kind (a router change it holds came after earlier drops), never the numeric root alone.
-    both = [r for r in divergent if r.root_kind == "router_logits" and r.cause == "capacity"
+    both = [r for r in divergent if r.first_kind == "router_logits" and r.cause == "capacity"
             and r.confirmed_cause == "capacity"]
     for r in both:
         assert r.proof_kind == "capacity" and r.logits_same is not True, r.sentence

@@ -69,7 +69,7 @@ def test_record_of_a_capacity_verdict():
     assert (r.cause, r.position, r.layer, r.rank, r.t_star, r.new_index) == ("capacity", 12, 2, 1, 20, 10)
     assert (r.dropped_in, r.capacity, r.group, r.step, r.slot) == ("r005", 3, 0, 0, 3)
     assert r.displacing_rows == "3 3 7"
-    assert (r.root_kind, r.root_position, r.root_layer) == ("router_logits", 0, 0)
+    assert (r.first_kind, r.first_position, r.first_layer) == ("router_logits", 0, 0)
     assert r.sentence.startswith("Position 12, layer 2: the probe's 2nd choice expert 5 was dropped in run "
                                  "r005 (capacity 3 in group 0 of step 0, slot 3); rows 3, 3, 7 took slots "
                                  "0-2")
