@@ -109,3 +109,4 @@ class _Upstream:
 
     def __init__(self, side, cells):
         self.own, self.other, self.name, self.cells = side.own, side.other, side.name, cells
+        self.run, self.row = side.run, side.row

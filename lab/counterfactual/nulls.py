@@ -7,7 +7,8 @@ prompt, so a pooled null would hide every prefill cell and flatter every cell at
 a cell of the class where A and B agree (a decode class with none draws at its own cells, among
 experts neither run chose there) and gives `changed` of its candidates random other experts (kept;
 gates as the policy gives them from the row's scores), the same number of candidates the tested
-cell changes. Draws are seeded by the pair and class, so a rerun draws the same changes.
+cell changes. Draws are seeded by the patched run and row, t*, the class and the size: a rerun, or
+the pair with A and B swapped, draws the same changes.
 
 Decode classes are drawn exactly where the caller can rerun (a draw at t*-d reruns d decode steps
 from a kept state): a cell at t*-1 is patched exactly, and routing downstream of it reacts, which
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,7 +86,7 @@ def null_draws(model, policy, lin, side, klass: int, size: int, n: int, t_star: 
     if not pool:
         empty = np.zeros(0, dtype=int)
         return Draws(empty, empty, np.zeros((0, K), dtype=int), np.zeros((0, K), dtype=bool), np.zeros(0))
-    rng = np.random.default_rng([t_star, ord(side.name), klass, size, 7])
+    rng = np.random.default_rng([t_star, zlib.crc32(side.run.encode()), side.row, klass, size])
     picks = rng.integers(len(pool), size=n)
     layers = np.array([pool[j][0] for j in picks], dtype=int)
     positions = np.array([pool[j][1] for j in picks], dtype=int)
