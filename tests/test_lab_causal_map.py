@@ -24,6 +24,7 @@ from traces.analysis.causal_map import (
     format_links,
     map_text,
     parse_links,
+    record_headline,
 )
 
 #: The shipped example's first divergent pair: the probe in c01 against the reference c00.
@@ -145,3 +146,12 @@ def test_the_map_table_round_trips():
         cells_from_columns({"run": np.array(["x"])})
     links = "decisive:3:28:1 router:1:28:1 capacity:0:28:1"
     assert format_links([]) == "" and [k[0] for k in parse_links(links)] == ["decisive", "router", "capacity"]
+
+
+def test_the_side_by_side_headline_reads_the_chain_from_the_batch_to_the_token():
+    said = record_headline("B:3:28 A:1:28", "decisive:3:28:1 router:1:28:1 capacity:0:28:1", False, 0.5, -1.6)
+    batch, router, token = (said.index(x) for x in ("the batch's queue", "B's router", "toward A's"))
+    assert batch < router < token and "step 1, layer 0" in said
+    tie = record_headline("", "", True, 0.04, -0.026)
+    assert "near-tie" in tie and "4%" in tie and "0.026" in tie
+    assert record_headline("", "", None, float("nan"), float("nan")) == ""

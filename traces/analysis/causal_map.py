@@ -269,3 +269,37 @@ def parse_links(text: str) -> list[tuple[str, int, int, int]]:
         kind, layer, position, step = part.split(":")
         out.append((kind, int(layer), int(position), int(step)))
     return out
+
+
+def record_headline(decisive_cells: str, map_chain: str, near_tie: bool | None, null_flip: float,
+                    baseline: float) -> str:
+    """The causal map of a stored record in plain words with A and B ('' when it holds no map): the
+    chain from the batch to the token, or the near-tie."""
+    if near_tie is None:
+        return ""
+    if near_tie:
+        rate = f"; a random change of that size there flips it in {null_flip:.0%} of draws" \
+            if not math.isnan(null_flip) else ""
+        return (f"Causal map: a near-tie. B preferred its own token over A's by {-baseline:.2g} logits, and "
+                f"no routing cell where A and B differ moves that more than a random change of the same size "
+                f"at the same position{rate}.")
+    if not decisive_cells:
+        return ""
+    run, layer, position = decisive_cells.split()[0].split(":")
+    other = "A" if run == "B" else "B"
+    links = parse_links(map_chain)
+    words = []
+    for kind, link_layer, link_position, step in reversed(links):
+        if kind == "capacity":
+            words.append(f"at step {step}, layer {link_layer}, the batch's queue decided {run}'s position "
+                         f"{link_position} differently from {other}'s (a capacity event)")
+        elif kind == "first" and (link_layer, link_position) != (int(layer), int(position)):
+            words.append(f"{run}'s routing first differs from {other}'s at position {link_position}, layer "
+                         f"{link_layer}")
+        elif kind == "router":
+            words.append(f"that moved {run}'s router at position {link_position}, layer {link_layer}")
+    lead = "so " if words else ""
+    words.append(f"{lead}{run}'s routing of position {position}, layer {layer} differs from {other}'s, and "
+                 f"{other}'s there would move {run}'s token toward {other}'s more than a random change does")
+    text = "; ".join(words)
+    return f"Causal map: {text[0].upper()}{text[1:]}."
