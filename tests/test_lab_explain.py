@@ -129,6 +129,11 @@ def assert_proof(r):
     assert r.proof_reruns >= r.proof_size
     if r.scope == "candidate":
         assert r.sufficient.startswith(("keeping expert", "giving the group capacity", "withdrawing row")), r
+    # the causal map beside it: B's differing cells, both baselines (each run prefers its own token)
+    assert r.map_cells > 0 and r.map_exact > 0 and r.near_tie is not None and "Causal map: " in r.sentence, r
+    assert r.map_baseline < 0 and r.map_baseline_ref < 0 and r.map_seconds > 0, r
+    assert r.near_tie == (r.decisive_cells == ""), r
+    assert all(not x for x in (r.alternative_cells, r.chain_cells, r.chain_end)) and r.placebo == -1.0, r
 
 
 def test_an_output_near_tie_is_confirmed_numeric(tmp_path, tiny_model):

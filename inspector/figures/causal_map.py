@@ -100,6 +100,8 @@ class CausalMapFigure:
                                    "prompt | generation", ink)
             plot.setTitle(self._title(side, limit), color=self.style.foreground,
                           size=f"{self.style.font_size + 1}pt")
+            for axis in ("bottom", "left", "top"):   # nothing to read off axes without a map
+                plot.showAxis(axis, show=not data.message)
             plot.vb.setLimits(xMin=-1.5, xMax=T + 0.5, yMin=-1.0, yMax=L)
             plot.vb.setRange(xRange=(-0.5, T - 0.5), yRange=(-0.5, L - 0.5), padding=0)
         self._draw_chain()
