@@ -276,8 +276,8 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, mapper: MapRunne
         proof_cells=format_cells((e.layer, e.position) for e in proof.events), proof_size=len(proof.events),
         proof_reruns=proof.reruns, necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new,
         proof_how=lead.how if lead and len(proof.events) == 1 else "", proof_run=lead.run if lead else "")
-    if pair_map is None:
-        return updated
+    if pair_map is None:   # a dense model: no routing cell to map (0, so that a later call keeps it)
+        return dataclasses.replace(updated, map_cells=0)
     maps[record_key(record)] = pair_map
     return with_map(updated, pair_map)
 

@@ -137,7 +137,7 @@ class ExplainRecord:
     map_joint_ref: float = float("nan")  # on A's, all set to B's
     map_sum: float = float("nan")        # sum of B's single-cell effects
     map_sum_ref: float = float("nan")
-    map_cells: int = -1                  # differing cells of B before t* (-1 no map)
+    map_cells: int = -1                  # differing cells of B before t* (-1 no map; 0 none to map)
     map_exact: int = -1                  # cells of both runs patched exactly
     decisive_cells: str = ""             # cells beating their null, strongest first: "B:layer:position"
     near_tie: bool | None = None         # no cell of either run beats its null

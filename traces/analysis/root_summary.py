@@ -57,7 +57,7 @@ def _median(values: list[float]) -> float:
 
 
 def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
-    mapped = [r for r in records if r.diverged and r.map_cells >= 0]
+    mapped = [r for r in records if r.diverged and r.map_cells > 0]
     chained = [r for r in mapped if r.map_chain]
     tops = []
     for r in mapped:
