@@ -134,8 +134,10 @@ class CausalMapFigure:
             line = pg.PlotCurveItem([x0, x1], [y0, y1], pen=pen)
             line.setZValue(30)
             plot.addItem(line)
-            angle = math.degrees(math.atan2(-(y1 - y0), x1 - x0)) + 180
-            head = pg.ArrowItem(pos=(x1, y1), angle=angle, headLen=12, brush="#1b7837", pen=pen)
+            # in data units, so that the head points along the line whatever the axes' scales
+            angle = math.degrees(math.atan2(y1 - y0, x1 - x0)) + 180
+            head = pg.ArrowItem(pos=(x1, y1), angle=angle, headLen=0.45, headWidth=0.3, pxMode=False,
+                                brush="#1b7837", pen=pen)
             head.setZValue(31)
             plot.addItem(head)
             self.arrows += [line, head]
