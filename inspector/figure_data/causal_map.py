@@ -79,7 +79,7 @@ def describe_cell(data: CausalMapData, side: str, layer: int, position: int) -> 
     how = "exact" if c.exact else "estimated (first order)"
     kind = "exact" if c.null_exact else "estimated"
     beats = ", beats it" if c.beats_null else ""
-    null = (f"{c.percentile:.1f}th percentile of its null ({c.null_draws} {kind} draws, corrected p "
+    null = (f"above {c.percentile:.1f}% of its null's {c.null_draws} {kind} draws (corrected p "
             f"{c.p_value:.3g}{beats})")
     queue = "" if math.isnan(c.queue) else f"; the queue alone: {c.queue:+.3g}"
     token = data.labels[position] if 0 <= position < len(data.labels) else ""
