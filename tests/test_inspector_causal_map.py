@@ -40,7 +40,7 @@ def test_the_view_shows_the_selected_rows_map_and_its_cells_on_hover(make_window
     assert view.figure.hover_text(0, -5.0, 0.0) is None
     # a run without a map: the notice, no cells
     w.state.set_run("alone-dropless", 0)
-    qtbot.waitUntil(lambda: not view._dirty and view.data.message, timeout=20000)
+    qtbot.waitUntil(lambda: not view._dirty and bool(view.data.message), timeout=20000)
     assert "no causal map" in view.data.message
 
 
