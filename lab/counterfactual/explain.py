@@ -230,13 +230,14 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
 
 def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
            redo: bool) -> list[Pair]:
-    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again, and so is
-    one a table older than the causal map holds), cap the rest at `limit`; return those to rerun."""
+    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again; one a
+    table older than the causal map holds is kept until `redo`), cap the rest at `limit`; return those
+    to rerun."""
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        # A record from before the causal map (version 4 or older) is explained again.
-        searched = old is not None and old.proof_reruns >= 0 and old.map_cells >= 0
+        # A record from before the causal map (version 4 or older) is kept too: `redo` maps it.
+        searched = old is not None and old.proof_reruns >= 0
         if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1

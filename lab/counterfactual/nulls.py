@@ -10,11 +10,12 @@ gates as the policy gives them from the row's scores), the same number of candid
 cell changes. Draws are seeded by the patched run and row, t*, the class and the size: a rerun, or
 the pair with A and B swapped, draws the same changes.
 
-Decode classes are drawn exactly where the caller can rerun (a draw at t*-d reruns d decode steps
-from a kept state): a cell at t*-1 is patched exactly, and routing downstream of it reacts, which
-a first-order estimate holding routing fixed cannot follow, so its exact effect is tested against
-exact draws. Prefill classes test the cell's estimate against estimated draws (a prefill rerun
-repeats the whole prefill; `bench/causal_map.py` checks the estimates against exact patching).
+Decode classes up to `EXACT_NULL_DISTANCE` are drawn exactly where the caller can rerun (a draw
+at t*-d reruns d decode steps from a kept state): a cell at t*-1 is patched exactly, and routing
+downstream of it reacts, which a first-order estimate holding routing fixed cannot follow, so its
+exact effect is tested against exact draws. Prefill classes and farther decode classes test the
+cell's estimate against estimated draws (a prefill rerun repeats the whole prefill;
+`bench/causal_map.py` checks the estimates against exact patching).
 
 A cell's p-value is the share of draws at least as large in magnitude ((1 + hits) / (1 + draws)),
 corrected by weighted Bonferroni: alpha is split equally over the position classes the pair's
@@ -40,6 +41,9 @@ DRAWS_PER_CELL = 25
 MAX_DRAWS = 4000
 #: Exact draws per decode class, at most.
 MAX_EXACT_DRAWS = 640
+#: Decode distances to t* whose nulls are drawn exactly (a draw at t*-d reruns d steps: exact draws at
+#: every distance of a late split would cost the square of its length); farther classes are estimated.
+EXACT_NULL_DISTANCE = 2
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,8 @@ def null_test(model, policy, lin, side, estimate: np.ndarray, t_star: int, promp
     for i, (_, _, changed) in enumerate(side.cells):
         k = klass[i]
         factor = len(classes) * klass.count(k)     # weighted Bonferroni: alpha split over the classes
-        exactly = rerun is not None and k > 0 and exact is not None and not math.isnan(exact[i])
+        exactly = (rerun is not None and 0 < k <= EXACT_NULL_DISTANCE and exact is not None
+                   and not math.isnan(exact[i]))
         key = (k, changed)
         if key not in draws_of:
             n = min(MAX_EXACT_DRAWS if exactly else MAX_DRAWS, max(MIN_DRAWS, DRAWS_PER_CELL * factor))
