@@ -42,7 +42,7 @@ class CausalMapFigure:
         self.sides = sides
         self.plots: list[pg.PlotItem] = []
         self.images: list[pg.ImageItem] = []
-        self.outlines: list[pg.ScatterPlotItem] = []
+        self.outlines: list[pg.PlotCurveItem] = []
         self.splits: list[pg.InfiniteLine] = []
         self.arrows: list[pg.GraphicsObject] = []
         self.marks: list[MarkAxis] = []
@@ -60,8 +60,7 @@ class CausalMapFigure:
             self.style.style_plot(plot)
             image = pg.ImageItem(axisOrder="row-major")
             plot.addItem(image)
-            outline = pg.ScatterPlotItem(symbol="s", size=1.0, pxMode=False, brush=None,
-                                         pen=pg.mkPen(self.style.foreground, width=2.5))
+            outline = pg.PlotCurveItem(pen=pg.mkPen(self.style.foreground, width=2.5), connect="finite")
             outline.setZValue(10)
             plot.addItem(outline)
             dashed = pg.mkPen(self.style.foreground, width=2, style=QtCore.Qt.PenStyle.DashLine)
@@ -90,7 +89,7 @@ class CausalMapFigure:
             plot.getAxis("bottom").set_labels(data.labels)
             plot.getAxis("left").set_labels([str(layer) for layer in range(L)])
             beats = [c for c in data.cells.get(side, ()) if c.beats_null]
-            self.outlines[i].setData([c.position for c in beats], [c.layer for c in beats])
+            self.outlines[i].setData(*_frames([(c.position, c.layer) for c in beats]))
             self.splits[i].setPos(T - 0.5)
             self.splits[i].setVisible(data.n_positions > 0)
             ink = self.style.foreground
@@ -161,6 +160,14 @@ class CausalMapFigure:
         if cell is None:
             return None
         return describe_cell(self.data, self.sides[plot_index], cell[1], cell[0])
+
+
+def _frames(cells: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """x, y of a closed square around each (position, layer) cell, NaN between them."""
+    h = 0.45
+    x = [v for p, _ in cells for v in (p - h, p + h, p + h, p - h, p - h, np.nan)]
+    y = [v for _, layer in cells for v in (layer - h, layer - h, layer + h, layer + h, layer - h, np.nan)]
+    return np.array(x, dtype=float), np.array(y, dtype=float)
 
 
 def draw_causal_map(layout: pg.GraphicsLayout, style: FigureStyle, data: CausalMapData, sel,
