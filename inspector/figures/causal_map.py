@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 
 import numpy as np
 
@@ -107,13 +108,13 @@ class CausalMapFigure:
 
     def _title(self, side: str, limit: float) -> str:
         d = self.data
-        if d.message:
-            return html.escape(d.message)
+        if d.message:   # lines of a few words: a title is as wide as its longest line
+            return "<br>".join(html.escape(line) for line in textwrap.wrap(d.message, 48))
         patched, other = (d.run, d.ref_run) if side == "B" else (d.ref_run, d.run)
         base = d.baseline[SIDES.index(side)]
         tie = " · a near-tie" if d.near_tie else ""
         row = d.row if side == "B" else d.ref_row
-        return (f"{side}{NB}= {html.escape(patched)} row{NB}{row} patched toward {html.escape(other)}{tie}"
+        return (f"{side}{NB}= {html.escape(patched)} row{NB}{row}<br>patched toward {html.escape(other)}{tie}"
                 f"<br>logit difference at t*{NB}={NB}{d.t_star}: {base:+.3g} unpatched · colour ±{limit:.3g}")
 
     def _draw_chain(self) -> None:

@@ -34,7 +34,7 @@ class CausalMapView(View):
         for plot in self.figure.plots:
             plot.vb.setMinimumHeight(MIN_PLOT_PX // 2)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
-        self.keep_graphics_at_least(self.graphics, 600, MIN_PLOT_PX + 90)
+        self.keep_graphics_at_least(self.graphics, 400, MIN_PLOT_PX + 90)
         layout = self.scrolled_layout()
         top = QtWidgets.QHBoxLayout()
         top.addWidget(legend, 1)
