@@ -100,6 +100,9 @@ def null_draws(model, policy, lin, side, klass: int, size: int, n: int, t_star: 
         slots = rng.choice(K, size=min(size, K), replace=False)
         taken = np.union1d(expert[r], other_e[layers[r], positions[r]])
         free = np.setdiff1d(np.arange(E), taken)
+        if len(free) < len(slots):   # few experts: any the row did not choose there
+            free = np.setdiff1d(np.arange(E), expert[r])
+            slots = slots[:len(free)]
         expert[r, slots] = rng.choice(free, size=len(slots), replace=False)
         kept[r, slots] = True
     out = np.zeros(n)
