@@ -18,6 +18,9 @@ one change, which `model.generate.generate` applies in that step and layer only:
 - `logits`: the row's router logits at that position and layer are replaced by the given ones
   (the other run's recorded logits) before routing: a numeric difference at the router removed.
 
+`SetKept` is the queue patch of the causal map (`lab.counterfactual.causal_map`): the row's own
+candidates at one cell kept or dropped as another batch's queue decided, gates renormalized.
+
 The kinds are `traces.analysis.proof.EventKind`, the vocabulary of the proof's events (`cell`, a
 replayed cell, is no intervention); the spellings `remove_rows` and `router_logits` read as
 `withdraw` and `logits`.
@@ -174,6 +177,50 @@ class StepEdits:
         for e in self.edits:
             d = e.after_route(d, norm)
         return d
+
+
+@dataclass(frozen=True)
+class SetKept:
+    """The row's kept flags at one (step, layer, position) set to `kept` [K] (its experts unchanged):
+    what another batch's queue decided for the same candidates; gates renormalized by the policy."""
+
+    step: int
+    layer: int
+    row: int
+    position: int
+    kept: tuple[bool, ...]
+
+    def for_step(self, step: int, positions: torch.Tensor, valid: torch.Tensor) -> KeptEdit | None:
+        if step != self.step:
+            return None
+        cols = torch.nonzero((positions[self.row] == self.position) & valid[self.row]).flatten().tolist()
+        if not cols:
+            raise ValueError(f"step {step} does not route row {self.row} position {self.position}")
+        return KeptEdit(self, cols[0])
+
+
+@dataclass(frozen=True)
+class KeptEdit:
+    """A `SetKept` resolved to one step: the token is column `col` of the step's input."""
+
+    change: SetKept
+    col: int
+
+    @property
+    def layer(self) -> int:
+        return self.change.layer
+
+    def for_layer(self, layer: int) -> KeptEdit | None:
+        return self if layer == self.layer else None
+
+    def before_route(self, router_logits: torch.Tensor) -> torch.Tensor:
+        return router_logits
+
+    def after_route(self, d: RoutingDecision, norm: str) -> RoutingDecision:
+        c = self.change
+        kept = d.kept.clone()
+        kept[c.row, self.col] = torch.tensor(c.kept, dtype=torch.bool, device=kept.device)
+        return _with_kept(d, kept, norm)
 
 
 def _with_kept(d: RoutingDecision, kept: torch.Tensor, norm: str) -> RoutingDecision:

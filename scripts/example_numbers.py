@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from lab.counterfactual import TABLE  # noqa: E402
 from traces import open_trace  # noqa: E402
 from traces.analysis.explain_table import from_columns  # noqa: E402
-from traces.analysis.root_summary import root_summary  # noqa: E402
+from traces.analysis.root_summary import map_summary  # noqa: E402
 
 EXAMPLES = ROOT / "traces" / "examples"
 DOCS = (ROOT / "README.md", EXAMPLES / "README.md")
@@ -30,7 +30,7 @@ BLOCK = re.compile(r"<!-- numbers: (?P<name>[\w.-]+) -->\n.*?<!-- /numbers -->",
 
 
 def numbers(path: Path) -> str:
-    """The lines: proofs, root events, chains of the trace's stored explanation table."""
+    """The lines: proofs and causal maps of the trace's stored explanation table."""
     with open_trace(path) as trace:
         columns, _ = trace.read_table(TABLE)
     records = from_columns(columns)
@@ -51,7 +51,7 @@ def numbers(path: Path) -> str:
         f"Of {len(divergent)} divergent pairs: {said}. {len(proven)} are proven: {single} by a single "
         f"event{set_text}; {at_first} at the first difference; {necessary} also necessary; {whole} "
         f"restore the whole completion alone.",
-        root_summary(divergent).describe(),
+        map_summary(divergent).describe(),
     ]
     return "\n".join(line for line in lines if line)
 

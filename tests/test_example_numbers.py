@@ -11,4 +11,4 @@ def test_the_docs_state_the_shipped_examples_stored_numbers():
         assert script.filled(text) == text, f"{doc}: run python scripts/example_numbers.py"
         names += [m["name"] for m in script.BLOCK.finditer(text)]
     assert sorted(set(names)) == ["example.h5", "tiny-mixtral-bf16.h5"]
-    assert "Root events:" in script.numbers(script.EXAMPLES / "example.h5")
+    assert "Causal maps of" in script.numbers(script.EXAMPLES / "example.h5")

@@ -129,6 +129,11 @@ def assert_proof(r):
     assert r.proof_reruns >= r.proof_size
     if r.scope == "candidate":
         assert r.sufficient.startswith(("keeping expert", "giving the group capacity", "withdrawing row")), r
+    # the causal map beside it: B's differing cells, both baselines (each run prefers its own token)
+    assert r.map_cells > 0 and r.map_exact > 0 and r.near_tie is not None and "Causal map: " in r.sentence, r
+    assert r.map_baseline < 0 and r.map_baseline_ref < 0 and r.map_seconds > 0, r
+    assert r.near_tie == (r.decisive_cells == ""), r
+    assert all(not x for x in (r.alternative_cells, r.chain_cells, r.chain_end)) and r.placebo == -1.0, r
 
 
 def test_an_output_near_tie_is_confirmed_numeric(tmp_path, tiny_model):
@@ -378,7 +383,7 @@ def test_the_shipped_example_reproduces_and_proves_each_capacity_verdict(tmp_pat
     # Native pairs carry both kinds of difference where the kernels round by batch shape: a numeric
     # root (router logits an ulp apart) before the drop that decides. The proof must be of capacity
     # kind (a router change it holds came after earlier drops), never the numeric root alone.
-    both = [r for r in divergent if r.root_kind == "router_logits" and r.cause == "capacity"
+    both = [r for r in divergent if r.first_kind == "router_logits" and r.cause == "capacity"
             and r.confirmed_cause == "capacity"]
     for r in both:
         assert r.proof_kind == "capacity" and r.logits_same is not True, r.sentence

@@ -1,4 +1,5 @@
-"""The search for the proven cause: a complete single-event scan, delta debugging, necessity, reach."""
+"""The search for the proven cause: the causal map's strongest cells tried alone, delta debugging,
+necessity, reach."""
 
 import shutil
 
@@ -6,8 +7,8 @@ import pytest
 import torch
 from paths import EXAMPLE
 
-from lab.counterfactual.reruns import Reruns, replay_cells
-from lab.counterfactual.search import _Pair, _time, ddmin, prove
+from lab.counterfactual.reruns import Reruns
+from lab.counterfactual.search import ddmin, prove
 from lab.counterfactual.source import load_model, resolve_checkpoint
 from model.generate import generate
 from traces import open_trace
@@ -55,7 +56,8 @@ def test_the_first_difference_is_not_the_proven_cause_on_the_shipped_example(exa
     a, b = row_trace(trace.run(REFERENCE[0]), REFERENCE[1]), row_trace(trace.run(DIVERGENT[0]), DIVERGENT[1])
     v = explain_pair(a, b)
     assert (v.cause, v.position, v.layer) == ("capacity", 0, 2)     # observed: a prompt token, layer 2
-    proof = prove(v, reruns)
+    # the causal map's strongest cell of B (position 28, layer 0) is tried first
+    proof = prove(v, reruns, [(0, v.t_star - 1)])
     lead = proof.lead
     # proven: new token 0 (position 28), layer 0, expert 3, by a capacity intervention alone
     assert len(proof.events) == 1 and proof.kind == "capacity" and proof.scope == "candidate"
@@ -64,63 +66,11 @@ def test_the_first_difference_is_not_the_proven_cause_on_the_shipped_example(exa
     # it restores the first split, and the completion splits again soon after
     assert v.new_index < proof.reach < proof.n_new == 64
     assert 0 < proof.reruns == reruns.trials
-
-
-def _tokens_through(reruns, event, v):
-    """The event's run rerun from scratch with `generate` (no early stop), its watched row's tokens
-    through t*: an independent check of a trial."""
-    s = reruns.settings(event.run)
-    replay = None
-    if event.intervention is None:   # a cell: the other row's routing replayed at that one cell
-        reference = reruns.reference_routing(v.ref_run, v.ref_row)
-        replay = {event.row: replay_cells(reference, [(event.layer, event.position)])}
-    out = generate(reruns.model, s.prompts, s.max_new_tokens, s.policy, s.kernel_mode, replay=replay,
-                   intervention=event.intervention, arrivals=s.arrivals)
-    return out.tokens[event.row][: v.t_star + 1]
-
-
-def test_the_root_event_is_the_earliest_of_the_events_that_each_suffice(example_reruns):
-    trace, reruns = example_reruns
-    a, b = row_trace(trace.run(REFERENCE[0]), REFERENCE[1]), row_trace(trace.run(DIVERGENT[0]), DIVERGENT[1])
-    v = explain_pair(a, b)
-    proof = prove(v, reruns)
-    root = proof.lead
-    target = {v.ref_run: a.tokens[: v.t_star + 1].astype(int).tolist(),
-              v.run: b.tokens[: v.t_star + 1].astype(int).tolist()}
-    other = v.ref_run if root.run == v.run else v.run
-    # the scan tried every candidate event, and the root is the first sufficient one in time order
-    events = _Pair(v, Reruns(trace, reruns.model)).events()
-    assert proof.candidates == len(events) > len(proof.alternatives) >= 2
-    assert proof.alternatives[0] == root and list(proof.alternatives) == sorted(proof.alternatives, key=_time)
-    # independent reruns: the root and the last alternative each give the other run's tokens; the
-    # three candidate events just before the root do not
-    assert _tokens_through(reruns, root, v) == target[other]
-    last = proof.alternatives[-1]
-    assert _tokens_through(reruns, last, v) == target[v.ref_run if last.run == v.run else v.run]
-    earlier = [e for e in events if _time(e) < _time(root)][-3:]
-    assert earlier
-    for e in earlier:
-        assert _tokens_through(reruns, e, v) != target[v.ref_run if e.run == v.run else v.run]
-    # the placebo: a share of the ten random routings at the root's cell
-    assert proof.placebo is not None and round(proof.placebo * 10) == proof.placebo * 10
-    assert 0.0 <= proof.placebo <= 1.0
-    # the chain: its links lie after the split, each restores more, and an independent rerun with the
-    # root event and every link's cells replayed from the other row agrees for the last link's reach
-    assert proof.chain and proof.chain_end in ("whole", "no_cells", "budget")
-    reaches = [proof.reach] + [link.reach for link in proof.chain]
-    assert reaches == sorted(set(reaches)) and reaches[-1] <= proof.n_new
-    assert (reaches[-1] == proof.n_new) == (proof.chain_end == "whole")
-    cells = [cell for link in proof.chain for cell in link.cells]
-    other_row = (v.ref_run, v.ref_row) if root.run == v.run else (v.run, v.row)
-    source = reruns.reference_routing(*other_row)
-    s = reruns.settings(root.run)
-    if root.intervention is None:
-        cells.append((root.layer, root.position))
+    # an independent rerun from scratch gives the other run's tokens through the split
+    other = v.run if lead.run == v.ref_run else v.ref_run
+    row = v.row if other == v.run else v.ref_row
+    target = trace.run(other).tokens[row, : v.t_star + 1].astype(int).tolist()
+    s = reruns.settings(lead.run)
     out = generate(reruns.model, s.prompts, s.max_new_tokens, s.policy, s.kernel_mode,
-                   replay={root.row: replay_cells(source, cells)}, intervention=root.intervention,
-                   arrivals=s.arrivals)
-    mine, theirs = out.tokens[root.row][v.prompt_len:], (a if other_row[0] == v.ref_run else b).tokens
-    theirs = theirs[v.prompt_len: v.prompt_len + proof.n_new].astype(int).tolist()
-    agree = next((i for i, (x, y) in enumerate(zip(mine, theirs, strict=False)) if x != y),
-                 min(len(mine), len(theirs)))
-    assert agree == reaches[-1]
+                   intervention=lead.intervention, arrivals=s.arrivals)
+    assert out.tokens[lead.row][: v.t_star + 1] == target

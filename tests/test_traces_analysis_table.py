@@ -69,7 +69,7 @@ def test_record_of_a_capacity_verdict():
     assert (r.cause, r.position, r.layer, r.rank, r.t_star, r.new_index) == ("capacity", 12, 2, 1, 20, 10)
     assert (r.dropped_in, r.capacity, r.group, r.step, r.slot) == ("r005", 3, 0, 0, 3)
     assert r.displacing_rows == "3 3 7"
-    assert (r.root_kind, r.root_position, r.root_layer) == ("router_logits", 0, 0)
+    assert (r.first_kind, r.first_position, r.first_layer) == ("router_logits", 0, 0)
     assert r.sentence.startswith("Position 12, layer 2: the probe's 2nd choice expert 5 was dropped in run "
                                  "r005 (capacity 3 in group 0 of step 0, slot 3); rows 3, 3, 7 took slots "
                                  "0-2")
@@ -130,11 +130,12 @@ def test_bad_tables_give_clear_errors():
     assert to_columns([])["cause"].shape == (0,) and from_columns(to_columns([])) == []
 
 
-def test_version_4_stores_the_proof_and_its_scan_and_reads_versions_3_2_and_1():
+def test_version_5_stores_the_map_and_reads_versions_4_3_2_and_1():
     from traces.analysis.explain_table import (
         _ADDED_IN_2,
         _ADDED_IN_3,
         _ADDED_IN_4,
+        _ADDED_IN_5,
         TABLE_VERSION,
         proof_cells,
     )
@@ -150,9 +151,13 @@ def test_version_4_stores_the_proof_and_its_scan_and_reads_versions_3_2_and_1():
     minimal = dataclasses.replace(records[3], confirmed_cause="mixed", sufficient="replaying ...; replaying",
                                   scope="set", proof_step=1, proof_layer=0, proof_position=10,
                                   proof_kind="mixed", proof_cells="0:10 1:11", proof_size=2, proof_reruns=40,
-                                  necessary=False, reach=7, reach_of=7)
+                                  necessary=False, reach=7, reach_of=7, map_baseline=-1.8,
+                                  map_baseline_ref=-0.42, map_joint=2.2, map_joint_ref=2.2, map_sum=6.1,
+                                  map_sum_ref=0.3, map_cells=12, map_exact=8, decisive_cells="B:0:28 A:3:28",
+                                  near_tie=False, null_flip=0.03, concentration=0.8,
+                                  map_chain="decisive:0:28:1 capacity:0:28:1", map_seconds=1.5)
     records[1], records[3] = single, minimal
-    assert TABLE_VERSION == 4 and table_attrs()["version"] == 4
+    assert TABLE_VERSION == 5 and table_attrs()["version"] == 5
     columns = to_columns(records)
     assert columns["placebo"].tolist() == [-1.0, 0.3, -1.0, -1.0, -1.0, -1.0]
     assert columns["alternatives"].dtype == np.int32 and columns["chain_cells"][1] == "0:14 1:15+2:15"
@@ -161,8 +166,19 @@ def test_version_4_stores_the_proof_and_its_scan_and_reads_versions_3_2_and_1():
     assert len(back) == len(records) and all(same(a, b) for a, b in zip(records, back, strict=True))
     assert back[1].proven and back[3].proven and not back[2].proven
     assert proof_cells(back[3]) == [(0, 10), (1, 11)] and proof_cells(back[0]) == []
+    assert back[3].near_tie is False and back[0].near_tie is None and back[3].map_chain.startswith("decisive")
+    assert columns["near_tie"].tolist() == [-1, -1, -1, 0, -1, -1]
+    # A version-4 table: no map (its columns empty), the first difference under its old names.
+    version4 = {k: v for k, v in columns.items() if k not in _ADDED_IN_5}
+    for old_name, new_name in (("root_kind", "first_kind"), ("root_position", "first_position"),
+                               ("root_layer", "first_layer")):
+        version4[old_name] = version4.pop(new_name)
+    old4 = from_columns(version4)
+    assert [r.first_position for r in old4] == [r.first_position for r in records]
+    assert all(r.map_cells == -1 and r.near_tie is None and math.isnan(r.map_baseline) for r in old4)
+    assert old4[1].placebo == 0.3 and old4[1].chain_end == "whole"
     # A version-3 table: no root-event scan; its proofs stay, the scan's columns are empty.
-    version3 = {k: v for k, v in columns.items() if k not in _ADDED_IN_4}
+    version3 = {k: v for k, v in columns.items() if k not in (*_ADDED_IN_4, *_ADDED_IN_5)}
     old3 = from_columns(version3)
     assert old3[1].proven and old3[1].proof_kind == "capacity" and old3[1].reach == 3
     assert all(r.alternatives == r.candidates == -1 and r.placebo == -1.0 and not r.proof_run

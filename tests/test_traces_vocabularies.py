@@ -134,7 +134,7 @@ OTHER_WORDS = {
 }
 
 #: Names whose value is a cause, event, engine or level: never compared with a literal but ''.
-_VOCABULARY_NAME = re.compile(r"(^|_)(cause|how|engine|level|reproduction|proof_kind|root_kind|guess)$")
+_VOCABULARY_NAME = re.compile(r"(^|_)(cause|how|engine|level|reproduction|proof_kind|first_kind|guess)$")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -1,4 +1,5 @@
-"""`moe-inspector explain TRACE`: confirm divergence causes by counterfactual reruns, store them.
+"""`moe-inspector explain TRACE`: confirm divergence causes by counterfactual reruns, map how much each
+differing routing cell moves each split (the causal map, docs/experiments.md), store them.
 
 A thin shell over `lab.counterfactual`, imported only when the command runs (with `record`, the
 one place the inspector reaches the model). Bad traces and option values leave as a `UsageError`:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traces.analysis import ExplainRecord, Verdict
+from traces.analysis.causal_map import record_headline
 from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC, meaning, settles
 from traces.analysis.displacement import capacity_text
 from traces.analysis.explain_table import proof_cells
@@ -132,7 +133,8 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
             text += f" (the first difference, at {first}, is not it)"
         if record.proof_how in ROUTER_EVENTS:   # the event is a router choice, not a drop
             said = meaning_of_event(shown)
-            return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}."), confirmed
+            return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}.") + _map_words(record), \
+                confirmed
     elif confirmed and record.confirmed_cause == OUTPUT_NUMERIC:
         shown = record.confirmed_cause
         text = (f"Cause: {numeric_flip(v)} — confirmed by counterfactual reruns: no routing event carries "
@@ -150,7 +152,16 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
             text += f" — explain found no proof: {record.confirmed_cause}"
             shown = record.confirmed_cause
     said = meaning(shown)
-    return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}."), confirmed
+    return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}.") + _map_words(record), confirmed
+
+
+def _map_words(record: ExplainRecord | None) -> str:
+    """' Causal map: ...' (the chain from the batch to the token, or a near-tie), '' without a map."""
+    if record is None or record.map_cells < 0:
+        return ""
+    said = record_headline(record.decisive_cells, record.map_chain, record.near_tie, record.null_flip,
+                           record.map_baseline)
+    return f" {said}" if said else ""
 
 
 def _observed(v: Verdict) -> str:

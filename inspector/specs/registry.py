@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from inspector.figure_data import causal_map
 from inspector.figure_data.table import Table, TableError, TableSpec
 from inspector.specs import captions, divergence, figures
 from inspector.specs.selection import Selection, SelectionError
@@ -78,6 +79,10 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
     ViewSpec("runs", "N runs", "Ctrl+5", divergence.read_runs, "draw_runs", divergence.runs_columns,
              divergence.runs_stem, ("run", "request", "condition", "range"), inches=(11.0, 7.5),
              heights=(5.5, 5.0), fits=3, compares=True, caption=captions.runs_caption),
+    ViewSpec("causal_map", "Causal map", "Ctrl+6", causal_map.read_causal_map,
+             "inspector.figures.causal_map:draw_causal_map", causal_map.map_columns, causal_map.map_stem,
+             ("run", "request", "row", "range"), inches=(10.0, 6.0), heights=(5.0, 5.5), fits=2,
+             widget="inspector.views.causal_map:CausalMapView", caption=causal_map.map_caption),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
              area="bottom", fit_height=True, caption=captions.text_caption),

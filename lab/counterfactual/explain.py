@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.counterfactual.causal_map import MapRunner
 from lab.counterfactual.decide import Evidence, decide, rerun_text
 from lab.counterfactual.pairs import Group, plan_groups
 from lab.counterfactual.reruns import RerunError, Reruns
@@ -52,19 +53,10 @@ from model.fingerprint import machine_fingerprint
 from model.kernels import KERNEL_VERSION
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
+from traces.analysis.causal_map import PairMap, format_decisive, format_links, map_text
 from traces.analysis.cause_table import IDENTICAL, NOT_REPRODUCED, OUTPUT_NUMERIC
 from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
-from traces.analysis.proof import (
-    ProofKind,
-    alternatives_text,
-    chain_text,
-    format_cells,
-    format_chain,
-    necessity_text,
-    placebo_text,
-    proof_sentence,
-    reach_text,
-)
+from traces.analysis.proof import ProofKind, format_cells, necessity_text, proof_sentence, reach_text
 from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import Level, weakest
 from traces.analysis.summary import CauseSummary
@@ -107,6 +99,7 @@ class ExplainResult:
     drift: dict[str, float] = field(default_factory=dict)   # dataset -> largest float drift of the reruns
     recorded_machine: dict = field(default_factory=dict)    # fingerprint stored in the trace
     rerun_machine: dict = field(default_factory=dict)       # fingerprint of this call's reruns
+    maps: dict = field(default_factory=dict)                # pair key -> causal map made in this call
 
     def summary(self) -> CauseSummary:
         """Counts and shares of the confirmed causes over every record of the table."""
@@ -162,6 +155,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
         order = {name: i for i, name in enumerate(trace.run_names)}
         conditions = {name: condition_of(trace.run(name).attrs) for name in order}
         reruns = Reruns(trace, model)  # runs the trace's kernels where this build has them
+        mapper = MapRunner(reruns)
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
                                recorded_machine=dict(trace.meta.get("machine") or {}),
                                rerun_machine=machine_fingerprint(
@@ -175,7 +169,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
             compared = result.compared
             for i, (verdict, record) in enumerate(todo):
                 key = record_key(record)
-                new = _confirm(record, verdict, reruns, machines)
+                new = _confirm(record, verdict, reruns, mapper, machines, result.maps)
                 old = earlier.get(key)
                 if old is not None and evidence_rank(old) > evidence_rank(new):
                     log.info("kept the earlier verdict of run %s row %d (%s, %s) over this rerun's (%s, %s)",
@@ -201,7 +195,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
     result.seconds = time.perf_counter() - started
     if fresh:
         store(path, result.records, checkpoint=checkpoint, device=device,
-              not_reproduced=result.not_reproduced, rerun_machine=result.rerun_machine,
+              not_reproduced=result.not_reproduced, rerun_machine=result.rerun_machine, maps=result.maps,
               **({"checkpoint_sha256": digest} if digest else {}))
     return result
 
@@ -236,14 +230,14 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
 
 def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
            redo: bool) -> list[Pair]:
-    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again, and so is
-    one a table older than the proof search holds: it never searched for a proven cause), cap the rest
-    at `limit`; return those to rerun."""
+    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again; one a
+    table older than the causal map holds is kept until `redo`), cap the rest at `limit`; return those
+    to rerun."""
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        # A proof from before the root-event scan (no candidates stored) is searched again.
-        searched = old is not None and old.proof_reruns >= 0 and (old.candidates > 0 or not old.proven)
+        # A record from before the causal map (version 4 or older) is kept too: `redo` maps it.
+        searched = old is not None and old.proof_reruns >= 0
         if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1
@@ -254,11 +248,12 @@ def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | N
     return rerun
 
 
-def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -> ExplainRecord:
-    """Rerun one divergent pair and fill in its counterfactual columns, reproduction level, proven
-    cause (event or minimal set, necessity, reach) and confirmed cause."""
+def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, mapper: MapRunner, machines: str,
+             maps: dict) -> ExplainRecord:
+    """Rerun one divergent pair and fill in its counterfactual columns, reproduction level, causal map,
+    proven cause (event or minimal set, necessity, reach) and confirmed cause."""
     try:
-        evidence, proof = _evidence(v, reruns)
+        evidence, proof, pair_map = _evidence(v, reruns, mapper)
     except RerunError as exc:
         sentence = f"{record.sentence} Reruns impossible: {exc}. Confirmed: {NOT_REPRODUCED}."
         return dataclasses.replace(record, confirmed_cause=NOT_REPRODUCED, reproduction="", sentence=sentence)
@@ -266,32 +261,39 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, machines: str) -
     reproductions = (reruns.reproduction(v.ref_run), reruns.reproduction(v.run))
     extra = "".join(f" Run {r.run} rerun took another decision: {r.difference}." for r in reproductions
                     if not r.reproduced)
-    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{_proof_text(v, proof, evidence)}{extra}"
-                f"{machines} Confirmed: {decision.cause} ({decision.reason}).")
+    said = f" {map_text(pair_map, v.run, v.ref_run)}" if pair_map is not None else ""
+    sentence = (f"{record.sentence} {rerun_text(evidence, v.t_star)}{said}{_proof_text(v, proof, evidence)}"
+                f"{extra}{machines} Confirmed: {decision.cause} ({decision.reason}).")
     updated = with_counterfactuals(record, dropless_same=evidence.dropless_same,
                                    invariant_same=evidence.invariant_same, replay_same=evidence.replay_same,
                                    confirmed_cause=decision.cause)
     lead = proof.lead
     kind = proof.kind or (ProofKind.OUTPUT_NUMERIC if decision.cause == OUTPUT_NUMERIC else "")
-    return dataclasses.replace(updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift,
-                               keep_same=proof.keep, withdraw_same=proof.withdraw, logits_same=proof.logits,
-                               sufficient=evidence.sufficient, scope=proof.scope,
-                               proof_step=lead.step if lead else -1, proof_layer=lead.layer if lead else -1,
-                               proof_position=lead.position if lead else -1, proof_kind=kind,
-                               proof_cells=format_cells((e.layer, e.position) for e in proof.events),
-                               proof_size=len(proof.events), proof_reruns=proof.reruns,
-                               necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new,
-                               proof_how=lead.how if lead and len(proof.events) == 1 else "",
-                               proof_run=lead.run if lead else "",
-                               candidates=proof.candidates if proof.candidates else -1,
-                               candidates_all=proof.candidates_all if proof.candidates else -1,
-                               alternatives=len(proof.alternatives) if proof.candidates else -1,
-                               alternative_cells=format_cells(((a.layer, a.position)
-                                                               for a in proof.alternatives), distinct=True),
-                               placebo=proof.placebo if proof.placebo is not None else -1.0,
-                               chain_cells=format_chain(c.cells for c in proof.chain),
-                               chain_reach=" ".join(str(c.reach) for c in proof.chain),
-                               chain_end=proof.chain_end)
+    updated = dataclasses.replace(
+        updated, sentence=sentence, reproduction=evidence.level, drift=evidence.drift, keep_same=proof.keep,
+        withdraw_same=proof.withdraw, logits_same=proof.logits, sufficient=evidence.sufficient,
+        scope=proof.scope, proof_step=lead.step if lead else -1, proof_layer=lead.layer if lead else -1,
+        proof_position=lead.position if lead else -1, proof_kind=kind,
+        proof_cells=format_cells((e.layer, e.position) for e in proof.events), proof_size=len(proof.events),
+        proof_reruns=proof.reruns, necessary=proof.necessary, reach=proof.reach, reach_of=proof.n_new,
+        proof_how=lead.how if lead and len(proof.events) == 1 else "", proof_run=lead.run if lead else "")
+    if pair_map is None:   # a dense model: no routing cell to map (0, so that a later call keeps it)
+        return dataclasses.replace(updated, map_cells=0)
+    maps[record_key(record)] = pair_map
+    return with_map(updated, pair_map)
+
+
+def with_map(record: ExplainRecord, m: PairMap) -> ExplainRecord:
+    """`record` with the causal map's columns (version 5) filled in."""
+    nan = float("nan")
+    return dataclasses.replace(
+        record, map_baseline=m.baseline.get("B", nan), map_baseline_ref=m.baseline.get("A", nan),
+        map_joint=m.joint.get("B", nan), map_joint_ref=m.joint.get("A", nan),
+        map_sum=m.sum_singles.get("B", nan), map_sum_ref=m.sum_singles.get("A", nan),
+        map_cells=sum(1 for c in m.cells if c.patched == "B"),
+        map_exact=sum(1 for c in m.cells if c.exact), decisive_cells=format_decisive(m),
+        near_tie=m.near_tie if m.cells else None, null_flip=m.null_flip(), concentration=m.concentration(),
+        map_chain=format_links(m.chain), map_seconds=m.seconds)
 
 
 def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:
@@ -302,19 +304,11 @@ def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:
         how = lead.how if len(proof.events) == 1 else ""
         parts = [proof_sentence(e.sufficient, len(proof.events), proof.kind, v.t_star, v.new_index,
                                 lead.run, other, how),
-                 alternatives_text(len(proof.alternatives), proof.candidates,
-                                   format_cells(((a.layer, a.position) for a in proof.alternatives),
-                                                distinct=True),
-                                   (lead.layer, lead.position), proof.candidates_all),
-                 placebo_text(proof.placebo if proof.placebo is not None else -1.0),
                  necessity_text(proof.necessary), reach_text(proof.reach, proof.n_new),
-                 chain_text(format_chain(c.cells for c in proof.chain),
-                            " ".join(str(c.reach) for c in proof.chain), proof.chain_end, proof.reach,
-                            proof.n_new),
                  f"The search took {proof.reruns} reruns."]
         return " " + " ".join(p for p in parts if p)
     if e.replay_same:
-        return (f" No single event before the split and no set of the differing events found by delta "
+        return (f" No event at the map's strongest cells and no set of the differing events found by delta "
                 f"debugging restores the reference's tokens ({proof.reruns} reruns).")
     return ""
 
@@ -330,7 +324,7 @@ def _machines_text(recorded: dict, rerun: dict) -> str:
             f"({'; '.join(changed)}).")
 
 
-def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
+def _evidence(v: Verdict, reruns: Reruns, mapper: MapRunner) -> tuple[Evidence, Proof, PairMap | None]:
     ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
     ref_s, s = reruns.settings(ref_run), reruns.settings(run)
     coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
@@ -338,7 +332,7 @@ def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
     level = weakest(r.level for r in reproductions)
     drift = _drift_text(reproductions)
     if level == Level.NOT_REPRODUCED:
-        return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Proof()
+        return Evidence(v.cause, False, None, None, None, coupled, native, level=level), Proof(), None
     n_new = min(ref_s.max_new_tokens, s.max_new_tokens)
 
     def agree(variant: str) -> bool | None:
@@ -355,10 +349,13 @@ def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
         replay_same = list(replayed[: v.t_star + 1]) == reference
     as_recorded = [reruns.as_recorded(ref_run, variant) and reruns.as_recorded(run, variant)
                    for variant in ("dropless", "batch_invariant")]
-    proof = prove(v, reruns) if replay_same else Proof()
+    pair_map = mapper.pair(v) if reruns.model.config.is_moe else None
+    strongest = sorted((c for c in pair_map.cells if c.patched == "B"),
+                       key=lambda c: (not c.beats_null, -abs(c.effect))) if pair_map else []
+    proof = prove(v, reruns, [(c.layer, c.position) for c in strongest]) if replay_same else Proof()
     evidence = Evidence(v.cause, True, dropless, invariant, replay_same, coupled, native, *as_recorded,
                         level=level, drift=drift, proof_kind=proof.kind, sufficient=proof.words(v))
-    return evidence, proof
+    return evidence, proof, pair_map
 
 
 def _largest_drift(reproductions) -> dict[str, float]:

@@ -7,7 +7,7 @@ from lab.experiments.tables import markdown_table, percent
 from traces import fingerprint
 from traces.analysis.cause_table import CauseName
 from traces.analysis.reproduction import Level
-from traces.analysis.root_summary import root_summary
+from traces.analysis.root_summary import map_summary
 from traces.analysis.summary import CauseSummary
 
 
@@ -63,7 +63,7 @@ def proof_lines(result: ExplainResult) -> list[str]:
     lines = [f"Proven cause (sufficient through the first split): {len(proven)} of {len(searched)} "
              f"searched pairs, {single} by a single event and {len(sets)} by a 1-minimal set{sizes}; "
              f"{necessary} also necessary; {whole} restore the whole completion."]
-    roots = root_summary(searched).describe()
+    roots = map_summary(searched).describe()
     if roots:
         lines.append(roots)
     if result.rerun:

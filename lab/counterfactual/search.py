@@ -1,11 +1,13 @@
-"""The proven cause of a divergent pair: a complete scan of single events, then a minimal set of events.
+"""The proven cause of a divergent pair: the causal map's strongest cells tried alone, else a minimal set.
 
 The analysis names the *first difference* of a pair (`traces.analysis.explain_pair`: the first
-routing decision that differs, walking positions then layers). That is an observation, not a cause:
-later decisions of the same batch differ as well, and any of them, or several together, may be what
-splits the tokens. The *proven cause* is the event, or the smallest set of events, whose intervention
-removes the split: run B (or A) rerun as recorded with only that changed gives the other row's tokens
-through the first differing token t* (*sufficient*, judged through the first split only).
+routing decision that differs, walking positions then layers). That is an observation, not a cause.
+How much each differing cell moves the split is the causal map's business
+(`lab.counterfactual.causal_map`: graded effects against position-matched nulls). The *proven
+cause* here is the binary check beside it: the event, or the smallest set of events, whose
+intervention removes the split: run B (or A) rerun as recorded with only that changed gives the
+other row's tokens through the first differing token t* (*sufficient*, judged through the first
+split only).
 
 1. Candidate events: every (layer, position) before t* where the two rows' routing decisions differ
    (chosen experts, or the kept set of the same experts). At each, every intervention the generation
@@ -16,31 +18,16 @@ through the first differing token t* (*sufficient*, judged through the first spl
    of the chosen experts (or the router logits) is a change of the router's input, which is upstream
    numeric when no decision differed before it (causal order: earlier positions, lower layers) and
    otherwise carries the kinds of those earlier decisions.
-2. Complete scan: every candidate event is tried alone, in time order (position, then layer, then the
-   narrowest intervention first), with no early stop, up to `MAX_SCAN_TRIALS` events (a split late in
-   a long completion has a thousand candidates, each trial running to t*). The *root event* is the
-   earliest sufficient one (exact within the budget too: the scan goes in time order); every
-   sufficient event scanned is kept (the *alternatives*: "1 of N events that each suffice"), and the
-   latest of them, often at t*-1, is the *proximate trigger*.
+2. The events at the map's strongest cells of B (at most `MAX_MAP_CELLS`, strongest first, the
+   narrowest intervention first at each) are tried alone; the first that suffices is the proof.
 3. When none suffices: delta debugging (ddmin; Zeller and Hildebrandt 2002) over the set of all
    differing (layer, position) cells of row B in time order, replayed from the reference, gives a
    1-minimal sufficient set: together they restore the tokens, and leaving out any one of them does
    not (ddmin tries earlier chunks first, so it prefers earlier cells).
-4. Specificity (a placebo): the root event's row is given `PLACEBO_TRIALS` random expert sets (seeded,
-   neither its own nor the other row's) at the root's (layer, position); the share of those that also
-   restore the tokens says whether the cell is a near-tie any change flips (`WEAK_PLACEBO`) or the
-   event is specific.
-5. Necessity: row B replays the reference's routing everywhere except at the proven event(s); if the
+4. Necessity: row B replays the reference's routing everywhere except at the proven event(s); if the
    tokens still split, the event is necessary as well as sufficient.
-6. Reach: the proven intervention rerun to the end; how many new tokens of the completion then
+5. Reach: the proven intervention rerun to the end; how many new tokens of the completion then
    agree with the other row's, from the first on (the whole completion, or only the first few).
-7. The chain: while the changed run still splits from the other later on (at position t2), the
-   earliest (layer, position) between the previous split and t2 where its routing still differs
-   from the other row's and whose replay, added to the fixes so far, restores the tokens through t2
-   is the next link (when no single cell does, a 1-minimal set, by delta debugging, of those cells
-   or else of every differing cell before t2); until the whole completion agrees, no set is found
-   within the budget, or `MAX_CHAIN_LINKS` / `MAX_CHAIN_TRIALS` are spent. Each link stores its
-   cell(s) and the reach after it.
 
 Every trial stops as soon as the watched row leaves the tokens it must reproduce (`Reruns.trial`).
 Trials are not stacked as rows of one batch: under native kernels a batch of stacked copies rounds
@@ -51,7 +38,6 @@ compete for the same slots; either changes the very computation studied
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -59,23 +45,17 @@ import numpy as np
 
 from lab.counterfactual.reruns import Reruns, replay_cells
 from model.intervention import Intervention, InterventionSet
-from model.replay import ReplayRouting
 from traces.analysis import Verdict, row_trace
 from traces.analysis.displacement import displacement
-from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, PLACEBO_TRIALS, EventKind, ProofKind, set_kind
+from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, EventKind, ProofKind, set_kind
 from traces.analysis.rows import layer_routing
 
-#: Candidate events the scan tries alone, at most, in time order (the rest are counted, not tried).
-MAX_SCAN_TRIALS = 400
+#: Cells of the causal map whose events are tried alone, at most, strongest first.
+MAX_MAP_CELLS = 3
 
 #: Trials delta debugging may spend on one pair before it gives up (the pair stays unconfirmed).
 MAX_DDMIN_TRIALS = 160
 
-#: Links the chain may add after the proof, and trials it may spend on one pair (delta debugging of
-#: one link at most `MAX_LINK_DDMIN_TRIALS` of them).
-MAX_CHAIN_LINKS = 12
-MAX_CHAIN_TRIALS = 160
-MAX_LINK_DDMIN_TRIALS = 60
 
 #: Generation states kept per run and pair for the scan's trials to resume from (at most; spread over
 #: the steps of the candidate events).
@@ -108,15 +88,6 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Link:
-    """One link of the chain: the cell(s) replayed from the other row (one cell, or a 1-minimal set of
-    the cells between two splits when no single one restores), and the reach after adding them."""
-
-    cells: tuple[tuple[int, int], ...]   # (layer, position)
-    reach: int
-
-
-@dataclass(frozen=True)
 class Proof:
     """What the search proved for one pair (events empty: nothing found, or nothing searched)."""
 
@@ -129,13 +100,6 @@ class Proof:
     keep: bool | None = None        # outcomes at the first difference, when the scan reached them
     withdraw: bool | None = None
     logits: bool | None = None
-
-    alternatives: tuple[Event, ...] = ()   # every single event that suffices alone, in time order
-    candidates: int = 0             # candidate events scanned, the earliest first
-    candidates_all: int = 0         # candidate events before t* (more than scanned past the budget)
-    placebo: float | None = None    # share of random routings at the root's cell that also restore
-    chain: tuple[Link, ...] = ()    # the later cells that, added one by one, restore more of the completion
-    chain_end: str = ""             # why the chain ended: whole, no_single_cell, budget ('' no chain)
 
     @property
     def scope(self) -> str:
@@ -157,33 +121,37 @@ class Proof:
         return "; ".join(e.describe(v) for e in self.events)
 
 
-def prove(v: Verdict, reruns: Reruns, placebo_seed: int = 0, resume: bool = True) -> Proof:
+def prove(v: Verdict, reruns: Reruns, cells: Sequence[tuple[int, int]] = (), resume: bool = True) -> Proof:
     """The proven cause of divergent pair `v`, whose whole-routing replay restores the reference's
-    tokens (the caller checked it): complete scan in time order (the root event and its
-    alternatives), else ddmin; then the placebo, necessity, reach and chain. Without `resume` every
-    trial of the chain reruns its batch from the prefill (the same results, slower: for measuring)."""
+    tokens (the caller checked it): the events at the causal map's strongest cells of B (`cells`,
+    (layer, position), strongest first; at most `MAX_MAP_CELLS`) tried alone in that order, the first
+    sufficient one the proof; else ddmin over every differing cell. Then necessity and reach. Without
+    `resume` trials rerun their batch from the prefill (the same results, slower: for measuring)."""
     pair = _Pair(v, reruns, resume)
     start = reruns.trials
     events = pair.events()
-    outcome = {event: pair.sufficient((event,)) for event in events[:MAX_SCAN_TRIALS]}
-    alternatives = tuple(e for e in events if outcome.get(e))
-    found: tuple[Event, ...] = alternatives[:1]
+    where = {c: i for i, c in enumerate(list(dict.fromkeys(cells))[:MAX_MAP_CELLS])}
+    tried = sorted((e for e in events if (e.layer, e.position) in where),
+                   key=lambda e: (where[(e.layer, e.position)], _HOW_ORDER.index(e.how)))
+    outcome: dict[Event, bool] = {}
+    for event in tried:
+        outcome[event] = pair.sufficient((event,))
+        if outcome[event]:
+            break
+    found: tuple[Event, ...] = tuple(e for e in tried if outcome.get(e))[:1]
     if not found:
-        cells = [e for e in events if e.how == EventKind.CELL]
-        found = tuple(ddmin(cells, lambda subset: pair.sufficient(tuple(subset)), MAX_DDMIN_TRIALS) or ())
+        differing = [e for e in events if e.how == EventKind.CELL]
+        found = tuple(ddmin(differing, lambda subset: pair.sufficient(tuple(subset)), MAX_DDMIN_TRIALS) or ())
     named = {e.how: ok for e, ok in outcome.items() if (e.position, e.layer) == (v.position, v.layer)}
     keeps = [named[how] for how in (EventKind.KEEP, EventKind.CAPACITY) if how in named]
     keep = any(keeps) if keeps else None   # keeping the candidate, or giving its group the capacity
     if not found:
         return Proof(reruns=reruns.trials - start, keep=keep, withdraw=named.get(EventKind.WITHDRAW),
-                     logits=named.get(EventKind.LOGITS), candidates=len(outcome), candidates_all=len(events))
-    placebo = pair.placebo(min(found, key=_time), PLACEBO_TRIALS, placebo_seed) if len(found) == 1 else None
+                     logits=named.get(EventKind.LOGITS))
     necessary = pair.necessary(found)
     reach, n_new = pair.reach(found)
-    chain, end = pair.chain(found, reach, n_new)
     return Proof(found, set_kind([e.kind for e in found]), reruns.trials - start, necessary, reach, n_new,
-                 keep, named.get(EventKind.WITHDRAW), named.get(EventKind.LOGITS), alternatives, len(outcome),
-                 len(events), placebo, chain, end)
+                 keep, named.get(EventKind.WITHDRAW), named.get(EventKind.LOGITS))
 
 
 def _time(e: Event) -> tuple[int, int, int]:
@@ -385,37 +353,6 @@ class _Pair:
         target = self.through[self._other(run)]
         return list(tokens[: len(target)]) == target
 
-    def placebo(self, event: Event, trials: int, seed: int) -> float | None:
-        """Share of `trials` random expert sets at `event`'s (layer, position), given to its row in its run
-        (seeded; never the row's own set nor the other row's), that also restore the other row's
-        tokens through t*. None when the cell admits no such set."""
-        run, row, layer, p = event.run, event.row, event.layer, event.position
-        own = self.reruns.reference_routing(run, row)
-        other = self.a if run == self.v.run else self.b
-        E = self.reruns.model.config.n_experts
-        K = own.expert.shape[-1]
-        taken = {frozenset(np.asarray(own.expert[layer, p]).tolist()),
-                 frozenset(np.asarray(other.expert[layer, p]).tolist())}
-        rng = np.random.default_rng([seed, layer, p])
-        target = self.through[self._other(run)]
-        restored = tried = 0
-        for _ in range(trials * 20):
-            if tried == trials:
-                break
-            experts = rng.choice(E, size=K, replace=False)
-            if frozenset(experts.tolist()) in taken:
-                continue
-            tried += 1
-            expert = np.full(np.asarray(own.expert).shape, -1, dtype=np.asarray(own.expert).dtype)
-            expert[layer, p] = experts
-            kept = np.array(own.kept, copy=True)
-            kept[layer, p] = True
-            replay = {row: ReplayRouting(expert, kept, np.asarray(own.gate))}
-            tokens = self.reruns.trial(run, row, target, replay=replay,
-                                       resume=self._resume_at(run, event.step))
-            restored += list(tokens[: len(target)]) == target
-        return restored / tried if tried else None
-
     def necessary(self, events: tuple[Event, ...]) -> bool:
         """Whether row B, given the reference's routing everywhere except at the events' (layer, position)
         cells, still splits from the reference through t*."""
@@ -425,65 +362,6 @@ class _Pair:
         target = self.through[v.ref_run]
         tokens = self.reruns.trial(v.run, v.row, target, replay=replay)
         return list(tokens[: len(target)]) != target
-
-    def chain(self, events: tuple[Event, ...], reach: int, n_new: int) -> tuple[tuple[Link, ...], str]:
-        """The links after the proven events that restore more and more of the completion, and why the
-        chain ended (see the module's step 7)."""
-        run, row = events[0].run, events[0].row
-        other = self.tokens[self._other(run)]
-        source = self._source(run)
-        P = self.v.prompt_len
-        split, links, cells = self.v.t_star, [], []
-        start = self.reruns.trials
-        replay, intervention = self._changes(events)
-        _, routing, state = self.reruns.routed(run, row, split, replay=replay, intervention=intervention)
-        state = state if self.resume else None
-        while reach < n_new:
-            if len(links) >= MAX_CHAIN_LINKS or self.reruns.trials - start >= MAX_CHAIN_TRIALS:
-                return tuple(links), "budget"
-            t2 = P + reach
-            target = other[: t2 + 1]
-            restores = functools.partial(self._restores, events, list(cells), target, state)
-            window = _differing(routing, source, split, t2)
-            found = None
-            for cell in window:
-                if self.reruns.trials - start >= MAX_CHAIN_TRIALS:
-                    return tuple(links), "budget"
-                if restores([cell]):
-                    found = [cell]
-                    break
-            if found is None:   # a set: the cells between the splits, else every differing cell before t2
-                anywhere = functools.partial(self._restores, events, list(cells), target, None)
-                wide = _differing(routing, source, 0, t2)
-                for cells_before, test in ((window, restores), (wide, anywhere)):
-                    budget = min(MAX_LINK_DDMIN_TRIALS, MAX_CHAIN_TRIALS - (self.reruns.trials - start))
-                    found = ddmin(cells_before, test, budget) if budget > 0 and cells_before else None
-                    if found:
-                        break
-            if not found:
-                return tuple(links), "no_cells"
-            cells += found
-            # The rerun with the new link resumes where its cells begin to act, when they lie after the
-            # last split; it gives the reach, the routing to search next and the state at the new split.
-            later = state is not None and all(p >= split for _, p in found)
-            replay, intervention = self._changes(events, cells)
-            resume = (state, routing, split) if later else None
-            tokens, routing, state = self.reruns.routed(run, row, t2, replay=replay,
-                                                        intervention=intervention, resume=resume)
-            state = state if self.resume else None
-            reach = _agreement(tokens[P:], other[P:])
-            links.append(Link(tuple(found), reach))
-            split = t2
-        return tuple(links), "whole"
-
-    def _restores(self, events: tuple[Event, ...], cells: list, target: list[int], state,
-                  added: list) -> bool:
-        """Whether the events plus the `cells` and `added` cells replayed give `target` (tokens through a
-        split); resumed from `state` (a rerun with the events and `cells`, before the added cells)."""
-        replay, intervention = self._changes(events, cells + list(added))
-        tokens = self.reruns.trial(events[0].run, events[0].row, target, replay=replay,
-                                   intervention=intervention, resume=state)
-        return list(tokens[: len(target)]) == target
 
     def reach(self, events: tuple[Event, ...]) -> tuple[int, int]:
         """(new tokens agreeing with the other row from the first on, the other row's new tokens) when

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from lab.counterfactual.source import portable_checkpoint
 from traces import TraceError, TraceWriter, open_trace
 from traces.analysis import ExplainRecord
+from traces.analysis.causal_map import CELL_MEANING, MAP_TABLE, cell_columns, cells_from_columns
 from traces.analysis.explain_table import from_columns, table_attrs, table_name, to_columns
 
 log = logging.getLogger(__name__)
@@ -53,12 +54,16 @@ COUNTERFACTUAL_MEANING = {
     "proof_run": "the run rerun with the change; it then gives the other run's tokens",
     "alternatives": "of the candidate events before the split (candidates), tried alone in time order, "
                     "how many each suffice; the root event is the earliest (alternative_cells lists them)",
-    "placebo": "share of random expert sets at the root event's cell that also restore the tokens "
-               "(above 0.2: a weak cause, the cell is a near-tie)",
-    "chain_cells": "after the proof, the links of later cells (layer:position, '+' within a link) whose "
-                   "replay from the other row, added link by link, restores more of the completion; "
-                   "chain_reach the reach after each link, chain_end why the chain stopped (whole, "
-                   "no_cells, budget)",
+    "map_baseline": "the causal map: B's logit difference at t* (A's token minus B's own), unpatched; "
+                    "map_baseline_ref A's (B's token minus A's own)",
+    "map_joint": "effect on it of all of B's differing cells set to A's decisions at once (map_joint_ref: "
+                 "A's set to B's); map_sum the sum of the single cells' effects",
+    "decisive_cells": "cells beating their position-matched null (run:layer:position, strongest first); the "
+                      "table explain_causal_map holds every cell",
+    "near_tie": "no cell of either run beats its null: a change of this size at this position flips it as "
+                "often as null_flip says",
+    "map_chain": "the chain from the decisive cell back: kind:layer:position:step links (decisive, router, "
+                 "capacity: a capacity event of the batch, first: the first difference)",
 }
 
 #: How the reference of each row is chosen (`lab.counterfactual.pairs`).
@@ -101,22 +106,47 @@ def earlier_records(trace, checkpoint: str, digest: str = "") -> dict[Key, Expla
     return {record_key(r): r for r in records if r.run in known and r.ref_run in known}
 
 
-def store(path: str, records: Sequence[ExplainRecord], **attrs) -> None:
-    """Write the table (replacing the old one) with `table_attrs` plus `attrs`."""
+def store(path: str, records: Sequence[ExplainRecord], maps: dict | None = None, **attrs) -> None:
+    """Write the table (replacing the old one) with `table_attrs` plus `attrs`, and the causal maps'
+    cells (`maps`: pair key -> `PairMap`) to `MAP_TABLE`, keeping the stored cells of the other pairs."""
     import torch
 
     full = table_attrs(torch_version=str(torch.__version__), reference=REFERENCE_RULE,
                        counterfactuals=COUNTERFACTUAL_MEANING, decision="lab.counterfactual.decide",
                        **attrs)
+    maps = maps or {}
     with interrupts_deferred(), _one_writer(path) as writer:
         # Another call may have stored its records since this one read the table: keep them.
         with open_trace(path) as trace:
             stored = earlier_records(trace, str(attrs.get("checkpoint", "")),
                                      str(attrs.get("checkpoint_sha256", "")))
+            cells = stored_cells(trace) if stored else {}
         merged = {**stored, **{record_key(r): r for r in records}}
         writer.write_table(TABLE, to_columns(list(merged.values())), full)
+        kept = {key: _Cells(c) for key, c in cells.items() if key in merged and key not in maps}
+        writer.write_table(MAP_TABLE, cell_columns([*kept.items(), *maps.items()]),
+                           {"kind": "causal_map", "version": 1, "explain_table": TABLE,
+                            "columns": CELL_MEANING})
     log.info("stored %d explanations in %s /tables/%s (%d kept from another call)", len(merged), path,
              TABLE, len(merged) - len(records))
+
+
+class _Cells:
+    """Stored cells of one pair, as `cell_columns` reads a map."""
+
+    def __init__(self, cells):
+        self.cells = cells
+
+
+def stored_cells(trace) -> dict:
+    """The causal maps' cells stored in the trace, by pair key (empty when none or unreadable)."""
+    if MAP_TABLE not in trace.table_names:
+        return {}
+    try:
+        return cells_from_columns(trace.read_table(MAP_TABLE)[0])
+    except ValueError as exc:
+        log.info("%s: replacing an unreadable causal map table (%s)", trace.path, exc)
+        return {}
 
 
 #: Seconds a call waits for another call's write to the same trace before it gives up.

@@ -14,6 +14,15 @@ changed (`proof_run`), how many candidate events were scanned, how many of them 
 and where (the alternatives), the placebo share at the root's cell (specificity), and the chain of
 later cells that restores more of the completion (`traces.analysis.proof.chain_text`). Older tables
 are read with those columns empty (-1, '').
+
+Version 5 replaces the root-event scan, its placebo and its chain by the causal map
+(`traces.analysis.causal_map`): the pair's logit differences at t* in both runs, the joint and summed
+single-cell effects, the cells beating their position-matched null, whether the pair is a near-tie,
+the null's flip rate, the chain back to the batch and the map's seconds. Each cell's effect is stored
+in the table `explain_causal_map` beside it. The scan's columns (`candidates` .. `chain_end`) are
+kept for older tables and hold their empty values (-1, '') in version 5. The first bitwise
+difference's columns are named `first_kind`, `first_position`, `first_layer` (versions 1-4:
+`root_kind`, `root_position`, `root_layer`, read under the new names).
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from traces.analysis.verdict import Verdict
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
-TABLE_VERSION = 4
+TABLE_VERSION = 5
 #: Columns a version-1 table lacks; `from_columns` fills them in (`_version1_defaults`).
 _ADDED_IN_2 = ("reproduction", "drift", "keep_same", "withdraw_same", "logits_same", "sufficient", "scope",
                "proof_step", "proof_layer", "proof_position")
@@ -42,6 +51,12 @@ _ADDED_IN_3 = ("proof_kind", "proof_cells", "proof_size", "proof_reruns", "neces
 #: Columns a version-3 table lacks (`_version3_defaults`).
 _ADDED_IN_4 = ("proof_how", "proof_run", "candidates", "candidates_all", "alternatives", "alternative_cells",
                "placebo", "chain_cells", "chain_reach", "chain_end")
+#: Columns a version-4 table lacks (`_version4_defaults`).
+_ADDED_IN_5 = ("map_baseline", "map_baseline_ref", "map_joint", "map_joint_ref", "map_sum", "map_sum_ref",
+               "map_cells", "map_exact", "decisive_cells", "near_tie", "null_flip", "concentration",
+               "map_chain", "map_seconds")
+#: Columns renamed in version 5 (old name -> new name).
+_RENAMED_IN_5 = {"root_kind": "first_kind", "root_position": "first_position", "root_layer": "first_layer"}
 
 #: Encoding of the counterfactual columns (int8): the rerun's completion equals the reference's.
 COUNTERFACTUAL_CODES = {None: -1, False: 0, True: 1}
@@ -64,9 +79,9 @@ class ExplainRecord:
     cause: str
     position: int          # of the cause event
     layer: int             # of the cause event; -1 logits stage or none
-    root_kind: str         # first bitwise difference ('' none)
-    root_position: int
-    root_layer: int
+    first_kind: str        # first bitwise difference ('' none)
+    first_position: int
+    first_layer: int
     rank: int              # choice rank at the event, -1 none
     router_margin: float
     router_delta: float
@@ -115,7 +130,21 @@ class ExplainRecord:
     chain_cells: str = ""                # the chain's links of later cells: "l:p+l:p l:p", in order
     chain_reach: str = ""                # reach after each of them, space separated
     chain_end: str = ""                  # whole, no_cells, budget ('' no chain searched)
-
+    map_baseline: float = float("nan")   # causal map (version 5): B's logit difference at t*, A's token
+                                         # minus its own, unpatched (nan: no map)
+    map_baseline_ref: float = float("nan")   # A's, B's token minus its own
+    map_joint: float = float("nan")      # effect on B's of all differing cells set to A's at once
+    map_joint_ref: float = float("nan")  # on A's, all set to B's
+    map_sum: float = float("nan")        # sum of B's single-cell effects
+    map_sum_ref: float = float("nan")
+    map_cells: int = -1                  # differing cells of B before t* (-1 no map; 0 none to map)
+    map_exact: int = -1                  # cells of both runs patched exactly
+    decisive_cells: str = ""             # cells beating their null, strongest first: "B:layer:position"
+    near_tie: bool | None = None         # no cell of either run beats its null
+    null_flip: float = float("nan")      # share of the null's draws that flip the token at the strongest cell
+    concentration: float = float("nan")  # share of B's summed |single effects| in its strongest cell
+    map_chain: str = ""                  # the chain: "kind:layer:position:step" links, decisive cell first
+    map_seconds: float = -1.0            # seconds the map took
     @property
     def proven(self) -> bool:
         """Whether an event or a minimal set of events is proven to carry the split."""
@@ -128,8 +157,8 @@ class ExplainRecord:
         return cls(
             run=v.run, row=v.row, ref_run=v.ref_run, ref_row=v.ref_row, request=v.request, probe=v.is_probe,
             t_star=v.t_star, new_index=v.new_index, token=v.token, ref_token=v.ref_token, cause=v.cause,
-            position=v.position, layer=v.layer, root_kind=root.kind if root else "",
-            root_position=root.position if root else -1, root_layer=root.layer if root else -1,
+            position=v.position, layer=v.layer, first_kind=root.kind if root else "",
+            first_position=root.position if root else -1, first_layer=root.layer if root else -1,
             rank=v.rank, router_margin=v.router_margin, router_delta=v.router_delta,
             logit_margin=v.logit_margin, logit_delta=v.logit_delta, dropped_in=v.dropped_in,
             capacity=d.capacity if d else -1, group=d.group if d else -1, step=d.step if d else -1,
@@ -192,12 +221,13 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
 
     Raises ValueError naming a missing column, unequal lengths or a bad counterfactual code.
     """
-    added = (*_ADDED_IN_2, *_ADDED_IN_3, *_ADDED_IN_4)
+    columns = {_RENAMED_IN_5.get(name, name): values for name, values in columns.items()}
+    added = (*_ADDED_IN_2, *_ADDED_IN_3, *_ADDED_IN_4, *_ADDED_IN_5)
     missing = [name for name in COLUMNS if name not in columns and name not in added]
     if missing:
         raise ValueError(f"explanation table lacks column(s) {', '.join(missing)}")
     columns = {**_version1_defaults(columns), **_version2_defaults(columns), **_version3_defaults(columns),
-               **columns}
+               **_version4_defaults(columns), **columns}
     lengths = {name: len(columns[name]) for name in COLUMNS}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"explanation table columns differ in length: {lengths}")
@@ -268,6 +298,18 @@ def _version3_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
             "chain_reach": empty, "chain_end": empty}
 
 
+def _version4_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns a version-4 (or older) table lacks: no causal map stored."""
+    n = len(np.asarray(columns["confirmed_cause"]))
+    nan = np.full(n, np.nan)
+    empty = np.array([""] * n, dtype=np.str_)
+    none = np.full(n, -1, dtype=np.int32)
+    return {"map_baseline": nan, "map_baseline_ref": nan, "map_joint": nan, "map_joint_ref": nan,
+            "map_sum": nan, "map_sum_ref": nan, "map_cells": none, "map_exact": none, "decisive_cells": empty,
+            "near_tie": np.full(n, -1, dtype=np.int8), "null_flip": nan, "concentration": nan,
+            "map_chain": empty, "map_seconds": np.full(n, -1.0)}
+
+
 def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,
                          invariant_same: bool | None = None, replay_same: bool | None = None,
                          confirmed_cause: str | None = None) -> ExplainRecord:
@@ -282,15 +324,16 @@ def evidence_rank(record: ExplainRecord) -> int:
     """How strong a record's confirmation is: 0 nothing confirmed (not rerun, not reproduced, or
     unexplained); else 2 for a cause confirmed on bitwise reruns, 1 on reruns that took the same
     decisions with float drift, plus 2 when an event is proven, and 2 more when the proof comes from
-    the complete search (version 3: every single event, then a minimal set, with necessity and reach).
-    A proof weighs more than bitwise reruns without one. A rerun never replaces a record of a higher
-    rank."""
+    the complete search (version 3: every single event, then a minimal set, with necessity and reach),
+    and 8 more with a causal map (version 5). A proof weighs more than bitwise reruns without one, a
+    map more than a proof without one. A rerun never replaces a record of a higher rank."""
     if not record.confirmed_cause or record.confirmed_cause in unexplained():
         return 0
     level = 1 if record.reproduction == Level.DECISIONS else 2
+    mapped = 8 if record.map_cells >= 0 else 0
     if not record.proven:
-        return level
-    return level + (4 if record.proof_reruns >= 0 else 2)
+        return level + mapped
+    return level + (4 if record.proof_reruns >= 0 else 2) + mapped
 
 
 def proof_cells(record: ExplainRecord) -> list[tuple[int, int]]:

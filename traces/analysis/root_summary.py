@@ -1,74 +1,89 @@
-"""What the root-event scans of an explanation table add up to: where the root events lie, how
-many events each suffice, how many are weak, and which run the proofs change.
+"""What the causal maps of an explanation table add up to: how many splits are near-ties, how many
+chains reach a capacity event of the batch, where the decisive cells lie, how concentrated and how
+additive the effects are, and what a map cost.
 
-Read from the stored records alone (`ExplainRecord`), so the numbers the command line prints, the
-docs quote and a test checks are the same computation.
+Read from the stored records alone (`ExplainRecord`, version 5 columns), so the numbers the command
+line prints, the docs quote and a test checks are the same computation. `chain_events` reads the
+chains of older tables (version 4, before the map).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from traces.analysis.causal_map import parse_links
 from traces.analysis.explain_table import ExplainRecord
-from traces.analysis.proof import chain_links, is_weak
+from traces.analysis.proof import chain_links
 
 
 @dataclass(frozen=True)
-class RootSummary:
-    """Root-event scans of a table (single-event proofs whose scan is stored)."""
+class MapSummary:
+    """The causal maps of a table (records with a map)."""
 
-    scanned: int            # single-event proofs with a stored scan
-    just_before: int        # of which the root event lies at t*-1 (the proximate position)
-    unique: int             # of which exactly one candidate event suffices
-    median_alternatives: int
-    most_alternatives: int
-    weak: int               # placebo above the threshold
-    placebo_measured: int
-    change_reference: int   # proofs that change the reference run A (it then gives B's tokens)
-    chains: int = 0         # proofs whose chain was searched
-    chains_whole: int = 0   # of which the chain restores the whole completion
-    median_chain: int = 0   # events in a chain (the proof's, then every link's cells), median
+    mapped: int                 # divergent pairs with a map
+    near_ties: int              # no cell beats its null
+    reach_batch: int            # chains ending at a capacity event of the batch
+    chains: int                 # pairs with a chain (a decisive cell)
+    just_before: int            # decisive cells (strongest of each pair) at t*-1
+    in_prefill: int             # ... in the prompt
+    layers: dict[int, int]      # layer of the strongest decisive cell -> pairs
+    median_concentration: float  # share of B's summed |single effects| in its strongest cell (median)
+    median_joint_ratio: float   # joint effect / sum of single effects of B (median; 1 additive)
+    median_seconds: float
+    most_seconds: float
 
     def describe(self) -> str:
-        """One sentence ('' when nothing was scanned)."""
-        if not self.scanned:
+        """One paragraph ('' when no map is stored)."""
+        if not self.mapped:
             return ""
-        return (f"Root events: {self.just_before} of {self.scanned} at the position just before the split "
-                f"(t*-1); {self.unique} the only event that suffices, median {self.median_alternatives} "
-                f"events that each suffice (at most {self.most_alternatives}); {self.weak} of "
-                f"{self.placebo_measured} weak (random routings at the cell restore too); "
-                f"{self.change_reference} change the reference run A, {self.scanned - self.change_reference} "
-                f"the divergent run B." + self._chains())
+        layers = ", ".join(f"layer {k}: {v}" for k, v in sorted(self.layers.items()))
+        decisive = self.mapped - self.near_ties
+        return (f"Causal maps of {self.mapped} divergent pairs: {self.near_ties} near-ties (no differing "
+                f"cell beats a random change of its size at its position); of the other {decisive}, the "
+                f"strongest decisive cell lies at t*-1 in {self.just_before}, in the prompt in "
+                f"{self.in_prefill} ({layers}); {self.reach_batch} of {self.chains} chains reach a capacity "
+                f"event of the batch. "
+                f"The strongest cell carries {self.median_concentration:.0%} of B's summed single-cell "
+                f"effects (median); all cells together give {self.median_joint_ratio:.2f} times their sum "
+                f"(median). A map took {self.median_seconds:.1f} s (median), {self.most_seconds:.1f} s at "
+                f"most.")
 
-    def _chains(self) -> str:
-        if not self.chains:
-            return ""
-        return (f" Chains: {self.chains_whole} of {self.chains} restore the whole completion; a chain holds "
-                f"{self.median_chain} events (median).")
+
+def _median(values: list[float]) -> float:
+    values = sorted(v for v in values if not math.isnan(v))
+    return values[len(values) // 2] if values else math.nan
 
 
-def root_summary(records: Sequence[ExplainRecord]) -> RootSummary:
-    scanned = [r for r in records if r.proven and r.proof_size == 1 and r.alternatives > 0]
-    counts = sorted(r.alternatives for r in scanned)
-    measured = [r for r in scanned if r.placebo >= 0]
-    chained = [r for r in records if r.proven and r.chain_end]
-    lengths = sorted(chain_events(r) for r in chained)
-    return RootSummary(
-        scanned=len(scanned),
-        just_before=sum(1 for r in scanned if r.proof_position == r.t_star - 1),
-        unique=sum(1 for r in scanned if r.alternatives == 1),
-        median_alternatives=counts[len(counts) // 2] if counts else 0,
-        most_alternatives=counts[-1] if counts else 0,
-        weak=sum(1 for r in measured if is_weak(r.placebo)),
-        placebo_measured=len(measured),
-        change_reference=sum(1 for r in scanned if r.proof_run == r.ref_run),
+def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
+    mapped = [r for r in records if r.diverged and r.map_cells > 0]
+    chained = [r for r in mapped if r.map_chain]
+    tops = []
+    for r in mapped:
+        if r.decisive_cells:
+            _, layer, position = r.decisive_cells.split()[0].split(":")
+            tops.append((r, int(layer), int(position)))
+    layers: dict[int, int] = {}
+    for _, layer, _ in tops:
+        layers[layer] = layers.get(layer, 0) + 1
+    ratios = [r.map_joint / r.map_sum for r in mapped if r.map_sum and not math.isnan(r.map_sum)]
+    seconds = [r.map_seconds for r in mapped if r.map_seconds >= 0]
+    return MapSummary(
+        mapped=len(mapped),
+        near_ties=sum(1 for r in mapped if r.near_tie),
+        reach_batch=sum(1 for r in chained if parse_links(r.map_chain)[-1][0] == "capacity"),
         chains=len(chained),
-        chains_whole=sum(1 for r in chained if r.chain_end == "whole"),
-        median_chain=lengths[len(lengths) // 2] if lengths else 0,
+        just_before=sum(1 for r, _, p in tops if p == r.t_star - 1),
+        in_prefill=sum(1 for r, _, p in tops if p < r.t_star - r.new_index),
+        layers=layers,
+        median_concentration=_median([r.concentration for r in mapped]),
+        median_joint_ratio=_median(ratios),
+        median_seconds=_median(seconds),
+        most_seconds=max(seconds, default=math.nan),
     )
 
 
 def chain_events(record: ExplainRecord) -> int:
-    """Events in a record's chain: the proof's, then every link's cells."""
+    """Events in a version-4 record's chain: the proof's, then every link's cells."""
     return record.proof_size + sum(len(link) for link in chain_links(record.chain_cells))

@@ -1,0 +1,121 @@
+"""First-order estimates of routing changes (attribution patching for routing).
+
+One forward of one row over positions 0..t*-1 with its recorded routing forced everywhere, and one
+backward, give the gradient of a target (the logit difference at t*, or a router margin) with
+respect to every MoE layer's output at every position. A routing change at a cell (layer l,
+position p) changes that output by delta = combine(h, new decision) - combine(h, own decision),
+with h the MoE block's input there; the estimate of the change's effect is grad[l, p] . delta.
+Every cell and thousands of random changes cost one forward, one backward and one expert pass per
+layer. It holds the routing of every other cell fixed (the batch's reaction is the exact rerun's
+business, `lab.counterfactual.forced`), and it is a first-order estimate: exact patching confirms
+the cells that matter (`lab.counterfactual.causal_map`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.replay import ReplayRouting, forced_for_step
+from model.step import StepInputs
+
+
+@dataclass
+class Linearized:
+    """One row's forward with its routing forced: per MoE layer, the block input h[T,C], output
+    y[T,C], router scores probs[T,E] and the gradient of the target at y, grad[T,C]."""
+
+    h: list[torch.Tensor]
+    y: list[torch.Tensor]
+    probs: list[torch.Tensor]
+    grad: list[torch.Tensor]
+    value: float            # the target itself
+
+
+def supports_estimates(model) -> bool:
+    """Whether the model exposes its MoE blocks for estimates (the project's own model)."""
+    return hasattr(model, "blocks") and hasattr(model, "_compiled_parts")
+
+
+@contextlib.contextmanager
+def _autograd_kernels(model):
+    """The pure-PyTorch path (differentiable) for the duration; the compiled kernels after."""
+    parts = model._compiled_parts()
+    before = [m.compiled for m in parts]
+    for m in parts:
+        m.compiled = False
+    try:
+        yield
+    finally:
+        for m, c in zip(parts, before, strict=True):
+            m.compiled = c
+
+
+def linearize(model, policy, tokens: list[int], routing: ReplayRouting, target) -> Linearized:
+    """Forward tokens[T] (positions 0..T-1, one row) with `routing` forced at every position and
+    backward `target(logits[T,V], router_logits per layer [T,E]) -> scalar tensor`."""
+    T = len(tokens)
+    L = len(model.config.moe_layers)
+    K = int(np.asarray(routing.expert).shape[-1])
+    blocks = [b.ffn for b in model.blocks if b.is_moe]
+    h, y, probs, router = [], [], [], []
+
+    def hook(module, args, output):
+        out, r = output
+        leaf = out.detach().requires_grad_(True)
+        h.append(args[0].detach()[0])
+        y.append(leaf)
+        probs.append(r.decision.probs.detach()[0])
+        router.append(r.router_logits[0])
+        return leaf, r
+
+    tok = torch.tensor([tokens], device=model.device)
+    pos = torch.arange(T, device=model.device)[None]
+    valid = torch.ones((1, T), dtype=torch.bool, device=model.device)
+    cut = ReplayRouting(np.asarray(routing.expert)[:, :T], np.asarray(routing.kept)[:, :T],
+                        np.asarray(routing.gate)[:, :T])
+    forced = forced_for_step({0: cut}, pos, valid, L, K)
+    handles = [b.register_forward_hook(hook) for b in blocks]
+    try:
+        with torch.enable_grad(), _autograd_kernels(model):
+            logits = model(tok, policy, kernel_mode="batch_invariant",
+                           step=StepInputs(valid=valid, positions=pos, forced=forced)).logits[0]
+            value = target(logits, router)
+            grads = (torch.autograd.grad(value, y, allow_unused=True) if value.requires_grad
+                     else [None] * len(y))
+    finally:
+        for handle in handles:
+            handle.remove()
+    grads = [torch.zeros_like(yy) if g is None else g for g, yy in zip(grads, y, strict=True)]
+    return Linearized(h, [yy.detach()[0] for yy in y], probs, [g[0] for g in grads], float(value.detach()))
+
+
+def gates(probs: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, norm: str) -> torch.Tensor:
+    """The gates[N,K] the policy's normalization gives experts[N,K] with kept[N,K] (scores probs[N,E])."""
+    raw = probs.gather(-1, expert.clamp_min(0)) * (expert >= 0)
+    g = raw / raw.sum(-1, keepdim=True).clamp_min(1e-30) if norm == "before_drop" else raw
+    g = torch.where(kept, g, torch.zeros_like(g))
+    if norm == "after_drop":
+        g = g / g.sum(-1, keepdim=True).clamp_min(1e-30)
+    return g
+
+
+def effects(model, lin: Linearized, layer: int, positions: np.ndarray, expert: np.ndarray,
+            kept: np.ndarray, gate: np.ndarray | None, norm: str) -> np.ndarray:
+    """Estimated effect [N] of giving position positions[N] of MoE layer `layer` the decision
+    (expert, kept[N,K], gate[N,K]; None: the policy's gates from the row's own scores)."""
+    if len(positions) == 0:
+        return np.zeros(0)
+    ffn = [b.ffn for b in model.blocks if b.is_moe][layer]
+    p = torch.as_tensor(np.asarray(positions), dtype=torch.long)
+    e = torch.as_tensor(np.asarray(expert), dtype=torch.long)
+    k = torch.as_tensor(np.asarray(kept), dtype=torch.bool)
+    g = gates(lin.probs[layer][p], e, k, norm) if gate is None else torch.as_tensor(np.asarray(gate)).float()
+    with torch.no_grad(), _autograd_kernels(model):
+        new = ffn.combine(lin.h[layer][p][None], e[None], k[None], g[None], "batch_invariant",
+                          model.config.kernel_tile)[0]
+    delta = new - lin.y[layer][p]
+    return (delta * lin.grad[layer][p]).sum(-1).double().numpy()

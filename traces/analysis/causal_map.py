@@ -1,0 +1,305 @@
+"""The causal map of a divergent pair as data: graded effects of routing cells on the split, their
+nulls, the chain back to the batch, and the words for them.
+
+The map is computed by `lab.counterfactual.causal_map`; this module holds what is stored and read:
+`CellEffect` (one differing cell, one direction), `ChainLink` (one link of the chain from the
+decisive cell back to a capacity event of the batch or to the first difference) and `PairMap`
+(a pair's map). Effects are changes of the logit difference at t* (the other run's token minus
+the patched run's own): positive moves the patched run toward the other's token, and an effect
+above -baseline flips it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from traces.analysis.verdict_text import RunLabel, run_label
+
+#: A cell beats its null when its p-value, corrected for the number of cells tested, is at most this.
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class CellEffect:
+    """The effect of one differing routing cell of the patched run ("A" or "B")."""
+
+    patched: str
+    layer: int
+    position: int
+    step: int
+    prefill: bool
+    changed: int            # candidates whose (expert, kept) differ between the runs
+    estimate: float         # first-order estimate (nan: none)
+    effect: float           # the exact effect where `exact`, else the estimate
+    exact: bool
+    queue: float            # exact effect of the queue patch (nan: not applicable or not run)
+    percentile: float       # of |effect| among the position-matched null's |effects| (0..100)
+    p_value: float          # share of null draws at least as large, corrected for the cells tested
+    null_flip: float        # share of the null's draws that flip the token
+    null_draws: int
+    null_exact: bool = False    # the null's draws are exact reruns (decode cells), else estimates
+
+    @property
+    def beats_null(self) -> bool:
+        return not math.isnan(self.p_value) and self.p_value <= ALPHA
+
+    @property
+    def capacity(self) -> bool:
+        """Whether the queue patch alone carries the cell's effect (half of it or more, same sign)."""
+        return not math.isnan(self.queue) and self.effect != 0 and self.queue / self.effect >= 0.5
+
+    def where(self) -> str:
+        return f"{self.layer}:{self.position}"
+
+
+#: How a chain ends (`ChainLink.kind` of its last link).
+LINK_KINDS = {
+    "decisive": "the decisive cell: its decision moves the logit difference at t*",
+    "router": "a cell whose decision moves the router margin of the next link",
+    "capacity": "a capacity event of the batch: the queue at that step alone gives the other decision",
+    "first": "the first difference: no earlier differing cell moves it",
+}
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One link, from the decisive cell back: its cell, what it moves (the logit difference at t* for
+    the first link, the next link's router margin for the others) and by how much (estimated)."""
+
+    kind: str               # LINK_KINDS
+    layer: int
+    position: int
+    step: int
+    effect: float           # on the quantity the previous link depends on
+    margin: float           # the router margin of this cell between the two runs' experts (nan: n/a)
+    beats_null: bool
+
+    def where(self) -> str:
+        return f"{self.layer}:{self.position}"
+
+
+@dataclass
+class PairMap:
+    """A pair's map: cells of both directions, baselines, joint effects, the chain and its cost."""
+
+    t_star: int
+    prompt_len: int
+    cells: list[CellEffect] = field(default_factory=list)
+    baseline: dict[str, float] = field(default_factory=dict)     # "A"/"B" -> unpatched logit difference
+    joint: dict[str, float] = field(default_factory=dict)        # effect of all differing cells at once
+    sum_singles: dict[str, float] = field(default_factory=dict)
+    chain: list[ChainLink] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def decisive(self, patched: str | None = None) -> list[CellEffect]:
+        """Cells beating their null, strongest first."""
+        cells = [c for c in self.cells if c.beats_null and (patched is None or c.patched == patched)]
+        return sorted(cells, key=lambda c: -abs(c.effect))
+
+    @property
+    def near_tie(self) -> bool:
+        """No cell of either direction beats its null."""
+        return bool(self.cells) and not self.decisive()
+
+    def strongest(self, patched: str = "B") -> CellEffect | None:
+        cells = [c for c in self.cells if c.patched == patched and not math.isnan(c.effect)]
+        return max(cells, key=lambda c: abs(c.effect)) if cells else None
+
+    def concentration(self, patched: str = "B") -> float:
+        """Share of the summed |single effects| carried by the strongest cell (nan: none)."""
+        cells = [abs(c.effect) for c in self.cells if c.patched == patched and not math.isnan(c.effect)]
+        total = sum(cells)
+        return max(cells) / total if total > 0 else math.nan
+
+    def null_flip(self) -> float:
+        """The null's flip rate at the strongest cell of B (nan: none)."""
+        top = self.strongest("B") or self.strongest("A")
+        return top.null_flip if top else math.nan
+
+    def reaches_batch(self) -> bool:
+        return bool(self.chain) and self.chain[-1].kind == "capacity"
+
+
+def map_text(m: PairMap, run: str, ref_run: str, label: RunLabel = run_label) -> str:
+    """The map in plain words, naming run A (`ref_run`) and B (`run`)."""
+    a, b = label(ref_run), label(run)
+    if not m.cells:
+        return "Causal map: no routing decision differs before the split."
+    base = m.baseline.get("B", math.nan)
+    head = (f"Causal map: at the split (position {m.t_star}) {b} prefers its own token by "
+            f"{-base:.3g} logits over {a}'s.")
+    if m.near_tie:
+        flip = m.null_flip()
+        rate = f" (the null flips it in {flip:.0%} of draws)" if not math.isnan(flip) else ""
+        return (f"{head} A near-tie: no differing cell moves it more than a random change of the same size "
+                f"at the same position{rate}.")
+    return f"{head} {chain_text(m, a, b)} {joint_text(m)}"
+
+
+def chain_text(m: PairMap, a: str, b: str) -> str:
+    """The chain from the batch to the token in words ('' when there is none)."""
+    top = m.decisive()[0]
+    patched, other = (b, a) if top.patched == "B" else (a, b)
+    head = (f"The decisive cell is layer {top.layer}, position {top.position}: {other}'s decision there "
+            f"moves {patched}'s logit difference by {top.effect:+.3g} "
+            f"({'exact' if top.exact else 'estimated'}, above {top.percentile:.1f}% of its null).")
+    if not m.chain:
+        return head
+    steps = []
+    for link in m.chain[1:]:
+        if link.kind == "capacity":
+            steps.append(f"at step {link.step}, layer {link.layer}, the batch's queue decided position "
+                         f"{link.position} differently (a capacity event)")
+        elif link.kind == "first":
+            steps.append(f"layer {link.layer}, position {link.position} is where the decisions first differ")
+        else:
+            steps.append(f"layer {link.layer}, position {link.position} moves the next router margin by "
+                         f"{link.effect:+.2g}")
+    if not steps:
+        return head
+    end = " It reaches a capacity event of the batch." if m.reaches_batch() else ""
+    return f"{head} Back from it (estimated): {'; '.join(steps)}.{end}"
+
+
+def joint_text(m: PairMap) -> str:
+    j, s = m.joint.get("B", math.nan), m.sum_singles.get("B", math.nan)
+    if math.isnan(j):
+        return ""
+    return f"All differing cells together move it by {j:+.3g} (the single cells sum to {s:+.3g})."
+
+
+#: The table of every pair's cells, beside the explanation table (`MAP_TABLE`).
+MAP_TABLE = "explain_causal_map"
+#: Its columns: the pair, then `CellEffect`'s fields.
+PAIR_COLUMNS = ("run", "row", "ref_run", "ref_row")
+CELL_COLUMNS = PAIR_COLUMNS + tuple(f.name for f in dataclasses.fields(CellEffect))
+_INT = ("row", "ref_row", "layer", "position", "step", "changed", "null_draws")
+_BOOL = ("prefill", "exact", "null_exact")
+_STR = ("run", "ref_run", "patched")
+
+#: What each column of the map's table says (stored with it; docs/export.md).
+CELL_MEANING = {
+    "patched": "the run whose row is patched: B (the divergent run) toward A's decisions, or A toward B's",
+    "layer": "MoE layer of the cell", "position": "token position of the cell in its own sequence",
+    "step": "forward step that routed it in the patched run", "prefill": "routed in the prompt's step",
+    "changed": "candidates whose expert or kept flag differ between the runs",
+    "estimate": "first-order estimate of the effect (gradient times the patch's change of the MoE output)",
+    "effect": "change of the logit difference at t* (other run's token minus own) when the cell's decision "
+              "is set to the other run's: exact where `exact`, else the estimate",
+    "exact": "the effect is an exact rerun (teacher-forced, recorded batch and steps)",
+    "queue": "exact effect of the queue patch alone (kept flags as the other batch's queue set them; "
+             "nan: not applicable or not run)",
+    "percentile": "share of the position-matched null's draws smaller in magnitude (percent)",
+    "p_value": "share of null draws at least as large, corrected (weighted Bonferroni: classes, cells)",
+    "null_flip": "share of the null's draws that flip the token", "null_draws": "null draws",
+    "null_exact": "the null's draws are exact reruns (decode cells), else first-order estimates",
+}
+
+
+def cell_columns(maps: Sequence[tuple[tuple[str, int, str, int], PairMap]]) -> dict[str, np.ndarray]:
+    """Columns of the map table for (pair key, map) items."""
+    rows = [(key, c) for key, m in maps for c in m.cells]
+    out: dict[str, np.ndarray] = {}
+    for i, name in enumerate(PAIR_COLUMNS):
+        out[name] = _column(name, [key[i] for key, _ in rows])
+    for name in CELL_COLUMNS[len(PAIR_COLUMNS):]:
+        out[name] = _column(name, [getattr(c, name) for _, c in rows])
+    return out
+
+
+def _column(name: str, values: list) -> np.ndarray:
+    if name in _STR:
+        return np.array(values, dtype=np.str_) if values else np.zeros(0, dtype="<U1")
+    if name in _INT:
+        return np.array(values, dtype=np.int32)
+    if name in _BOOL:
+        return np.array(values, dtype=bool)
+    return np.array(values, dtype=np.float64)
+
+
+PairKey = tuple[str, int, str, int]
+
+
+def cells_from_columns(columns: Mapping[str, np.ndarray]) -> dict[PairKey, list[CellEffect]]:
+    """The map table's cells by pair key; ValueError naming a missing column or unequal lengths."""
+    missing = [c for c in CELL_COLUMNS if c not in columns]
+    if missing:
+        raise ValueError(f"causal map table lacks column(s) {', '.join(missing)}")
+    lengths = {len(columns[c]) for c in CELL_COLUMNS}
+    if len(lengths) > 1:
+        raise ValueError("causal map table columns differ in length")
+    values = {}
+    for name in CELL_COLUMNS:
+        raw = np.asarray(columns[name]).tolist()
+        if name in _STR:
+            values[name] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in raw]
+        elif name in _INT:
+            values[name] = [int(v) for v in raw]
+        elif name in _BOOL:
+            values[name] = [bool(v) for v in raw]
+        else:
+            values[name] = [float(v) for v in raw]
+    out: dict[tuple[str, int, str, int], list[CellEffect]] = {}
+    for i in range(lengths.pop() if lengths else 0):
+        key = tuple(values[n][i] for n in PAIR_COLUMNS)
+        cell = CellEffect(**{n: values[n][i] for n in CELL_COLUMNS[len(PAIR_COLUMNS):]})
+        out.setdefault(key, []).append(cell)
+    return out
+
+
+def format_decisive(m: PairMap) -> str:
+    """'B:3:28 A:1:28': the cells beating their null, strongest first."""
+    return " ".join(f"{c.patched}:{c.layer}:{c.position}" for c in m.decisive())
+
+
+def format_links(links: Sequence[ChainLink]) -> str:
+    """'decisive:3:28:1 router:1:28:1 capacity:0:28:1' (kind:layer:position:step)."""
+    return " ".join(f"{k.kind}:{k.layer}:{k.position}:{k.step}" for k in links)
+
+
+def parse_links(text: str) -> list[tuple[str, int, int, int]]:
+    """(kind, layer, position, step) of each link of a `map_chain` column."""
+    out = []
+    for part in text.split():
+        kind, layer, position, step = part.split(":")
+        out.append((kind, int(layer), int(position), int(step)))
+    return out
+
+
+def record_headline(decisive_cells: str, map_chain: str, near_tie: bool | None, null_flip: float,
+                    baseline: float) -> str:
+    """The causal map of a stored record in plain words with A and B ('' when it holds no map): the
+    chain from the batch to the token, or the near-tie."""
+    if near_tie is None:
+        return ""
+    if near_tie:
+        rate = f"; a random change of that size there flips it in {null_flip:.0%} of draws" \
+            if not math.isnan(null_flip) else ""
+        return (f"Causal map: a near-tie. B preferred its own token over A's by {-baseline:.2g} logits, and "
+                f"no routing cell where A and B differ moves that more than a random change of the same size "
+                f"at the same position{rate}.")
+    if not decisive_cells:
+        return ""
+    run, layer, position = decisive_cells.split()[0].split(":")
+    other = "A" if run == "B" else "B"
+    links = parse_links(map_chain)
+    words = []
+    for kind, link_layer, link_position, step in reversed(links):
+        if kind == "capacity":
+            words.append(f"at step {step}, layer {link_layer}, the batch's queue decided {run}'s position "
+                         f"{link_position} differently from {other}'s (a capacity event)")
+        elif kind == "first" and (link_layer, link_position) != (int(layer), int(position)):
+            words.append(f"{run}'s routing first differs from {other}'s at position {link_position}, layer "
+                         f"{link_layer}")
+        elif kind == "router":
+            words.append(f"that moved {run}'s router at position {link_position}, layer {link_layer}")
+    lead = "so " if words else ""
+    words.append(f"{lead}{run}'s routing of position {position}, layer {layer} differs from {other}'s, and "
+                 f"{other}'s there would move {run}'s token toward {other}'s more than a random change does")
+    text = "; ".join(words)
+    return f"Causal map: {text[0].upper()}{text[1:]}."
