@@ -236,8 +236,8 @@ def test_text_from_a_trace_reads_back_whatever_it_holds():
 
 @pytest.mark.parametrize("argv, said", [
     (["export", "{t}", "--view", "rotuing", "-o", "{o}"],
-     "--view must be one of routing, layers, load, pair, runs, text, overview, divergence, got 'rotuing' "
-     "(did you mean 'routing'?)"),
+     "--view must be one of routing, layers, load, pair, runs, compare, text, overview, divergence, got "
+     "'rotuing' (did you mean 'routing'?)"),
     (["export", "{t}", "--size", "colum", "-o", "{o}"],
      "--size must be one of column, page, slide, got 'colum' (did you mean 'column'?)"),
     (["export", "{t}", "--format", "jpg", "-o", "{o}"],

@@ -22,7 +22,7 @@ from inspector.figures.divergence_text import A_COLOR, B_COLOR
 from inspector.figures.key import Key
 from inspector.figures.marks import CellMarks, MarkAxis, MarkSample
 from inspector.figures.pair_key import not_recorded_brush
-from inspector.figures.panels import attach_colour_bar, left_axis_px, share_left_width
+from inspector.figures.panels import attach_colour_bar, left_axis_px, set_title, share_left_width
 from inspector.figures.style import FigureStyle, colormap
 from inspector.qt import QtCore, QtGui, QtWidgets, pg
 
@@ -31,9 +31,9 @@ T_STAR_COLOR = "#000000"
 SPLIT_COLOR = "#d6006e"
 CROSSHAIR_COLOR = "#00b8d4"
 #: Width of both colour bars' axes: one width, so that both data areas line up.
-BAR_AXIS_PX = 62
+BAR_AXIS_PX = 58
 #: Where the key of the absent cells is named.
-ABSENT = "no value: not recorded, or past a row's end"
+ABSENT = "no value (not recorded, or past the end)"
 
 
 def difference_colormap() -> pg.ColorMap:
@@ -127,7 +127,8 @@ class CompareFigure:
         self.layout = layout
         self.data: CompareData | None = None
         self.shown = "split"  # "split", "A" or "B": what the lower panel shows
-        self.diff = ComparePanel(layout, 0, style, difference_colormap(), "A − B")
+        # Read from the bottom of the bar up, as the scale runs.
+        self.diff = ComparePanel(layout, 0, style, difference_colormap(), "B higher ‹ A − B › A higher")
         self.split = ComparePanel(layout, 1, style, colormap(style.colormap), "router probability")
         self.panels = (self.diff, self.split)
         self.plots = [p.plot for p in self.panels]
@@ -168,20 +169,18 @@ class CompareFigure:
         largest = max(data.largest(), 1e-3)
         diff = data.difference
         self.diff.show(diff, (-largest, largest), data)
-        self.diff.bar.axis.setTicks([[(largest, f"+{largest:.2g} A higher"), (0.0, "0"),
-                                      (-largest, f"−{largest:.2g} B higher")]])
-        self.diff.bar.axis.setWidth(BAR_AXIS_PX + 44)
-        self.split.bar.axis.setWidth(BAR_AXIS_PX + 44)
+        ticks = [(largest, f"+{largest:.2g}"), (0.0, "0"), (-largest, f"−{largest:.2g}")]
+        self.diff.bar.axis.setTicks([ticks])
         differ = data.chosen_a ^ data.chosen_b
         e, t = np.nonzero(differ & np.isfinite(diff))
         self.one_only.set_cells(t, e)
-        what = (f"A − B router probability · layer{NB}{data.layer} (model layer{NB}{data.model_layer})"
+        what = (f"A − B router probability · layer{NB}{data.layer}"
                 if data.recorded else f"A − B: no router probabilities recorded · layer{NB}{data.layer}")
-        self.diff.plot.setTitle(what, color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
+        set_title(self.diff.plot, what, color=self.style.foreground, size=f"{self.style.font_size + 1}pt")
         self._show_lower()
         if self.names is not None:
-            self.names.setText(" &nbsp; ".join(
-                f'<span style="color: {color};">{letter}: run {html.escape(d.run)} row{NB}{d.row}</span>'
+            self.names.setText(" &nbsp; ".join(  # a page too narrow wraps between the two runs
+                f'<span style="color: {color};">{letter}: run{NB}{html.escape(d.run)} row{NB}{d.row}</span>'
                 for letter, color, d in (("A", A_COLOR, data.pair.a), ("B", B_COLOR, data.pair.b))))
         if self.with_key:
             self._set_key()
@@ -229,9 +228,9 @@ class CompareFigure:
         elif split <= 0:
             title = f"B: router probability · layer{NB}{lower.layer}"
         else:
-            title = f"A left of position{NB}{split}, B from it on · layer{NB}{lower.layer}"
+            title = f"A before position{NB}{split}, B from it on"
         color = A_COLOR if split >= T else B_COLOR if split <= 0 else self.style.foreground
-        self.split.plot.setTitle(title, color=color, size=f"{self.style.font_size + 1}pt")
+        set_title(self.split.plot, title, color=color, size=f"{self.style.font_size + 1}pt")
         if self.with_key and self.key is not None:
             self._set_key()
 
@@ -244,18 +243,18 @@ class CompareFigure:
         self.key = key = Key(self.style)
         cell = "#ffffff"
         if self.one_only.x.size:
-            key.add(MarkSample(self.one_only, cell), "chosen by one run only")
+            key.add(MarkSample(self.one_only, cell), "one run chose it")
         fill = colormap(self.style.colormap).map(0.45, mode="qcolor")
         if self.kept.x.size:
             key.add(MarkSample(self.kept, fill), "kept")
         if self.dropped.x.size:
-            key.add(MarkSample([self.dropped_outline, self.dropped], fill), "dropped: over capacity")
+            key.add(MarkSample([self.dropped_outline, self.dropped], fill), "dropped")
         if any(p.boundary.isVisible() for p in self.panels):
             key.add(swatches.vertical_line(self.diff.boundary.pen), "prompt | generation")
         if self.diff.t_star.isVisible():
-            key.add(swatches.vertical_line(self.diff.t_star.pen), "t*: first differing token")
+            key.add(swatches.vertical_line(self.diff.t_star.pen), "t*: first different token")
         if self.split_line.isVisible():
-            key.add(swatches.vertical_line(self.split_line.pen), "split: A left, B right")
+            key.add(swatches.vertical_line(self.split_line.pen), "split: A | B")
         if any(p.absent.isVisible() for p in self.panels):
             key.add(swatches.region(not_recorded_brush()), ABSENT)
         self.layout.addItem(key, row=self._key_row, col=0)

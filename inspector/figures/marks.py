@@ -153,8 +153,14 @@ class CellMarks(pg.GraphicsObject):
         if self.shadow is not None:
             shade = max(self.width / 2, 0.5)
             self._band(painter, self.shadow, xs, ys, hx, hy, shade, sides)
+        if not sides:
+            # A cell too narrow for a frame: caps across its whole width at its top and bottom, tall
+            # enough to read at a journal column (an inset cap would shrink to a dot there).
+            t = min(max(self.width, 0.12 * uy), 0.25 * uy)
+            self._band(painter, self.color, xs, ys, hx, hy - shade, t, sides)
+            return
         # At most a quarter of the cell each side, so that its colour shows inside.
-        t = min(self.width, 0.25 * min(ux if sides else uy, uy))
+        t = min(self.width, 0.25 * min(ux, uy))
         self._band(painter, self.color, xs, ys, hx - shade, hy - shade, t, sides)
 
     def _paint_crosses(self, painter: QtGui.QPainter, xs, ys, ux: float, uy: float) -> None:
@@ -233,6 +239,14 @@ class MarkAxis(pg.AxisItem):
         self.setPen(pg.mkPen(None))
         self.setStyle(tickLength=0, showValues=False)
         self.setHeight(self._row_height() * rows + 4)
+
+    def set_rows(self, rows: int, push: bool) -> None:
+        """Use `rows` text rows; `push` False leaves out a label no row holds at its x (never moved
+        off its mark)."""
+        self.rows, self.push = rows, push
+        self.setHeight(self._row_height() * rows + 4)
+        self.picture = None
+        self.update()
 
     def _row_height(self) -> int:
         return QtGui.QFontMetrics(self.style.get("tickFont") or QtGui.QFont()).height() + 2

@@ -81,7 +81,7 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
     ViewSpec("compare", "Compare", "Ctrl+6", divergence.read_compare,
              "inspector.figures.compare:draw_compare",
              divergence.compare_columns, divergence.compare_stem, ("request", "pair", "layer", "range"),
-             inches=(10.0, 6.5), heights=(5.0, 6.0), fits=2, compares=True,
+             inches=(10.0, 6.5), heights=(6.2, 6.0), fits=2, compares=True,
              caption=captions.compare_caption),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,
              ("run", "request", "row", "layer", "shade"), inches=(10.0, 3.0), heights=(2.0, 2.0),
