@@ -320,8 +320,10 @@ class PairFigure:
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)
+        absent = self._absent(data)
         for curve, values in ((self.kl_curve, data.kl), (self.diff_curve, data.logit_diff),
                               (self.margin_curve, data.logit_margin)):
+            values = np.where(absent, np.nan, values)  # not recorded: a gap, never a value
             y = np.where(np.isfinite(values) & (values <= LOG_FLOOR), LOG_FLOOR, values)
             curve.setData(x, y, connect="finite")
         self._set_not_recorded(data)
@@ -334,15 +336,19 @@ class PairFigure:
         self.drops.getAxis("left").setTicks([[(v, str(v)) for v in (0, tick // 2, tick)]])
         self.drops.setYRange(-0.04 * tick, tick * 1.08, padding=0)
 
+    @staticmethod
+    def _absent(data: PairData) -> np.ndarray:
+        """[T] compared positions whose next-token values were not recorded (or are not finite)."""
+        compared = np.arange(data.length) < data.compared
+        return compared & (~data.logits_recorded | ~np.isfinite(data.logit_margin))
+
     def _set_not_recorded(self, data: PairData) -> None:
         """Hatch the compared positions whose next-token values were not recorded (an engine keeps no
         log-probabilities of prompt positions): blank there, never drawn as 0."""
         for band in self.not_recorded:
             band.getViewBox().removeItem(band)
         self.not_recorded = []
-        missing = np.zeros(data.length, dtype=bool)
-        missing[:data.compared] = ~np.isfinite(data.logit_margin[:data.compared])
-        for t0, t1 in spans(missing):
+        for t0, t1 in spans(self._absent(data)):
             for plot in (self.kl, self.logits):
                 band = self._band(plot, not_recorded_brush())
                 band.setRegion((t0 - 0.5, t1 - 0.5))
