@@ -314,8 +314,8 @@ def test_the_panel_leads_with_the_proven_cause_and_names_the_first_difference_ap
                                  necessary=True, reach=1, reach_of=4)
     text = cause_text(v, proved)
     assert text.proven and text.event == (0, 0) and text.cells == ((0, 0),)
-    assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0 (the first "
-                                    "difference, at position 1 (prompt), layer 1, is not it)")
+    assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0; the first "
+                                    "difference, at position 1 (prompt), layer 1, is not it.")
     lettered = words  # the intervention's words are shown as explain stored them
     assert text.sentence.startswith(f"Proven cause: {lettered} alone restores the other run's tokens through "
                                     f"the first split (position 2, new token 0).")

@@ -347,8 +347,8 @@ def test_opens_on_the_first_divergence_and_the_proven_cause(qtbot, example_windo
     assert (verdict.position, verdict.layer) == (0, 2)
     proven = (data.prompt_len, 0)
     assert cause.proven and cause.event == proven and cause.cells == (proven,)
-    assert cause.headline.startswith("Proven cause: capacity — at position 28 (new token 0), layer 0 (the "
-                                     "first difference, at position 0 (prompt), layer 2, is not it)")
+    assert cause.headline.startswith("Proven cause: capacity — at position 28 (new token 0), layer 0; the "
+                                     "first difference, at position 0 (prompt), layer 2, is not it.")
     assert "Root event: the earliest of 2 of 104 candidate events" in cause.sentence
     assert ("alternatives", "1 of 2 events that each suffice (of 104 scanned)") in cause.facts
     assert "expert 3" in cause.sentence.split(" First difference")[0]

@@ -9,6 +9,7 @@ import html
 import numpy as np
 
 from inspector.figure_data.runs import RunsData
+from inspector.figure_data.words import as_words
 from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.divergence_text import HtmlBlock
 from inspector.figures.marks import CellMarks, MarkAxis
@@ -180,7 +181,7 @@ class RunsFigure:
         darker = [pg.mkBrush(QtGui.QColor(c.colour).darker(CONFIRMED_SHADE)) for c in data.causes]
         self.confirmed_bars.setOpts(x=x, height=confirmed, width=0.7, brushes=darker)
         self.cause_bars.setOpts(x=x, y0=confirmed, height=count - confirmed, width=0.7, brushes=brushes)
-        self.cause_axis.set_labels([c.cause for c in data.causes])
+        self.cause_axis.set_labels([as_words(c.cause) for c in data.causes])
         for item in self.cause_labels:
             self.causes.removeItem(item)
         self.cause_labels = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
 from inspector.figure_data.runs import RunsData, runs_figure_data
+from inspector.figure_data.words import as_words
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtWidgets, pg, plain_tip
@@ -335,7 +336,7 @@ class RunsView(View):
                 confirmed = f"none ({row.confirmed} of {row.count} confirmed by whole-batch reruns)"
             else:
                 confirmed = NO_PROOF
-            for j, text in enumerate((row.cause, str(row.count), f"{row.share:.0%}", confirmed)):
+            for j, text in enumerate((as_words(row.cause), str(row.count), f"{row.share:.0%}", confirmed)):
                 item = QtWidgets.QTableWidgetItem(text)
                 if j in (1, 2):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
