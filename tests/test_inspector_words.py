@@ -93,7 +93,8 @@ def widget_texts(root: QtWidgets.QWidget) -> list[str]:
     return out
 
 
-def model_texts(model, parent=QtCore.QModelIndex(), depth: int = 0) -> list[str]:
+def model_texts(model, parent=None, depth: int = 0) -> list[str]:
+    parent = QtCore.QModelIndex() if parent is None else parent
     out = []
     for r in range(min(model.rowCount(parent), 200)):
         for c in range(model.columnCount(parent)):

@@ -127,8 +127,7 @@ class CompareFigure:
         self.layout = layout
         self.data: CompareData | None = None
         self.shown = "split"  # "split", "A" or "B": what the lower panel shows
-        # Read from the bottom of the bar up, as the scale runs.
-        self.diff = ComparePanel(layout, 0, style, difference_colormap(), "B higher ‹ A − B › A higher")
+        self.diff = ComparePanel(layout, 0, style, difference_colormap(), "A − B")
         self.split = ComparePanel(layout, 1, style, colormap(style.colormap), "router probability")
         self.panels = (self.diff, self.split)
         self.plots = [p.plot for p in self.panels]
@@ -169,7 +168,8 @@ class CompareFigure:
         largest = max(data.largest(), 1e-3)
         diff = data.difference
         self.diff.show(diff, (-largest, largest), data)
-        ticks = [(largest, f"+{largest:.2g}"), (0.0, "0"), (-largest, f"−{largest:.2g}")]
+        # Each end names the run that gives the expert more.
+        ticks = [(largest, f"+{largest:.2g} A"), (0.0, "0"), (-largest, f"−{largest:.2g} B")]
         self.diff.bar.axis.setTicks([ticks])
         differ = data.chosen_a ^ data.chosen_b
         e, t = np.nonzero(differ & np.isfinite(diff))

@@ -75,9 +75,9 @@ class CompareView(View):
         self.graphics.setBackground(self.style.background)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.figure = CompareFigure(self.graphics.ci, self.style)
-        for plot in self.figure.plots:
-            plot.vb.setMinimumHeight(MIN_PLOT_PX)
-        self.keep_graphics_at_least(self.graphics, 600, 2 * MIN_PLOT_PX + 120)
+        # Each panel as tall as naming every expert takes (the figure sets it), the view at least two
+        # plots high: below that it scrolls.
+        self.keep_graphics_at_least(self.graphics, 600, 2 * MIN_PLOT_PX)
         self.hover = HoverLine(HINT)
         self.graphics.scene().sigMouseMoved.connect(self._moved)
         self.graphics.scene().sigMouseClicked.connect(self._clicked)
