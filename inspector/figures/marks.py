@@ -285,7 +285,11 @@ class MarkAxis(pg.AxisItem):
                 continue
             px = self.mapFromItem(view, view.mapFromView(QtCore.QPointF(x, 0))).x()
             w = metrics.horizontalAdvance(text) + 6
-            left = min(max(px - w / 2, 0.0), max(width - w, 0.0))
+            # Centred on its x; a name of a boundary ("prompt | generation", "A | B") has its bar there.
+            bar = text.find("|")
+            anchor = (metrics.horizontalAdvance(text[:bar]) + metrics.horizontalAdvance("|") / 2 + 3
+                      if bar >= 0 else w / 2)
+            left = min(max(px - anchor, 0.0), max(width - w, 0.0))
             free = [r for r, taken in enumerate(rows)
                     if all(left + w + 3 <= a or left >= b + 3 for a, b in taken)]
             if not free and rows[0] and self.push:  # next to the nearest label, when the axis has room
