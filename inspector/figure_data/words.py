@@ -9,13 +9,7 @@ it), and docs/glossary.md explains each word.
 from __future__ import annotations
 
 #: Members whose words are not their spelling with spaces.
-WORDS = {
-    "seeded_random": "seeded random choice",
-    "upstream_numeric": "upstream numeric difference",
-    "output_numeric": "output numeric difference",
-    "numeric_routing": "numeric routing difference",
-    "token_near_tie": "token near-tie",
-}
+WORDS = {"token_near_tie": "token near-tie"}
 
 
 def as_words(name: object) -> str:
