@@ -175,3 +175,17 @@ def test_every_headline_reads_without_parentheses_inside_parentheses(traces, nam
             assert not leaks([cause.headline, cause.sentence]), cause.headline
             seen += 1
     assert seen and np.isfinite(seen)
+
+
+def test_the_glossary_in_docs_is_the_tooltips_glossary():
+    from paths import ROOT
+
+    from inspector.views.glossary import GLOSSARY, explain, markdown
+
+    doc = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    assert markdown() in doc
+    # Every term a headline of the example uses is explained in its tooltip.
+    text = explain("Proven cause: capacity — at position 28; the first difference, at position 0, is not it; "
+                   "t* at 29, not recorded")
+    for term in ("proven cause", "capacity", "first difference", "t*", "not recorded"):
+        assert f"{term}: {GLOSSARY[term]}" in text

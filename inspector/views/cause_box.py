@@ -9,6 +9,7 @@ from inspector.figure_data.divergence_cause import CauseText
 from inspector.figures.divergence_text import cause_html
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtGui, QtWidgets
+from inspector.views.glossary import explain
 
 
 class CauseBox(QtWidgets.QTextBrowser):
@@ -33,6 +34,7 @@ class CauseBox(QtWidgets.QTextBrowser):
 
     def set_cause(self, cause: CauseText, style: FigureStyle) -> None:
         self._full = cause_html(cause, style)
+        self.setToolTip(explain(f"{cause.headline} {cause.sentence}"))  # the glossary's words it uses
         self._only = cause_html(cause, style, brief="headline")
         self.setHtml(self._only if self._headline_only else self._full)
         self._brief.setDefaultFont(self.document().defaultFont())

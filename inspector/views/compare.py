@@ -17,6 +17,7 @@ from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
+from inspector.views.glossary import tip
 from inspector.views.hover import HoverLine
 from inspector.views.notice import Notice
 from inspector.views.pair_picker import PairPicker
@@ -40,19 +41,18 @@ class CompareView(View):
         self.source: DivergenceSource | None = None
         self.picker = PairPicker()
         self.split = QtWidgets.QSlider(Qt.Orientation.Horizontal)
-        self.split.setToolTip("Split: the lower panel shows A left of this position and B from it on")
+        self.split.setToolTip(tip("split"))
         self.split.setMinimumWidth(160)
         self.split.valueChanged.connect(self._split_moved)
         self.shown = QtWidgets.QComboBox()
         self.shown.addItems(list(SHOWN))
         self.shown.setToolTip("What the lower panel shows: A left of the split and B right of it, or "
-                              "one run whole")
+                              "one run whole\n" + tip("A − B", "split", "not recorded"))
         self.shown.currentTextChanged.connect(lambda text: self._show_run(SHOWN[text]))
         self.flicker = QtWidgets.QToolButton()
         self.flicker.setText("Flicker")
         self.flicker.setCheckable(True)
-        self.flicker.setToolTip(f"Show A and B in turn, {FLICKER_MS} ms each, over the same cells: what "
-                                "changes blinks")
+        self.flicker.setToolTip(f"{tip('flicker')} ({FLICKER_MS} ms each)")
         self.flicker.toggled.connect(self._flicker_toggled)
         self._timer = QtCore.QTimer(self)
         self._timer.setInterval(FLICKER_MS)
