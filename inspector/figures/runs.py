@@ -137,10 +137,12 @@ class RunsFigure:
         self.set_headline()
         self.image.setImage(cluster_rgb(data.clusters, data.n_unique), autoLevels=False, levels=(0, 255))
         self.image.setRect(QtCore.QRectF(P - 0.5, -0.5, max(n, 1), N))
-        self.y_axis.set_labels(names)
-        self.map.getAxis("bottom").set_labels([])
         y_of = np.empty(N, dtype=np.int64)
         y_of[data.order] = np.arange(N)
+        names = list(names)
+        names[y_of[data.reference]] = f"ref {names[y_of[data.reference]]}"  # the boxed row says what it is
+        self.y_axis.set_labels(names)
+        self.map.getAxis("bottom").set_labels([])
         diverged = np.flatnonzero(data.t_star >= 0)
         self.t_star.set_cells(data.t_star[diverged], y_of[diverged])
         y_ref = y_of[data.reference]
