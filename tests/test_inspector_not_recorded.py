@@ -37,7 +37,6 @@ def test_no_curve_draws_a_value_where_the_engine_recorded_none(qapp, engine, siz
             x, y = curve.getData()
             drawn_at = np.isfinite(y)
             assert not (drawn_at & absent[x.astype(int)]).any(), curve.name()
-            # No drawn point sits at the log axes' floor: a true zero is not mistaken for a gap.
         regions = sorted(tuple(band.getRegion()) for band in figure.not_recorded)
         assert regions and all(r[1] - r[0] >= 1 for r in regions)
         hatched = np.zeros(data.length, bool)

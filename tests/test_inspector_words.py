@@ -9,7 +9,6 @@ import importlib
 import pkgutil
 import re
 
-import numpy as np
 import pytest
 from engine_trace import write_engine_trace
 from paths import EXAMPLES
@@ -174,7 +173,7 @@ def test_every_headline_reads_without_parentheses_inside_parentheses(traces, nam
             assert _depth(cause.headline) <= 1, cause.headline
             assert not leaks([cause.headline, cause.sentence]), cause.headline
             seen += 1
-    assert seen and np.isfinite(seen)
+    assert seen
 
 
 def test_the_glossary_in_docs_is_the_tooltips_glossary():
