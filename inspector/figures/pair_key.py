@@ -67,7 +67,7 @@ def _pen(item) -> QtGui.QPen:
 def pair_key(figure, style) -> key.Key:
     """The key of `figure` (a `PairFigure` showing its data): what its panels draw now."""
     data = figure.data
-    out = key.Key(style, scale=0.8)
+    out = key.Key(style, scale=0.9)
     present = set(np.unique(data.kinds).tolist())
     heatmaps = (figure.heat_a, figure.heat_b)
     cell = colormap(style.colormap).map(0.45, mode="qcolor")
