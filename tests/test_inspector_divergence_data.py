@@ -222,7 +222,7 @@ def test_router_flip_pair_is_a_guess_until_confirmed(known):
     assert v.cause == "router_flip" and (v.position, v.layer, v.rank) == (3, 0, 1) and data.t_star == 4
     assert v.router_margin == pytest.approx(1.0 - NEAR_TIE, rel=1e-3)
     assert not data.cause.confirmed and not data.cause.proven
-    assert data.cause.headline.startswith("Cause: first difference (no proof yet): router_flip at position 3")
+    assert data.cause.headline.startswith("Cause: first difference (no proof yet): router flip at position 3")
     assert "nothing is proven until explain reruns the pair" in data.cause.headline
     assert data.cause.event == (3, 0) and data.cause_event == (3, 0) and data.cause.cells == ()
     assert data.changed[0, 3] and data.kinds[0, 3] == EXPERTS and data.strip()[0, 3] == 1
@@ -314,8 +314,8 @@ def test_the_panel_leads_with_the_proven_cause_and_names_the_first_difference_ap
                                  necessary=True, reach=1, reach_of=4)
     text = cause_text(v, proved)
     assert text.proven and text.event == (0, 0) and text.cells == ((0, 0),)
-    assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0 (the first "
-                                    "difference, at position 1 (prompt), layer 1, is not it)")
+    assert text.headline.startswith("Proven cause: capacity — at position 0 (prompt), layer 0; the first "
+                                    "difference, at position 1 (prompt), layer 1, is not it.")
     lettered = words  # the intervention's words are shown as explain stored them
     assert text.sentence.startswith(f"Proven cause: {lettered} alone restores the other run's tokens through "
                                     f"the first split (position 2, new token 0).")
@@ -387,7 +387,7 @@ def test_a_cause_added_to_the_table_reaches_the_summary_the_views_and_the_csv(kn
     data = runs_figure_data(known.rows(choices), choices, 0, vocab=known.vocab, records=records)
     row = next(c for c in data.causes if c.cause == "cosmic_ray")
     assert (row.count, row.confirmed, row.colour) == (1, 1, "#123456")
-    assert "cosmic_ray 1 (50%)" in data.causes_line and "cosmic_ray" not in unexplained()
+    assert "cosmic ray 1 (50%)" in data.causes_line and "cosmic_ray" not in unexplained()
     columns = data.to_columns()
     i = list(columns["cause"]).index("cosmic_ray")
     assert columns["cause_meaning"][i] == meaning and columns["confirmed"][i]

@@ -91,6 +91,7 @@ def test_capacity_pair_highlights_t_star_and_states_the_confirmed_cause(qtbot, k
     shown = [text_b[box.offsets[i]:box.offsets[i] + len(s)] for i, s in enumerate(v.data.text_b.texts)]
     assert shown == v.data.text_b.texts
     assert box.document().characterCount() - 1 == box.offsets[-1]
+    v.details.setChecked(True)  # the sentence and numbers, not only the headline of a laptop's window
     cause = v.cause_box.toPlainText()
     assert "Cause: capacity — confirmed by counterfactual" in cause
     assert "rows 0, 2, 0 took slots 0-2 ahead of it" in cause
@@ -110,8 +111,9 @@ def test_router_flip_pair_is_stated_as_a_guess(qtbot, known_window, known_trace)
     verdict = analysis_verdict(known_trace, "alone", "flip")
     assert verdict.cause == "router_flip" and v.data.t_star == verdict.t_star == 4
     assert v.highlighted_positions("B") == [4]
+    v.details.setChecked(True)
     cause = v.cause_box.toPlainText()
-    assert "Cause: first difference (no proof yet): router_flip at position 3" in cause
+    assert "Cause: first difference (no proof yet): router flip at position 3" in cause
     assert "router flip at a near-tie" in cause
     # Swap: B becomes the reference; the token at t* stays highlighted.
     with qtbot.waitSignal(v.drawn, timeout=5000):
@@ -197,7 +199,7 @@ def test_overview_headline_tree_and_causes_match_the_analysis(qtbot, known_windo
     # The table of causes: the capacity run is confirmed by the explanation table, the flip is not.
     table = [[v.causes.item(r, c).text() for c in range(4)] for r in range(v.causes.rowCount())]
     assert table == [["capacity", "1", "50%", "none (1 of 1 confirmed by whole-batch reruns)"],
-                     ["router_flip", "1", "50%", "first difference (no proof yet)"]]
+                     ["router flip", "1", "50%", "first difference (no proof yet)"]]
     assert "2 of 4 runs diverge" in v.causes_note.text()
     # The cluster map: one row per run, t* framed for the two divergent runs.
     assert v.figure.image.image.shape[:2] == (4, T - 2)

@@ -59,7 +59,7 @@ def command_options(v) -> list[str]:
         return ["--run", s.run, "--row", str(s.row)]
     if ex.view == "load":
         return ["--run", s.run, "--layer", str(s.layer), "--step", str(s.step), "--group", str(s.group)]
-    if ex.view == "pair":
+    if ex.view in ("pair", "compare"):
         return ["--request", str(s.request), "--pair", ",".join(s.pair), "--layer", str(s.layer)]
     return ["--request", str(s.request), "--run", s.run, "--condition", s.condition]
 

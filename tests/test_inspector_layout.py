@@ -196,7 +196,8 @@ def test_every_view_holds_at_every_size(qtbot, example_window):
 
 #: The plots of each view that stay in view, unscrolled, at 1280 x 720.
 IN_VIEW = {"routing": lambda f: [f.plot], "layers": lambda f: [f.plot], "load": lambda f: [f.totals],
-           "pair": lambda f: f.heatmaps, "runs": lambda f: [f.map], "causal_map": lambda f: f.plots}
+           "pair": lambda f: f.heatmaps, "runs": lambda f: [f.map], "compare": lambda f: f.plots,
+           "causal_map": lambda f: f.plots}
 
 
 def in_view(view, plot) -> QtCore.QSize:
@@ -204,6 +205,37 @@ def in_view(view, plot) -> QtCore.QSize:
     scene = plot.vb.sceneBoundingRect()
     at = view.graphics.viewport().mapTo(view.scroller.viewport(), view.graphics.mapFromScene(scene.topLeft()))
     return QtCore.QRect(at, scene.size().toSize()).intersected(view.scroller.viewport().rect()).size()
+
+
+#: Laptop and desktop windows: the views comparing runs are in view whole, unscrolled.
+SCREENS = ((1280, 720), (1366, 768), (1920, 1080))
+
+
+def test_the_views_comparing_runs_scroll_0_px_with_every_line_whole(qtbot, example_window):
+    w = example_window
+    qtbot.waitUntil(lambda: not w.progress.isVisible(), timeout=20000)
+    for width, height in SCREENS:
+        w.resize(width, height)
+        qtbot.waitUntil(lambda size=(width, height): (w.width(), w.height()) == size, timeout=3000)
+        for view in [v for v in w.views if v.name in ("pair", "runs", "compare")]:
+            show(qtbot, w, view)
+            qtbot.wait(50)
+            where = f"{view.name} at {width}x{height}"
+            assert view.scroller.verticalScrollBar().maximum() == 0, where
+            assert view.scroller.horizontalScrollBar().maximum() == 0, where
+            assert cut_texts(view) == [], where
+            assert not (cuts := cut_widgets(w)), (where, cuts)
+            for plot in plots(view):
+                assert in_view(view, plot) == plot.vb.sceneBoundingRect().size().toSize(), where
+            if view.name == "pair":
+                box = view.cause_box
+                # A short view holds the headline alone and whole (no half line of the sentence
+                # under it); a taller one the headline and sentence whole.
+                if not view.details.isChecked():
+                    assert box.toPlainText().strip() == view.data.cause.headline.strip(), where
+                    assert box.verticalScrollBar().maximum() == 0, where
+                brief = not view.details.isChecked()
+                assert box.needed_height(headline_only=brief) <= box.height() + 1, where
 
 
 def test_the_second_example_has_nothing_cut_either(qtbot, make_window):
@@ -285,7 +317,8 @@ def test_a_completion_scrolls_by_whole_lines_to_a_late_split(qtbot):
 
 #: The main plot of each view: at 800 x 500 it stays in view.
 MAIN_PLOTS = {"routing": lambda f: f.plot, "layers": lambda f: f.plot, "load": lambda f: f.totals,
-              "pair": lambda f: f.heat_a.plot, "runs": lambda f: f.map, "causal_map": lambda f: f.plot}
+              "pair": lambda f: f.heat_a.plot, "runs": lambda f: f.map, "compare": lambda f: f.diff.plot,
+              "causal_map": lambda f: f.plot}
 
 
 def test_a_small_window_keeps_every_main_plot_in_view(qtbot, example_window):
@@ -347,8 +380,8 @@ def test_opens_on_the_first_divergence_and_the_proven_cause(qtbot, example_windo
     assert (verdict.position, verdict.layer) == (0, 2)
     proven = (data.prompt_len, 0)
     assert cause.proven and cause.event == proven and cause.cells == (proven,)
-    assert cause.headline.startswith("Proven cause: capacity — at position 28 (new token 0), layer 0 (the "
-                                     "first difference, at position 0 (prompt), layer 2, is not it)")
+    assert cause.headline.startswith("Proven cause: capacity — at position 28 (new token 0), layer 0; the "
+                                     "first difference, at position 0 (prompt), layer 2, is not it.")
     assert "Causal map: " in cause.headline   # the graded map beside the proof
     assert "expert 3" in cause.sentence.split(" First difference")[0]
     assert (w.state.layer, w.state.position) == (proven[1], proven[0])

@@ -19,7 +19,7 @@ from traces.analysis.rows import row_trace
 
 
 def test_every_view_is_one_entry_with_one_widget():
-    assert list(SPECS) == ["routing", "layers", "load", "pair", "runs", "causal_map", "text"]
+    assert list(SPECS) == ["routing", "layers", "load", "pair", "runs", "compare", "causal_map", "text"]
     assert [cls.name for cls in VIEWS] == list(SPECS) and set(WIDGETS) == set(SPECS)
     fields = {f.name for f in dataclasses.fields(Selection)}
     for name, spec in SPECS.items():

@@ -41,10 +41,10 @@ BATCH_MS = 100
 LEFT_PX = 360
 LEFT_MIN_PX = 200
 LEFT_SHARE = 0.29
-#: Below this window height (a laptop's 1280 x 720 window, for one) the text strip folds away (its
+#: Below this window height (a laptop's 1280 x 720 or 1366 x 768 window) the text strip folds away (its
 #: handle, at the bottom, drags it back), so every view keeps its plots in view; it comes back when
 #: the window grows.
-SHORT_PX = 760
+SHORT_PX = 800
 
 
 class MainWindow(QtWidgets.QMainWindow):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inspector.figure_data.words import as_words
 from traces.analysis import ExplainRecord, Verdict
 from traces.analysis.causal_map import record_headline
 from traces.analysis.cause_table import IDENTICAL, OUTPUT_NUMERIC, meaning, settles
@@ -119,18 +120,18 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
         if cause == IDENTICAL:
             return f"No divergence: runs A and B {agreement(v)}.", confirmed
         return (f"No divergence in the completions compared, but the runs differ inside: the first "
-                f"difference is of kind {cause} ({meaning(cause)})."), confirmed
+                f"difference is of kind {as_words(cause)}: {meaning(cause)}."), confirmed
     first = _where(v.position, v.layer, v.prompt_len) if v.position >= 0 else "none"
     if proven(record):
         shown = record.confirmed_cause
         where = _where(record.proof_position, record.proof_layer, v.prompt_len)
         what = f"at {where}" if record.proof_size == 1 else \
             f"a minimal set of {record.proof_size} events, the first at {where}"
-        text = f"Proven cause: {shown} — {what}"
+        text = f"Proven cause: {as_words(shown)} — {what}"
         if record.placebo >= 0 and is_weak(record.placebo):   # the placebo restores too: say so first
             text += ", weak: a near-tie"
         if (record.proof_position, record.proof_layer) != (v.position, v.layer):
-            text += f" (the first difference, at {first}, is not it)"
+            text += f"; the first difference, at {first}, is not it"
         if record.proof_how in ROUTER_EVENTS:   # the event is a router choice, not a drop
             said = meaning_of_event(shown)
             return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}.") + _map_words(record), \
@@ -141,15 +142,16 @@ def headline(v: Verdict, record: ExplainRecord | None) -> tuple[str, bool]:
                 f"the split")
     elif confirmed:
         shown = record.confirmed_cause
-        text = (f"Cause: {shown} — confirmed by counterfactual reruns of the whole batch; the event shown is "
-                f"the {NO_PROOF}: {_observed(v)} at {first}")
+        text = (f"Cause: {as_words(shown)} — confirmed by counterfactual reruns of the whole batch; the "
+                f"event shown is the {NO_PROOF}: {_observed(v)} at {first}")
     else:
         shown = cause
         text = f"Cause: {NO_PROOF}: {_observed(v)} at {first}"
         if record is None:
-            text += " — observed in the recorded routing; nothing is proven until explain reruns the pair"
+            where = "next-token values" if cause == OUTPUT_NUMERIC else "routing"
+            text += f" — observed in the recorded {where}; nothing is proven until explain reruns the pair"
         elif record.confirmed_cause:
-            text += f" — explain found no proof: {record.confirmed_cause}"
+            text += f" — explain found no proof: {as_words(record.confirmed_cause)}"
             shown = record.confirmed_cause
     said = meaning(shown)
     return (f"{text}. {said[0].upper()}{said[1:]}." if said else f"{text}.") + _map_words(record), confirmed
@@ -166,7 +168,7 @@ def _map_words(record: ExplainRecord | None) -> str:
 
 def _observed(v: Verdict) -> str:
     """The first difference's kind: its name, or for a numeric one at the output what happened."""
-    return numeric_flip(v) if v.cause == OUTPUT_NUMERIC else v.cause
+    return numeric_flip(v) if v.cause == OUTPUT_NUMERIC else as_words(v.cause)
 
 
 def proof_text(v: Verdict, record: ExplainRecord | None, label: RunLabel = run_label) -> str:

@@ -72,9 +72,23 @@ def drop_differences(expert_a: np.ndarray, kept_a: np.ndarray, expert_b: np.ndar
     return a_only, b_only
 
 
+def _stored(values: np.ndarray) -> np.ndarray:
+    """Float64 `values` that are all float32 values (a difference or a margin of float32 logits) as
+    float32, the dtype they were stored in: a CSV then writes 0.1, not 0.10000000149011612."""
+    values = np.asarray(values)
+    if values.dtype != np.float64:
+        return values
+    narrow = values.astype(np.float32)
+    return narrow if np.array_equal(narrow.astype(np.float64), values, equal_nan=True) else values
+
+
 def _pad(values: np.ndarray, length: int, fill=np.nan) -> np.ndarray:
     """`values` [..., T] padded with `fill` to [..., length]."""
-    out = np.full((*values.shape[:-1], length), fill, dtype=np.result_type(values.dtype, type(fill)))
+    kind = values.dtype.kind
+    same = (kind == "f" and isinstance(fill, float)) or (kind == "b" and isinstance(fill, bool))
+    # A float keeps its dtype (a CSV writes float32 as the float32 it is); ints padded with NaN widen.
+    out = np.full((*values.shape[:-1], length), fill,
+                  dtype=values.dtype if same else np.result_type(values.dtype, type(fill)))
     out[..., : values.shape[-1]] = values
     return out
 
@@ -379,9 +393,9 @@ def pair_figure_data(a: RowTrace, b: RowTrace, layer: int, *, vocab: Sequence[st
         changed=_pad(diff.expert, T, False), dropped_a_only=_pad(a_only & routed, T, False),
         dropped_b_only=_pad(b_only & routed, T, False),
         expert_a=a.expert, kept_a=a.kept, expert_b=b.expert, kept_b=b.kept,
-        router_delta=_pad(curves.router_delta, T), kl=_pad(curves.kl, T),
-        logit_diff=_pad(curves.max_logit_diff, T),
-        logit_margin=_pad(curves.logit_margin, T),
+        router_delta=_pad(_stored(curves.router_delta), T), kl=_pad(curves.kl, T),
+        logit_diff=_pad(_stored(curves.max_logit_diff), T),
+        logit_margin=_pad(_stored(curves.logit_margin), T),
         drops_a=_pad(drops(a.expert, a.kept).sum(axis=0).astype(np.float64), T),
         drops_b=_pad(drops(b.expert, b.kept).sum(axis=0).astype(np.float64), T),
         logits_recorded=_pad(logits_recorded(a)[:C] & logits_recorded(b)[:C], T, False),

@@ -18,6 +18,7 @@ from inspector.figure_data.cause_columns import CauseEvent, cause_fields
 from inspector.figure_data.divergence_source import RunChoice, find_record
 from inspector.figure_data.table import INTEGER, RUN, TEXT, Column, column_values, missing
 from inspector.figure_data.tokens import display_token, token_text
+from inspector.figure_data.words import causes_line
 from traces.analysis import BranchNode, ExplainRecord, RequestAnalysis, analyse_request
 from traces.analysis.cause_table import colour, meaning, settles
 from traces.analysis.divergence import leaves
@@ -248,7 +249,7 @@ def cause_table(analysis: RequestAnalysis, records: Sequence[ExplainRecord], cho
     rows = tuple(CauseRow(cause=cause, count=n, share=share, confirmed=count(confirmed, cause),
                           proven=count(proven, cause), colour=colour(cause))
                  for cause, n, share in summary.rows())
-    return rows, tuple(causes), tuple(confirmed), summary.describe(), tuple(events)
+    return rows, tuple(causes), tuple(confirmed), causes_line(summary), tuple(events)
 
 
 def runs_figure_data(rows, choices: Sequence[RunChoice], reference: int, *, vocab: Sequence[str],

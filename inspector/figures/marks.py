@@ -153,8 +153,14 @@ class CellMarks(pg.GraphicsObject):
         if self.shadow is not None:
             shade = max(self.width / 2, 0.5)
             self._band(painter, self.shadow, xs, ys, hx, hy, shade, sides)
+        if not sides:
+            # A cell too narrow for a frame: caps across its whole width at its top and bottom, tall
+            # enough to read at a journal column (an inset cap would shrink to a dot there).
+            t = min(max(self.width, 0.12 * uy), 0.25 * uy)
+            self._band(painter, self.color, xs, ys, hx, hy - shade, t, sides)
+            return
         # At most a quarter of the cell each side, so that its colour shows inside.
-        t = min(self.width, 0.25 * min(ux if sides else uy, uy))
+        t = min(self.width, 0.25 * min(ux, uy))
         self._band(painter, self.color, xs, ys, hx - shade, hy - shade, t, sides)
 
     def _paint_crosses(self, painter: QtGui.QPainter, xs, ys, ux: float, uy: float) -> None:
@@ -234,6 +240,14 @@ class MarkAxis(pg.AxisItem):
         self.setStyle(tickLength=0, showValues=False)
         self.setHeight(self._row_height() * rows + 4)
 
+    def set_rows(self, rows: int, push: bool) -> None:
+        """Use `rows` text rows; `push` False leaves out a label no row holds at its x (never moved
+        off its mark)."""
+        self.rows, self.push = rows, push
+        self.setHeight(self._row_height() * rows + 4)
+        self.picture = None
+        self.update()
+
     def _row_height(self) -> int:
         return QtGui.QFontMetrics(self.style.get("tickFont") or QtGui.QFont()).height() + 2
 
@@ -271,7 +285,11 @@ class MarkAxis(pg.AxisItem):
                 continue
             px = self.mapFromItem(view, view.mapFromView(QtCore.QPointF(x, 0))).x()
             w = metrics.horizontalAdvance(text) + 6
-            left = min(max(px - w / 2, 0.0), max(width - w, 0.0))
+            # Centred on its x; a name of a boundary ("prompt | generation", "A | B") has its bar there.
+            bar = text.find("|")
+            anchor = (metrics.horizontalAdvance(text[:bar]) + metrics.horizontalAdvance("|") / 2 + 3
+                      if bar >= 0 else w / 2)
+            left = min(max(px - anchor, 0.0), max(width - w, 0.0))
             free = [r for r, taken in enumerate(rows)
                     if all(left + w + 3 <= a or left >= b + 3 for a, b in taken)]
             if not free and rows[0] and self.push:  # next to the nearest label, when the axis has room

@@ -24,7 +24,7 @@ from inspector.figures.divergence_text import A_COLOR, B_COLOR, HtmlBlock, compl
 from inspector.figures.log_axis import DecadeAxis
 from inspector.figures.marks import CellMarks, MarkAxis
 from inspector.figures.pair_key import STRIP_COLORS, kinds_rgb, not_recorded_brush, pair_key, strip_rgb
-from inspector.figures.panels import left_axis_px, reserve_right, share_left_width
+from inspector.figures.panels import left_axis_px, reserve_right, set_title, share_left_width
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, pg
@@ -104,6 +104,7 @@ class PairFigure:
         # Left: the two heatmaps (the routing view's own figure) and the strip at the chosen layer.
         self.heat_a = RoutingFigure(left, self.style, row=0)
         self.heat_b = RoutingFigure(left, self.style, row=1)
+        self.heat_a.marks.set_rows(2, push=False)  # t* at its line, above the boundary's name
         # Its three rows are short: their names may sit closer than other ticks, never left out.
         self.strip = _plot(left, 2, self.style, CategoryAxis("left", STRIP_TICKS, min_gap_px=12))
         self.strip.invertY(True)
@@ -113,7 +114,7 @@ class PairFigure:
             left.layout.setRowStretchFactor(i, s)
         # Right: the map of what differs, and the curves.
         self.map_axis = CategoryAxis("left")
-        self.map_marks = MarkAxis()
+        self.map_marks = MarkAxis(rows=2, push=False)  # t* at its line, above the boundary's name
         self.map = _plot(right, 0, self.style, self.map_axis, "layer", top=self.map_marks)
         self.map.invertY(True)
         self.map_image = pg.ImageItem(axisOrder="row-major")
@@ -221,8 +222,8 @@ class PairFigure:
             # The runs are named above (the completions' headers), under the panels, or in the app's
             # picker: a run's name is about as wide as a heatmap, and broken at its hyphens it reads
             # as two names.
-            fig.plot.setTitle(f"{name} row{NB}{d.row} · {what}", color=color,
-                              size=f"{self.style.font_size + 1}pt")
+            set_title(fig.plot, f"{name} row{NB}{d.row} · layer{NB}{data.layer} · {what}", color=color,
+                      size=f"{self.style.font_size + 1}pt")
             fig.plot.vb.setLimits(xMin=-0.5 - 0.05 * T, xMax=T - 0.5 + 0.05 * T)
         # B's bar repeats A's scale unnamed, or names its own (probabilities against choices).
         shared = data.a.probabilities == data.b.probabilities
@@ -230,8 +231,7 @@ class PairFigure:
         self.heat_b.colorbar.axis.setLabel("" if shared else data.b.colour_label, color=self.style.foreground)
         self.strip_image.setImage(strip_rgb(data.strip()), autoLevels=False, levels=(0, 255))
         self.strip_image.setRect(QtCore.QRectF(-0.5, -0.5, T, 3))
-        self.strip.setTitle(f"layer{NB}{data.layer}: what differs", color=self.style.foreground,
-                            size=f"{self.style.font_size}pt")
+        # The strip's rows name what differs; the heatmaps' titles name the layer.
         self.map_image.setImage(kinds_rgb(data.kinds), autoLevels=False, levels=(0, 255))
         self.map_image.setRect(QtCore.QRectF(-0.5, -0.5, T, L))
         self.map_axis.set_labels([str(l) for l in range(L)])
@@ -244,8 +244,8 @@ class PairFigure:
         root = v.root if v.root is not None and v.root.layer >= 0 else None
         self._marker_cells[id(self.root_mark)] = ([root.position], [root.layer]) if root else ([], [])
         self._place_markers()
-        self.map.setTitle("what differs (layer × position)", color=self.style.foreground,
-                          size=f"{self.style.font_size}pt")
+        set_title(self.map, "what differs (layer × position)", color=self.style.foreground,
+                  size=f"{self.style.font_size}pt")
         self.map.vb.setRange(yRange=(-0.5, L - 0.5), padding=0)
         self._set_curves(data)
         compared = data.compared
@@ -320,8 +320,10 @@ class PairFigure:
 
     def _set_curves(self, data: PairData) -> None:
         x = np.arange(data.length, dtype=np.float64)
+        absent = self._absent(data)
         for curve, values in ((self.kl_curve, data.kl), (self.diff_curve, data.logit_diff),
                               (self.margin_curve, data.logit_margin)):
+            values = np.where(absent, np.nan, values)  # not recorded: a gap, never a value
             y = np.where(np.isfinite(values) & (values <= LOG_FLOOR), LOG_FLOOR, values)
             curve.setData(x, y, connect="finite")
         self._set_not_recorded(data)
@@ -334,15 +336,19 @@ class PairFigure:
         self.drops.getAxis("left").setTicks([[(v, str(v)) for v in (0, tick // 2, tick)]])
         self.drops.setYRange(-0.04 * tick, tick * 1.08, padding=0)
 
+    @staticmethod
+    def _absent(data: PairData) -> np.ndarray:
+        """[T] compared positions whose next-token values were not recorded (or are not finite)."""
+        compared = np.arange(data.length) < data.compared
+        return compared & (~data.logits_recorded | ~np.isfinite(data.logit_margin))
+
     def _set_not_recorded(self, data: PairData) -> None:
         """Hatch the compared positions whose next-token values were not recorded (an engine keeps no
         log-probabilities of prompt positions): blank there, never drawn as 0."""
         for band in self.not_recorded:
             band.getViewBox().removeItem(band)
         self.not_recorded = []
-        missing = np.zeros(data.length, dtype=bool)
-        missing[:data.compared] = ~np.isfinite(data.logit_margin[:data.compared])
-        for t0, t1 in spans(missing):
+        for t0, t1 in spans(self._absent(data)):
             for plot in (self.kl, self.logits):
                 band = self._band(plot, not_recorded_brush())
                 band.setRegion((t0 - 0.5, t1 - 0.5))

@@ -16,6 +16,7 @@ from inspector.figure_data.pair import CELL_KINDS, EXPERTS, KEPT_SET, NOT_COMPAR
 from inspector.figures import key
 from inspector.figures.divergence_text import A_COLOR, B_COLOR
 from inspector.figures.marks import MarkSample
+from inspector.figures.style import colormap
 from inspector.qt import QtCore, QtGui, pg
 
 #: RGB of each difference kind in the layer x position map (index = code of CELL_KINDS); the strip
@@ -68,6 +69,15 @@ def pair_key(figure, style) -> key.Key:
     data = figure.data
     out = key.Key(style, scale=0.9)
     present = set(np.unique(data.kinds).tolist())
+    heatmaps = (figure.heat_a, figure.heat_b)
+    cell = colormap(style.colormap).map(0.45, mode="qcolor")
+    if any(h.kept.x.size for h in heatmaps):
+        out.add(MarkSample(figure.heat_a.kept, cell), "kept")
+    dropped = next((h for h in heatmaps if h.dropped.x.size), None)
+    if dropped is not None:
+        out.add(MarkSample([dropped.dropped_outline, dropped.dropped], cell), "dropped")
+    if any(h.boundary.isVisible() for h in heatmaps):
+        out.add(key.vertical_line(_pen(figure.heat_a.boundary)), "prompt | generation")
     strip = data.strip()
     for code, text in ((ROUTER_LOGITS, "router logits differ"), (WEIGHTS, "weights differ"),
                        (KEPT_SET, "kept set differs"), (EXPERTS, "experts differ")):
@@ -84,15 +94,17 @@ def pair_key(figure, style) -> key.Key:
     if len(figure.root_mark.data):
         out.add(key.symbol(figure.root_mark), "first bitwise difference")
     if figure.first_marks.x.size:
-        out.add(MarkSample(figure.first_marks, _rgb(KIND_COLORS[KEPT_SET])), "first differing decision")
+        x, y = figure.first_marks.cells()  # the swatch's cell in the colour the first one is drawn
+        fill = _rgb(KIND_COLORS[int(data.kinds[int(y[0]), int(x[0])])])
+        out.add(MarkSample(figure.first_marks, fill), "first differing decision")
     if data.t_star >= 0:
         out.add(key.vertical_line(_pen(figure.t_star_lines[0])), "t* (the tokens split)")
     if figure.selected_lines[0].isVisible():
         out.add(key.vertical_line(_pen(figure.selected_lines[0])), "selected position")
     for curve, text in ((figure.kl_curve, "KL(A‖B)"), (figure.diff_curve, "max |logit difference|"),
                         (figure.margin_curve, "A's top-2 logit margin"),
-                        (figure.drops_a, "A's drops, all layers"),
-                        (figure.drops_b, "B's drops, all layers")):
+                        (figure.drops_a, "A's drops"),
+                        (figure.drops_b, "B's drops")):
         if curve.xData is not None and np.isfinite(curve.yData).any():
             out.add(key.line(_pen(curve)), text)
     if any(r.isVisible() for r in figure.not_recorded):

@@ -75,3 +75,12 @@ def share_left_width(plots: Sequence[pg.PlotItem], width: float) -> None:
 def data_x(plot: pg.PlotItem, x: float) -> float:
     """Scene x of data x in `plot` (where a position's vertical line is drawn)."""
     return plot.vb.mapViewToScene(QtCore.QPointF(x, 0.0)).x()
+
+
+def set_title(plot: pg.PlotItem, text: str, **opts) -> None:
+    """`plot.setTitle(text, **opts)` in a row as high as the text's line (pyqtgraph's is 30 px
+    whatever the font): stacked panels lose no height to empty title rows."""
+    plot.setTitle(text, **opts)
+    height = plot.titleLabel.itemRect().height() + 2
+    plot.titleLabel.setMaximumHeight(height)
+    plot.layout.setRowFixedHeight(0, height)

@@ -9,6 +9,7 @@ import html
 import numpy as np
 
 from inspector.figure_data.runs import RunsData
+from inspector.figure_data.words import as_words
 from inspector.figures.axes import CategoryAxis, CountAxis, TokenAxis, XZoomViewBox
 from inspector.figures.divergence_text import HtmlBlock
 from inspector.figures.marks import CellMarks, MarkAxis
@@ -136,10 +137,12 @@ class RunsFigure:
         self.set_headline()
         self.image.setImage(cluster_rgb(data.clusters, data.n_unique), autoLevels=False, levels=(0, 255))
         self.image.setRect(QtCore.QRectF(P - 0.5, -0.5, max(n, 1), N))
-        self.y_axis.set_labels(names)
-        self.map.getAxis("bottom").set_labels([])
         y_of = np.empty(N, dtype=np.int64)
         y_of[data.order] = np.arange(N)
+        names = list(names)
+        names[y_of[data.reference]] = f"ref {names[y_of[data.reference]]}"  # the boxed row says what it is
+        self.y_axis.set_labels(names)
+        self.map.getAxis("bottom").set_labels([])
         diverged = np.flatnonzero(data.t_star >= 0)
         self.t_star.set_cells(data.t_star[diverged], y_of[diverged])
         y_ref = y_of[data.reference]
@@ -180,7 +183,7 @@ class RunsFigure:
         darker = [pg.mkBrush(QtGui.QColor(c.colour).darker(CONFIRMED_SHADE)) for c in data.causes]
         self.confirmed_bars.setOpts(x=x, height=confirmed, width=0.7, brushes=darker)
         self.cause_bars.setOpts(x=x, y0=confirmed, height=count - confirmed, width=0.7, brushes=brushes)
-        self.cause_axis.set_labels([c.cause for c in data.causes])
+        self.cause_axis.set_labels([as_words(c.cause) for c in data.causes])
         for item in self.cause_labels:
             self.causes.removeItem(item)
         self.cause_labels = []

@@ -56,6 +56,21 @@ def pair_caption(data) -> list[str]:
     return out
 
 
+def compare_caption(data) -> list[str]:
+    """The runs compared, what each panel shows, and the largest difference."""
+    pair = data.pair
+    out = [f"Run A = {data.run_a} row {pair.a.row} and run B = {data.run_b} row {pair.b.row} (request "
+           f"{data.request}), MoE layer {data.layer} (model layer {data.model_layer})."]
+    if data.recorded:
+        out.append(f"Top: A − B, the difference of the router probabilities of each expert at each "
+                   f"position, on a diverging scale centred on 0 (largest difference {data.largest():.3g}).")
+    else:
+        out.append("Top: A − B is absent: a run did not record its router logits, only its choices.")
+    out.append(f"Bottom: one heatmap over the same axes, A's routing left of position {data.split} and "
+               f"B's from it on; chosen experts framed, dropped candidates crossed.")
+    return out
+
+
 def runs_caption(data) -> list[str]:
     condition = f"condition {data.condition}" if data.condition else "all conditions"
     return [f"{data.n_runs} runs of request {data.request} ({condition}), against reference run "

@@ -17,6 +17,8 @@ from inspector.figure_data.cause_columns import (
     cause_fields,
     first_difference_fields,
 )
+from inspector.figure_data.compare import COLUMNS as COMPARE_COLUMNS
+from inspector.figure_data.compare import compare_data
 from inspector.figure_data.divergence_source import (
     DivergenceSource,
     RunChoice,
@@ -89,6 +91,12 @@ def read_pair(trace, sel: Selection):
     return data
 
 
+def read_compare(trace, sel: Selection):
+    """The compare view's data (`CompareData`) of runs `sel.pair` at MoE layer `sel.layer`, split at t*
+    (else at the end of the prompt)."""
+    return compare_data(read_pair(trace, sel))
+
+
 def read_runs(trace, sel: Selection):
     """The runs view's data (`RunsData`) of request `sel.request` (default: the probe's),
     the runs of condition `sel.condition` ('' = all; default: the reference run's, else the first
@@ -141,6 +149,13 @@ def _pair_values(data, sel: Selection) -> dict[str, np.ndarray]:
     return in_range(with_context(context, data.to_columns()), sel)
 
 
+def _compare_values(data, sel: Selection) -> dict[str, np.ndarray]:
+    context = {"request": data.request, "run_a": data.run_a, "row_a": data.pair.a.row, "run_b": data.run_b,
+               "row_b": data.pair.b.row, "layer": data.layer, "model_layer": data.model_layer,
+               "split": data.split}
+    return in_range(with_context(context, data.to_columns()), sel)
+
+
 def _runs_values(data, sel: Selection) -> dict[str, np.ndarray]:
     context = {"request": data.request, "reference": data.reference_run, "n_new": data.n_new,
                "n_unique": data.n_unique}
@@ -165,6 +180,17 @@ pair_columns = TableSpec(
                                                                                          "empty"),
      *FIRST_DIFFERENCE, *PAIR_COLUMNS),
     "one row per position", _pair_values)
+compare_columns = TableSpec(
+    (REQUEST,
+     Column("run_a", TEXT, "run A, the reference"),
+     Column("row_a", INTEGER, "batch row of run A holding the request"),
+     Column("run_b", TEXT, "run B, compared with A"),
+     Column("row_b", INTEGER, "batch row of run B holding the request"),
+     Column("layer", INTEGER, "MoE layer shown"),
+     Column("model_layer", INTEGER, "the model's own number of that MoE layer"),
+     Column("split", INTEGER, "the split panel's split: it shows A at positions before it, B from it on"),
+     *COMPARE_COLUMNS),
+    "one row per (position, expert)", _compare_values)
 runs_columns = TableSpec(
     (REQUEST,
      Column("reference", TEXT, "the reference run every run is compared with"),
@@ -175,6 +201,10 @@ runs_columns = TableSpec(
 
 
 def pair_stem(data) -> list[object]:
+    return [f"request{data.request}", data.run_a, data.run_b, f"layer{data.layer}"]
+
+
+def compare_stem(data) -> list[object]:
     return [f"request{data.request}", data.run_a, data.run_b, f"layer{data.layer}"]
 
 

@@ -9,6 +9,7 @@ from inspector.figure_data.divergence_cause import CauseText
 from inspector.figures.divergence_text import cause_html
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtGui, QtWidgets
+from inspector.views.glossary import explain
 
 
 class CauseBox(QtWidgets.QTextBrowser):
@@ -21,9 +22,21 @@ class CauseBox(QtWidgets.QTextBrowser):
         self.setMinimumHeight(40)
         self._brief = QtGui.QTextDocument(self)   # the headline and sentence alone, to measure
         self._headline = QtGui.QTextDocument(self)  # the headline alone, to measure
+        self._headline_only = False
+        self._full = self._only = ""
+
+    def show_headline_only(self, only: bool) -> None:
+        """Hold the headline alone (a short view: no half line of the sentence under it), or all."""
+        if only != self._headline_only:
+            self._headline_only = only
+            self.setHtml(self._only if only else self._full)
+            self.verticalScrollBar().setValue(0)
 
     def set_cause(self, cause: CauseText, style: FigureStyle) -> None:
-        self.setHtml(cause_html(cause, style))
+        self._full = cause_html(cause, style)
+        self.setToolTip(explain(f"{cause.headline} {cause.sentence}"))  # the glossary's words it uses
+        self._only = cause_html(cause, style, brief="headline")
+        self.setHtml(self._only if self._headline_only else self._full)
         self._brief.setDefaultFont(self.document().defaultFont())
         self._brief.setDocumentMargin(self.document().documentMargin())
         self._brief.setHtml(cause_html(cause, style, brief="sentence"))
@@ -33,6 +46,7 @@ class CauseBox(QtWidgets.QTextBrowser):
         self.verticalScrollBar().setValue(0)
 
     def clear_cause(self) -> None:
+        self._full = self._only = ""
         self.clear()
         self._brief.clear()
         self._headline.clear()

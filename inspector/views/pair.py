@@ -34,10 +34,10 @@ TEXTS_MIN_PX = 64
 #: sentence take (in a small window the plots keep the rest).
 CAUSE_PX = 120
 CAUSE_SHARE = 0.45
-#: In a view shorter than this (a laptop's 1280 x 720 window) the plots come first: the cause shows its
-#: headline (the rest scrolls in its box), the completions fold, and the key is left out (the hover
+#: In a view shorter than this (a laptop's 1280 x 720 or 1366 x 768 window) the plots come first: the cause
+#: shows its headline alone, the completions fold, and the key is left out (the hover
 #: line names every cell); one click on "Details" brings the sentence and the completions back.
-SHORT_VIEW_PX = 600
+SHORT_VIEW_PX = 680
 
 
 class PairView(View):
@@ -96,7 +96,7 @@ class PairView(View):
         self.graphics.scene().sigMouseClicked.connect(self._scene_clicked)
         for plot in self.figure.heatmaps:
             plot.vb.setMinimumHeight(MIN_PLOT_PX)
-        self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 240)
+        self.keep_graphics_at_least(self.graphics, 760, 2 * MIN_PLOT_PX + 160)
         self.texts.setMinimumHeight(TEXTS_MIN_PX)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.figure.strip.getAxis("bottom").showLabel(False)  # the right column's axis names the positions
@@ -162,6 +162,9 @@ class PairView(View):
             self.details.setChecked(full)
             self.details.blockSignals(False)
         self.texts.setMinimumHeight(TEXTS_MIN_PX if full else 0)
+        self.cause_box.show_headline_only(not full)
+        # Folded, the completions are hidden: a splitter counts a folded pane's least height.
+        self.texts.setVisible(full or self._texts_short_px > 0)
         least = max(min(self.cause_box.needed_height(headline_only=not full), int(CAUSE_SHARE * height)), 44)
         if least != self.cause_box.minimumHeight():
             self.cause_box.setMinimumHeight(least)

@@ -6,6 +6,7 @@ from inspector.figure_data.divergence_source import DivergenceSource, RunChoice
 from inspector.figures.divergence_text import A_COLOR, B_COLOR
 from inspector.qt import Qt, QtWidgets, Signal, plain_tip
 from inspector.views.fit_combo import FitComboBox
+from inspector.views.glossary import tip
 
 
 class PairPicker(QtWidgets.QWidget):
@@ -33,6 +34,8 @@ class PairPicker(QtWidgets.QWidget):
         top.addWidget(self.request, 1)
         self.top = top  # the view adds its buttons to the request's line
         a_label, b_label = QtWidgets.QLabel("A:"), QtWidgets.QLabel("B:")
+        a_label.setToolTip(tip("A"))
+        b_label.setToolTip(tip("B"))
         a_label.setStyleSheet(f"color: {A_COLOR}; font-weight: bold;")
         b_label.setStyleSheet(f"color: {B_COLOR}; font-weight: bold;")
         pair.addWidget(a_label)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from inspector.figure_data.divergence_source import DivergenceSource, RunChoice, table_reference
 from inspector.figure_data.runs import RunsData, runs_figure_data
+from inspector.figure_data.words import as_words
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtWidgets, pg, plain_tip
@@ -66,7 +67,8 @@ class RunsView(View):
         self.tree = QtWidgets.QTreeWidget()
         # The branch, its runs and new tokens; the text the runs share is in each row's tooltip, so the
         # tree fits its column without scrolling sideways.
-        self.tree.setHeaderLabels(["split at → completion", "runs", "new tokens"])
+        # Positions as the map's axis numbers them (not new-token indices): one axis everywhere.
+        self.tree.setHeaderLabels(["split at → completion", "runs", "positions"])
         self.tree.setIndentation(12)
         self.tree.setToolTip("Prefix tree of the completions: runs agree inside a node and split at its end; "
                              "double-click a node to select its first run in every view")
@@ -298,13 +300,15 @@ class RunsView(View):
             if node.parent < 0:
                 branch, said = f"all {node.count} runs", f"all {node.count} runs"
             else:
-                branch = f"{node.token!r} at {node.start - 1}"
-                said = f"{node.token!r} at new token {node.start - 1}"
+                at = data.prompt_len + node.start - 1
+                branch = f"{node.token!r} at {at}"
+                said = f"{node.token!r} at position {at} (new token {node.start - 1})"
             if node.completion >= 0:
                 branch += f" → #{node.completion}"
                 said += f", then completion #{node.completion}"
             end = min(node.split, data.n_new)
-            span = f"{node.start}-{end - 1}" if end > node.start else "-"
+            first = data.prompt_len + node.start
+            span = f"{first}-{data.prompt_len + end - 1}" if end > node.start else "-"
             item = QtWidgets.QTreeWidgetItem([branch, str(node.count), span])
             item.setData(0, RUNS_ROLE, node.runs)
             tip = f"{said}; shared text: {node.text!r}; runs: {', '.join(node.runs)}"
@@ -335,7 +339,7 @@ class RunsView(View):
                 confirmed = f"none ({row.confirmed} of {row.count} confirmed by whole-batch reruns)"
             else:
                 confirmed = NO_PROOF
-            for j, text in enumerate((row.cause, str(row.count), f"{row.share:.0%}", confirmed)):
+            for j, text in enumerate((as_words(row.cause), str(row.count), f"{row.share:.0%}", confirmed)):
                 item = QtWidgets.QTableWidgetItem(text)
                 if j in (1, 2):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
