@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import torch
 
-from model import native
 from model.routing_policy import DROPLESS_CAPACITY, PRESETS, RoutingPolicy
 
 __all__ = ["DROPLESS_CAPACITY", "PRESETS", "RoutingDecision", "RoutingPolicy", "route", "router_scores"]
@@ -80,6 +80,7 @@ def route(
     pad: torch.Tensor | None = None,
     seed_offset: int = 0,
     chosen: tuple[torch.Tensor, torch.Tensor] | None = None,
+    compiled: ModuleType | None = None,
 ) -> RoutingDecision:
     """Route the tokens marked `valid[B,T]` given `router_logits[B,T,E]` under `policy`.
 
@@ -92,6 +93,9 @@ def route(
     Face adapters of `model.hf`). The policy then only orders and keeps them: experts, choice order and
     gates are the model's (`probs` holds the weights at the chosen experts, 0 elsewhere); `none` and
     `before_drop` leave the weights as the model normalised them, `after_drop` renormalises the survivors.
+
+    `compiled`: a model's compiled kernels (`model.experts.Kernels.module`), which decide a small step of
+    a position priority on the host (the same decision, bit for bit).
     """
     _check_inputs(router_logits, valid, pad, policy, seed_offset)
     B, T, E = router_logits.shape
@@ -99,19 +103,21 @@ def route(
     if chosen is not None:
         return _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen)
     probs = router_scores(router_logits, policy.score_fn)  # [B,T,E]
-    return _dispatch(probs, valid, pad, policy, K, seed_offset)
+    return _dispatch(probs, valid, pad, policy, K, seed_offset, compiled=compiled)
 
 
-def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None) -> RoutingDecision:
+def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None,
+              compiled=None) -> RoutingDecision:
     """Which tokens are routed and counted (the policy's pad knobs), then the sort-free position path
     where it applies, else the general one; `expert` [B,T,K] keeps a model router's own candidates."""
     routed, counted = _routed_counted(valid, pad, policy)
     N = probs.shape[0] * probs.shape[1]
     if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
         if N <= SMALL_TOKENS and K <= 2 and probs.device.type == "cpu" and not probs.requires_grad:
-            plan = compiled_plan(policy, routed, counted, probs.shape[-1]) if expert is None else None
+            plan = compiled_plan(policy, routed, counted, probs.shape[-1]) \
+                if expert is None and compiled is not None else None
             if plan is not None and probs.dtype == torch.float32:
-                out = native.load().route_position(probs, *plan)
+                out = compiled.route_position(probs, *plan)
             else:
                 out = None
             if out is not None:
@@ -355,12 +361,12 @@ def _routed_counted(valid, pad, policy) -> tuple[torch.Tensor, torch.Tensor]:
 def compiled_plan(policy: RoutingPolicy, routed: torch.Tensor, counted: torch.Tensor, E: int) -> tuple | None:
     """The compiled router's arguments after the scores (`model.native` `route_position`): routed,
     counted, capacity, K, by_seq, seq_major, token_major, norm, dropless; None where it does not decide
-    this step: not built, a priority other than a position, groups other than batch or sequence, more
+    this step: a priority other than a position, groups other than batch or sequence, more
     than SMALL_TOKENS tokens, K > 2, not the CPU. It takes the same integer steps and float operations
     as `_route_small`, so the same decision bit for bit (a non-finite score: it returns None)."""
     B, T = routed.shape
     K = policy.top_k
-    if native.load() is None or policy.priority not in _POSITION \
+    if policy.priority not in _POSITION \
             or policy.group_by not in ("batch", "sequence") or not 0 < B * T <= SMALL_TOKENS or K > 2 \
             or routed.device.type != "cpu":
         return None
