@@ -152,3 +152,12 @@ def test_the_fingerprint_records_the_path_that_ran(tiny_model):
     model.use_kernels(TORCH_KERNEL_VERSION)
     assert model.kernel_path == "2-torch"
     assert machine_fingerprint(kernels=TORCH_KERNEL_VERSION)["kernel_path"] == "2-torch"
+
+
+def test_a_rerun_on_another_path_names_it_among_the_machines_differences():
+    from traces import fingerprint
+
+    here = machine_fingerprint()
+    recorded = {**here, "kernel_path": "3-avx512" if here["kernel_path"] != "3-avx512" else "3-avx2"}
+    said = f"kernel path {recorded['kernel_path']} -> {here['kernel_path']}"
+    assert said in fingerprint.differences(recorded, here)
