@@ -21,7 +21,7 @@ from torch import nn
 from model import native
 from model.kernels import KERNEL_VERSION as COMPILED_VERSION
 from model.kernels import TORCH_KERNEL_VERSION as TORCH_VERSION
-from model.routing import step_plan
+from model.routing import StepPlan
 
 #: The path name of the pure-PyTorch kernels.
 TORCH_PATH = "torch"
@@ -82,7 +82,7 @@ def packed_weights(moe: nn.Module, module: ModuleType, x: torch.Tensor,
     """The block's expert weights in `module`'s layout, packed again whenever they change (a load, an
     optimiser step), or None where the compiled kernels do not run: not the CPU, not float32,
     autograd, widths not a multiple of the path's vector. Written for a decode step's microseconds."""
-    if x.dtype != torch.float32 or x.device.type != "cpu":
+    if x.dtype != torch.float32 or not x.is_cpu:
         return None
     params = moe._parameters
     w_in, w_out = params["w_in"], params["w_out"]
@@ -126,12 +126,17 @@ EXPERTS: dict[tuple[int, str, str], Experts] = {
 def compiled_step(moe: nn.Module, x: torch.Tensor, valid: torch.Tensor, policy, pad: torch.Tensor | None,
                   tile: int):
     """A step of a few tokens in one compiled call: (y, logits, probs, decision fields), or None where
-    the compiled kernels or `routing.step_plan` do not apply (tile 0: native mode's router linear)."""
+    the compiled kernels or the block's `routing.StepPlan` do not apply (tile 0: native mode's router
+    linear). The plan is kept on the block while the policy stays the same object."""
     module = moe.kernels.module
     if module is None:
         return None
     pack = packed_weights(moe, module, x, None)
-    plan = None if pack is None else step_plan(policy, valid, pad, moe.n_experts)
+    if pack is None:
+        return None
+    if moe._plan is None or moe._plan.policy is not policy:
+        moe._plan = StepPlan(policy, moe.n_experts)
+    plan = moe._plan.step(valid, pad)
     if plan is None:
         return None
     return module.moe_step(x, moe._parameters["router"], tile, *plan, *pack)

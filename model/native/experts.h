@@ -120,12 +120,14 @@ struct Item {
   int64_t expert, row0, rows, block;
 };
 
-// (expert, block of ROWS rows, output block) for every expert with rows: count[e]..count[e+1].
+// (expert, output block, block of ROWS rows) for every expert with rows: count[e]..count[e+1]; an output
+// block's row blocks follow each other, so a thread that takes them in turn finds the block in its cache.
 inline std::vector<Item> items(const std::vector<int64_t>& count, int64_t blocks) {
   std::vector<Item> out;
   for (size_t e = 0; e + 1 < count.size(); ++e)
-    for (int64_t r = count[e]; r < count[e + 1]; r += ROWS)
-      for (int64_t b = 0; b < blocks; ++b) out.push_back({int64_t(e), r, std::min(ROWS, count[e + 1] - r), b});
+    for (int64_t b = 0; b < blocks && count[e + 1] > count[e]; ++b)
+      for (int64_t r = count[e]; r < count[e + 1]; r += ROWS)
+        out.push_back({int64_t(e), r, std::min(ROWS, count[e + 1] - r), b});
   return out;
 }
 

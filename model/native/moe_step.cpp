@@ -44,15 +44,25 @@ bool route_impl(const torch::Tensor& probs, const torch::Tensor& routed, const t
   auto cap_t = capacity.contiguous();
   const int64_t* cap = cap_t.data_ptr<int64_t>();
 
-  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  auto expert = torch::empty({B, T, K}, i64);
-  auto slot = torch::empty({B, T, K}, i64);
+  // the integer fields are views of one allocation (a decode step's microseconds)
+  auto ints = torch::empty({2 * N * K + N + 2 * G * E + 2 * G}, torch::TensorOptions().dtype(torch::kInt64));
+  int64_t at_ = 0;
+  auto take = [&](c10::IntArrayRef shape, c10::IntArrayRef strides, int64_t n) {
+    auto t = ints.as_strided(shape, strides, at_);
+    at_ += n;
+    return t;
+  };
+  auto expert = take({B, T, K}, {T * K, K, 1}, N * K);
+  auto slot = take({B, T, K}, {T * K, K, 1}, N * K);
+  auto group = take({B, T}, {T, 1}, N);
+  auto requested = take({G, E}, {E, 1}, G * E);
+  auto kept_count = take({G, E}, {E, 1}, G * E);
+  auto group_tokens = take({G}, {1}, G);
+  auto cap_copy = take({G}, {1}, G);
+  std::fill_n(requested.data_ptr<int64_t>(), G * E, int64_t(0));
+  std::fill_n(group_tokens.data_ptr<int64_t>(), G, int64_t(0));
   auto gate = torch::empty({B, T, K}, torch::TensorOptions().dtype(torch::kFloat32));
   auto kept = torch::empty({B, T, K}, torch::TensorOptions().dtype(torch::kBool));
-  auto group = torch::empty({B, T}, i64);
-  auto requested = torch::zeros({G, E}, i64);
-  auto kept_count = torch::empty({G, E}, i64);
-  auto group_tokens = torch::zeros({G}, i64);
   int64_t* ex = expert.data_ptr<int64_t>();
   int64_t* sl = slot.data_ptr<int64_t>();
   float* gt = gate.data_ptr<float>();
@@ -128,7 +138,8 @@ bool route_impl(const torch::Tensor& probs, const torch::Tensor& routed, const t
     }
   }
   // in RoutingDecision's field order, probs apart
-  out = {expert, gate, kept, slot, group, cap_t.clone(), requested, kept_count, group_tokens};
+  std::copy_n(cap, G, cap_copy.data_ptr<int64_t>());
+  out = {expert, gate, kept, slot, group, cap_copy, requested, kept_count, group_tokens};
   return true;
 }
 
