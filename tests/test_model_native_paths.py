@@ -161,3 +161,16 @@ def test_a_rerun_on_another_path_names_it_among_the_machines_differences():
     recorded = {**here, "kernel_path": "3-avx512" if here["kernel_path"] != "3-avx512" else "3-avx2"}
     said = f"kernel path {recorded['kernel_path']} -> {here['kernel_path']}"
     assert said in fingerprint.differences(recorded, here)
+
+
+@pytest.mark.parametrize("isa", PATHS)
+def test_compiled_attention_keeps_its_bits_at_any_thread_count(isa, threads):
+    kernel = native.load_path(isa)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 4, n, 32, generator=g) for n in (64, 600, 600))
+    q_pos = torch.arange(536, 600).expand(2, 64)
+    out = {}
+    for n in (1, 2, 4):
+        threads(n)
+        out[n] = kernel.attention(q, k, v, q_pos)
+    assert torch.equal(_bits(out[1]), _bits(out[2])) and torch.equal(_bits(out[1]), _bits(out[4]))
