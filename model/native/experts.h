@@ -8,7 +8,7 @@
 //   1. per (expert, block of its rows, block of outputs): gate and up of those outputs, then
 //      a = silu(gate) * up, into the candidate's row of `a`;
 //   2. per (expert, block of its rows, block of outputs): out = a @ w_out, into the candidate's row;
-//   3. per block of tokens: y = the token's gated outputs added in expert order.
+//   3. per block of tokens: y = the token's gated outputs multiply-added in expert order.
 // Weights are packed per expert in blocks of WIDTH outputs that stream once for all of an item's rows:
 // at a decode step (a row or two an expert) the step is weight streaming, at a prefill a
 // register-blocked GEMM of up to RMAX rows at a time.
@@ -244,8 +244,8 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
       float* yr = y_p + n * C;
       for (int64_t c = 0; c < C; c += LANES) {
         vec acc = simd::zero();
-        for (int64_t k = 0; k < kept_n; ++k)  // a multiply, then an add: the same on every path
-          acc = simd::add(acc, simd::mul(simd::set1(g_p[order[k]]), simd::load(out.data() + at[order[k]] * C + c)));
+        for (int64_t k = 0; k < kept_n; ++k)
+          acc = simd::fmadd(simd::set1(g_p[order[k]]), simd::load(out.data() + at[order[k]] * C + c), acc);
         simd::store(yr + c, acc);
       }
     }

@@ -203,7 +203,7 @@ inline float dot(const float* a, const float* b, int64_t n) {
   for (int width = simd::LANES / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
   float sum = lanes[0];
-  for (; d < n; ++d) sum += a[d] * b[d];
+  for (; d < n; ++d) sum = simd::madd(a[d], b[d], sum);
   return sum;
 }
 
@@ -250,7 +250,7 @@ torch::Tensor attention(torch::Tensor q_in, torch::Tensor k_in, torch::Tensor v_
         const float p = std::exp(s[j] - m);
         denom += p;
         const float* vj = vb + j * vs2;
-        for (int64_t d = 0; d < D; ++d) acc[d] += p * vj[d];
+        for (int64_t d = 0; d < D; ++d) acc[d] = simd::madd(p, vj[d], acc[d]);
       }
       float* o = op + r * D;
       for (int64_t d = 0; d < D; ++d) o[d] = acc[d] / denom;

@@ -1,12 +1,13 @@
 // The vector instructions one build of the kernels targets, chosen by the build (model/native/build.py
 // passes -DMOE_ISA_AVX512, -DMOE_ISA_AVX2 or nothing) and never by the compiler: every multiply-add
 // below is written out, fused (`fmadd`, one rounding) on the AVX paths and a multiply then an add (two
-// roundings) on the generic one, and the build turns contraction off (-ffp-contract=off), so a path's
+// roundings) on the generic one (`madd` the same for one float), and the build turns contraction off (-ffp-contract=off), so a path's
 // bits are defined by this code. The activation `silu_times` differs between the paths too; the
 // machine fingerprint records the path that ran (`3-avx512`, `3-avx2`, `3-generic`).
 
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -27,6 +28,7 @@ inline vec load(const float* p) { return _mm512_loadu_ps(p); }
 inline void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
 inline vec set1(float a) { return _mm512_set1_ps(a); }
 inline vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c, one rounding
+inline float madd(float a, float b, float c) { return std::fma(a, b, c); }
 inline vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
 inline vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
 
@@ -66,6 +68,7 @@ inline vec load(const float* p) { return _mm256_loadu_ps(p); }
 inline void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
 inline vec set1(float a) { return _mm256_set1_ps(a); }
 inline vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c, one rounding
+inline float madd(float a, float b, float c) { return std::fma(a, b, c); }
 inline vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
 inline vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
 
@@ -107,6 +110,7 @@ inline vec load(const float* p) {
 inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof(v)); }
 inline vec set1(float a) { return vec{a, a, a, a, a, a, a, a}; }
 inline vec fmadd(vec a, vec b, vec c) { return a * b + c; }  // two roundings (no contraction in this build)
+inline float madd(float a, float b, float c) { return a * b + c; }
 inline vec add(vec a, vec b) { return a + b; }
 inline vec mul(vec a, vec b) { return a * b; }
 
