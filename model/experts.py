@@ -47,6 +47,10 @@ class Kernels:
     def compiled(self) -> bool:
         return self.module is not None
 
+    def __reduce__(self):
+        """Pickled (a copied or sent model) as its version and path, chosen again where it lands."""
+        return choose, (self.version, None if self.isa == TORCH_PATH else self.isa)
+
     def experts(self, mode: str) -> Experts:
         """The experts backend of this version, path and kernel `mode`."""
         return EXPERTS[(self.version if self.compiled else TORCH_VERSION, mode, self.isa)]

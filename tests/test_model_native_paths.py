@@ -174,3 +174,16 @@ def test_compiled_attention_keeps_its_bits_at_any_thread_count(isa, threads):
         threads(n)
         out[n] = kernel.attention(q, k, v, q_pos)
     assert torch.equal(_bits(out[1]), _bits(out[2])) and torch.equal(_bits(out[1]), _bits(out[4]))
+
+
+def test_a_copied_model_runs_the_same_kernels():
+    import copy
+    import pickle
+
+    moe = _block()
+    for isa in native.paths_available():
+        moe.use_kernels(KERNEL_VERSION, isa)
+        assert copy.deepcopy(moe).kernels == moe.kernels
+        assert pickle.loads(pickle.dumps(moe)).kernels.path == f"3-{isa}"
+    moe.use_kernels(TORCH_KERNEL_VERSION)
+    assert copy.deepcopy(moe).kernels.path == "2-torch"
