@@ -126,7 +126,7 @@ def decode_parts(model, policy, B: int, keys: int = 128):
     return [
         ("decode step forward, bi / native", forward),
         (f"  attention over {keys} keys, one layer", lambda mode: lambda: kernels.attention(
-            q, k, v, positions, mode, cfg.kernel_tile, compiled=block.attn.compiled)),
+            q, k, v, positions, mode, cfg.kernel_tile, compiled=block.attn.kernels.module)),
         ("  qkv linear, one layer", lambda mode: lambda: kernels.linear(x, block.attn.qkv, mode,
                                                                          cfg.kernel_tile)),
         ("  MoE block, one layer", lambda mode: lambda: block.ffn(x, valid, policy, mode=mode,

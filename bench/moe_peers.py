@@ -5,6 +5,7 @@ and the dense SwiGLU FFN of equal active parameters.
 
     .venv/bin/python bench/moe_peers.py [--threads 1] [--repeats 15] [--tokens 8 64 2048]
                                         [--sizes shipped large] [--policy dropless] [--percentile 50]
+                                        [--contenders ours "vLLM CPU fused" ...] [--scaling]
 
 Sizes: `shipped` is the shipped model's block (d_model 128, 8 experts of 256, top-2; its trained weights
 where the checkpoint is present), `large` d_model 1024, 8 experts of 2816, top-2 (random weights).
@@ -13,7 +14,9 @@ count, in turn (interleaved, so a change of load hits all of them; each round st
 contender, so none always runs after the same one), each call timed alone after a warm-up. The table
 prints the median microseconds and, beside each peer, ours / peer (below 1: ours
 is faster) and each contender / the dense FFN, each ratio the median of the rounds' ratios with their
-interquartile range (as bench/pairs.py reads interleaved pairs). All contenders' outputs are checked
+interquartile range (as bench/pairs.py reads interleaved pairs). `--scaling` then times ours and the
+peers again at 1, 2, 4, ... threads up to every core and prints each one's speed-up over its own
+1-thread time (medians of the rounds). All contenders' outputs are checked
 against ours first (the largest difference is printed). Float32, no autograd; the load average is
 printed before and after. Python's collector is frozen after the set-up (the imports' objects are not
 traversed during timed calls) and numpy's OpenBLAS runs one thread (its idle threads spin): both for
@@ -42,7 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pairs import load_average  # noqa: E402
 from shipped import load_model  # noqa: E402
 
-from model import native  # noqa: E402
+from model.experts import choose  # noqa: E402
 from model.layers import SwiGLU  # noqa: E402
 from model.moe import MoE  # noqa: E402
 from model.routing import RoutingPolicy  # noqa: E402
@@ -107,7 +110,7 @@ def vllm_block(moe: MoE):
     return run
 
 
-def contenders(size: str, policy: RoutingPolicy) -> tuple[dict, str]:
+def contenders(size: str, policy: RoutingPolicy, wanted: list[str] | None = None) -> tuple[dict, str]:
     moe, which = our_block(size)
     C = moe.w_in.shape[-1]
     F = moe.w_out.shape[-1]
@@ -121,6 +124,8 @@ def contenders(size: str, policy: RoutingPolicy) -> tuple[dict, str]:
     if vllm is not None:
         out["vLLM CPU fused"] = vllm
     out["dense FFN"] = lambda x: dense(x)
+    if wanted:
+        out = {name: fn for name, fn in out.items() if name in wanted or name == "ours"}
     return out, which
 
 
@@ -154,16 +159,18 @@ def main() -> int:
                         help="the percentile of a round's calls that times it (default 50, the median)")
     parser.add_argument("--policy", default="dropless", help="our block's routing preset (default dropless, "
                         "as the peers route)")
+    parser.add_argument("--contenders", nargs="+", help="the contenders beside ours (default: every one)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also time every contender at 1, 2, 4, ... threads up to every core")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     policy = RoutingPolicy.preset(args.policy)
-    built = native.load() is not None
-    kernel = "compiled (version 3)" if built else "pure PyTorch (version 2: not built)"
+    kernel = f"kernels {choose().path}"
     print(f"threads {args.threads}, repeats {args.repeats}, percentile {args.percentile:g} of a round's "
           f"calls, policy {args.policy}, our experts: {kernel}; cores {os.cpu_count()}, "
           f"load {load_average():.2f}")
     for size in args.sizes:
-        fns, which = contenders(size, policy)
+        fns, which = contenders(size, policy, args.contenders)
         C = SIZES[size][0]
         xs = {n: torch.randn(1, n, C, generator=torch.Generator().manual_seed(n)) for n in args.tokens}
         gc.collect()
@@ -200,12 +207,42 @@ def main() -> int:
                 cell = f"{med[name]:,.0f}"
                 if name not in ("ours", "dense FFN"):
                     cell += f" (ours/peer {per_round(times, 'ours', name, n)})"
-                if name != "dense FFN":
+                if name != "dense FFN" and "dense FFN" in names:
                     cell += f" [{per_round(times, name, 'dense FFN', n)} of dense]"
                 cells.append(cell)
             print(f"| {n} | {' | '.join(cells)} |")
+        if args.scaling:
+            scaling(fns, xs, calls, args)
+        torch.set_num_threads(args.threads)
     return 0
 
 
+def scaling(fns: dict, xs: dict, calls: dict, args) -> None:
+    """Each contender's speed-up from 1 thread to 2, 4, ... and every core: the median of `args.repeats`
+    rounds at each count (contenders interleaved as in the table), over its own 1-thread median."""
+    cores = os.cpu_count() or 1
+    counts = sorted({1, cores} | {2 ** i for i in range(1, 8) if 2 ** i < cores})
+    times: dict[tuple[str, int, int], list[float]] = {}
+    with torch.no_grad():
+        for threads in counts:
+            torch.set_num_threads(threads)
+            for _ in range(args.repeats):
+                for n, x in xs.items():
+                    for name, fn in fns.items():
+                        times.setdefault((name, n, threads), []).append(
+                            timed(fn, x, calls[n], args.percentile))
+    print(f"\nscaling over threads {', '.join(map(str, counts))}: median microseconds "
+          "(speed-up over 1 thread)")
+    print(f"| contender | tokens | {' | '.join(f'{t} threads' for t in counts)} |")
+    print("|---" * (len(counts) + 2) + "|")
+    for name in fns:
+        for n in xs:
+            med = {t: statistics.median(times[(name, n, t)]) for t in counts}
+            cells = [f"{med[t] * 1e6:,.0f} ({med[1] / med[t]:.2f}x)" for t in counts]
+            print(f"| {name} | {n} | {' | '.join(cells)} |")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # vLLM's bindings report leaks at a normal exit; the results are printed

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import torch
 
+from model.experts import choose
 from model.kernels import KERNEL_VERSION
 
 #: Environment variables that change which kernels run or how they reduce.
@@ -32,9 +33,12 @@ _CONFIG_LIBRARIES = {
 }
 
 
-def machine_fingerprint(device: torch.device | str = "cpu", kernels: int = KERNEL_VERSION) -> dict:
+def machine_fingerprint(device: torch.device | str = "cpu", kernels: int = KERNEL_VERSION,
+                        kernel_path: str | None = None) -> dict:
     """A JSON-ready description of this machine and torch build as far as they change float results;
-    `kernels`: the version of the project's kernels the model runs (its `kernel_version`)."""
+    `kernels`: the version of the project's kernels the model runs (its `kernel_version`);
+    `kernel_path`: that version and its instruction-set path (its `kernel_path`, `3-avx512`), by default
+    the path a model chooses here for `kernels`."""
     fp = {
         "cpu": _cpu_model(),
         "cpu_vendor": _cpu_vendor(),
@@ -51,6 +55,7 @@ def machine_fingerprint(device: torch.device | str = "cpu", kernels: int = KERNE
         "env": {k: os.environ[k] for k in KERNEL_ENV if k in os.environ},
         "device": str(device),
         "kernels": int(kernels),
+        "kernel_path": kernel_path or choose(int(kernels)).path,
     }
     if torch.version.cuda:
         fp["cuda"] = str(torch.version.cuda)

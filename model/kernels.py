@@ -10,10 +10,11 @@ Nondeterminism in LLM Inference": fix the reduction strategy, not the batch).
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import torch
 import torch.nn.functional as F
 
-from model import native
 from traces.schema import KERNEL_MODES
 
 #: Version of the project's own kernels (this module, the routing and the MoE block's experts), stored
@@ -25,22 +26,12 @@ from traces.schema import KERNEL_MODES
 #: Version 3: the compiled kernels of `model.native` (built by the set-up): the MoE block's experts in
 #: every step of both modes (one fused multiply-add chain per output, so a row's bits do not depend on
 #: its step), a step of a few tokens in one call, and batch-invariant attention one query row at a
-#: time. The router's logits and the routing decision keep their bits. Where the kernels are not built
-#: the model runs version 2's pure-PyTorch path and records version 2.
+#: time. The router's logits and the routing decision keep their bits. Each instruction-set path
+#: (AVX-512, AVX2 with FMA, generic) has its own bits: the fingerprint records the path (`3-avx512`).
+#: Where the kernels are not built the model runs version 2's pure-PyTorch path and records version 2.
 KERNEL_VERSION = 3
 #: The version the pure-PyTorch path reproduces.
 TORCH_KERNEL_VERSION = 2
-
-def compiled_for(version: int) -> bool:
-    """Whether a model reproducing kernel `version` runs the compiled kernels: from version 3 on, where
-    they are built (versions 1-2 share the pure-PyTorch path)."""
-    return version >= KERNEL_VERSION and native.load() is not None
-
-
-def version_run(compiled: bool) -> int:
-    """The kernel version a model runs with (or without) the compiled kernels."""
-    return KERNEL_VERSION if compiled else TORCH_KERNEL_VERSION
-
 
 #: Keys per block of batch-invariant attention (a fixed split size, not a fixed number of splits).
 KEY_BLOCK = 64
@@ -74,19 +65,18 @@ def linear(x: torch.Tensor, weight: torch.Tensor, mode: str = "native", tile: in
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, mode: str = "native",
-              tile: int = 4, causal_square: bool = False, compiled: bool = False) -> torch.Tensor:
+              tile: int = 4, causal_square: bool = False, compiled: ModuleType | None = None) -> torch.Tensor:
     """Scaled dot-product attention of q[B,H,Tq,D] over k/v[B,H,Tk,D], key j sitting at position j.
 
     A query at position q_pos[B,Tq] sees keys 0..q_pos. `causal_square`: Tq == Tk and q_pos[b,t] == t
-    (full recomputation), which lets native mode use SDPA's causal kernel. `compiled` (kernel version
-    3, where built): batch-invariant mode runs the compiled kernel, one query row at a time (no tile
-    of padded queries, no key blocks), float32 on the CPU without autograd.
+    (full recomputation), which lets native mode use SDPA's causal kernel. `compiled` (the module of a
+    model's compiled kernels, `model.experts.Kernels.module`): batch-invariant mode runs its kernel, one
+    query row at a time (no tile of padded queries, no key blocks), float32 on the CPU without autograd.
     """
-    if compiled and mode == "batch_invariant" and q.dtype == torch.float32 and q.device.type == "cpu" \
+    if compiled is not None and mode == "batch_invariant" and q.dtype == torch.float32 \
+            and q.device.type == "cpu" \
             and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
-        kernel = native.load()
-        if kernel is not None:
-            return kernel.attention(q, k, v, q_pos)
+        return compiled.attention(q, k, v, q_pos)
     if mode == "native":
         if causal_square:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B,H,Tq,D]

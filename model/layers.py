@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import kernels, native
+from model import experts as backends
+from model import kernels
 from model.kv_cache import KVCache
 
 
@@ -53,8 +54,8 @@ class Attention(nn.Module):
         self.qkv = nn.Parameter(torch.empty(3 * d_model, d_model))
         self.proj = nn.Parameter(torch.empty(d_model, d_model))
         self.rotary = Rotary(d_model // n_heads, context, rope_base)
-        #: batch-invariant attention by the compiled kernel (kernel version 3) where built
-        self.compiled = native.load() is not None
+        #: the kernels it runs (`model.experts.choose`): batch-invariant attention by the compiled kernel
+        self.kernels = backends.choose()
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor, *, mode: str,
                 tile: int, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
@@ -66,10 +67,11 @@ class Attention(nn.Module):
         v = v.view(B, T, H, C // H).transpose(1, 2)
         if cache is None:
             # Full recomputation: keys are this call's tokens; right padding keeps index == position.
-            y = kernels.attention(q, k, v, positions, mode, tile, causal_square=True, compiled=self.compiled)
+            y = kernels.attention(q, k, v, positions, mode, tile, causal_square=True,
+                                  compiled=self.kernels.module)
         else:
             k_all, v_all = cache.write(layer, k, v, positions, valid)  # [B,H,Tk,D]
-            y = kernels.attention(q, k_all, v_all, positions, mode, tile, compiled=self.compiled)
+            y = kernels.attention(q, k_all, v_all, positions, mode, tile, compiled=self.kernels.module)
         y = y.transpose(1, 2).reshape(B, T, C)  # [B,T,C]
         return kernels.linear(y, self.proj, mode, tile)
 

@@ -15,26 +15,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import kernels, native
+from model import experts as backends
+from model import kernels
 from model.layers import swiglu
-from model.routing import RoutingDecision, RoutingPolicy, route, step_plan
+from model.routing import RoutingDecision, RoutingPolicy, route
 
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _HAS_GROUPED_MM = hasattr(F, "grouped_mm")
 #: Steps of at most this many candidates (N*K) sort their candidates on the host.
 SMALL_CANDIDATES = 128
-
-
-def _pack_experts(w_in: torch.Tensor, w_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int] | None:
-    """Expert weights w_in[E,2F,C], w_out[E,C,F] in the compiled kernel's layout, and F; None where it
-    cannot take them (not float32 on the CPU, widths not a multiple of its vector)."""
-    kernel = native.load()
-    C, F = w_out.shape[1], w_out.shape[2]
-    if kernel is None or w_in.dtype != torch.float32 or w_out.dtype != torch.float32 \
-            or w_in.device.type != "cpu" or C % kernel.lanes or F % kernel.lanes:
-        return None
-    return kernel.pack(w_in.detach()), kernel.pack(w_out.detach()), F
 
 
 @dataclass(frozen=True)
@@ -80,19 +70,21 @@ class MoE(nn.Module):
         self.router = nn.Parameter(torch.empty(n_experts, d_model))  # [E, C]
         self.w_in = nn.Parameter(torch.empty(n_experts, 2 * d_ff, d_model))  # [E, 2F, C]
         self.w_out = nn.Parameter(torch.empty(n_experts, d_model, d_ff))  # [E, C, F]
-        #: Kernel version 3 (the compiled experts of `model.native`) where built, else version 2.
-        self.compiled = native.load() is not None
+        #: The kernels this block runs (`model.experts.choose`): the compiled path where built.
+        self.kernels = backends.choose()
         self._pack: tuple[torch.Tensor, torch.Tensor, int] | None = None  # expert weights packed for it
         self._pack_key: tuple | None = None
+        self._plan = None  # the compiled router's `routing.StepPlan` of the last policy
 
     @property
     def kernel_version(self) -> int:
         """The version of the kernels this block runs (`model.kernels.KERNEL_VERSION` history)."""
-        return kernels.version_run(self.compiled)
+        return self.kernels.version
 
-    def use_kernels(self, version: int) -> int:
-        """Run the kernels of `version` (a trace's, to reproduce its bits). Returns the version now run."""
-        self.compiled = kernels.compiled_for(version)
+    def use_kernels(self, version: int, isa: str | None = None) -> int:
+        """Run the kernels of `version` (a trace's, to reproduce its bits), on path `isa` where given and
+        available here. Returns the version now run."""
+        self.kernels = backends.choose(version, isa)
         return self.kernel_version
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
@@ -104,13 +96,15 @@ class MoE(nn.Module):
         `before_route` may replace router logits, its `after_route` the decision.
         """
         if forced is None and edit is None:
-            step = self._compiled_step(x, valid, policy, pad, 0 if mode == "native" else tile)
+            step = backends.compiled_step(self, x, valid, policy, pad, 0 if mode == "native" else tile)
             if step is not None:
-                return step
+                y, logits, probs, *decision = step
+                return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
         if edit is not None:
             router_logits = edit.before_route(router_logits)
-        decision = route(router_logits, valid, policy, pad=pad, seed_offset=seed_offset)
+        decision = route(router_logits, valid, policy, pad=pad, seed_offset=seed_offset,
+                         compiled=self.kernels.module)
         if forced is not None:
             decision = apply_forced(decision, forced)
         if edit is not None:
@@ -120,7 +114,13 @@ class MoE(nn.Module):
 
     def combine(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
                 mode: str, tile: int) -> torch.Tensor:
-        """Sum over a token's kept candidates of gate * expert(x); dropped candidates add nothing.
+        """Sum over a token's kept candidates of gate * expert(x) (y[B,T,C]); dropped candidates add
+        nothing. The experts backend of this block's kernels and `mode` computes it."""
+        return self.kernels.experts(mode)(self, x, expert, kept, gate, tile)
+
+    def torch_experts(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
+                      mode: str, tile: int) -> torch.Tensor:
+        """`combine` by the pure-PyTorch kernels (version 2).
 
         Kept candidates are sorted by expert (stable, so each expert sees its tokens in arrival order)
         and every expert runs once on its contiguous slice: one grouped GEMM over the E slices in
@@ -129,98 +129,38 @@ class MoE(nn.Module):
         order, so a token's contributions are added in expert order, an order that depends on
         nothing but the token's own routing.
         """
-        y = self._compiled_experts(x, expert, kept, gate)
-        if y is not None:  # batch-invariant by construction: both kernel modes run it at every step
-            return y
         B, T, C = x.shape
         K = expert.shape[-1]
         N = B * T
         xf = x.reshape(N, C)  # [N,C]
-        if N * K <= SMALL_CANDIDATES and x.device.type == "cpu" and not (torch.is_grad_enabled() and (
-                x.requires_grad or gate.requires_grad or self.w_in.requires_grad)):
-            y = self._combine_small(xf, expert, kept, gate, mode, tile)
-            if y is not None:
-                return y.view(B, T, C)
-        flat_expert = torch.where(kept, expert, self.n_experts).reshape(N * K)  # [N*K], E = dropped
-        order = torch.sort(flat_expert, stable=True).indices  # candidates grouped by expert
-        counts = torch.bincount(flat_expert, minlength=self.n_experts + 1).tolist()
-        cand = order[:N * K - counts[-1]]  # [n] kept candidates, index n*K + j
+        cand, counts = self._candidates(expert, kept, x.device.type == "cpu" and N * K <= SMALL_CANDIDATES)
         token = cand // K  # [n]
         weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
         if mode == "batch_invariant":
-            out = self._experts_tiled(xs, counts[:-1], tile, self._groupable(xs, weight)) * weight
+            out = self._experts_tiled(xs, counts, tile, self._groupable(xs, weight)) * weight
         elif self._groupable(xs, weight):
-            out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
+            out = self._experts_grouped(xs, counts).mul_(weight)  # no autograd on this path
         else:
-            out = self._experts_looped(xs, counts[:-1]) * weight
+            out = self._experts_looped(xs, counts) * weight
         return xf.new_zeros(N, C).index_add_(0, token, out).view(B, T, C)
 
-    def _combine_small(self, xf: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
-                       mode: str, tile: int) -> torch.Tensor | None:
-        """`combine` for a few tokens (a decode step) with the candidates sorted and counted on the host
-        (numpy: a handful of microseconds where torch's sort, bincount and index arithmetic cost
-        ~15 operator calls). The experts and the adding-back are those of `combine`, so the bits are
-        too. Returns y[N,C], or None where the grouped GEMM cannot run in native mode."""
+    def _candidates(self, expert: torch.Tensor, kept: torch.Tensor,
+                    host: bool) -> tuple[torch.Tensor, list[int]]:
+        """The kept candidates (index n*K + j) grouped by expert, arrival order inside ([n]), and each
+        expert's count ([E]). `host`: a few candidates (a decode step) sorted and counted in numpy, a
+        handful of microseconds where torch's sort, bincount and index arithmetic cost ~15 operator
+        calls; the same stable order, so the same bits."""
         E = self.n_experts
-        N, C = xf.shape
-        K = expert.shape[-1]
-        flat = np.where(kept.reshape(-1).numpy(), expert.reshape(-1).numpy(), E)  # [N*K], E = dropped
-        cand = np.argsort(flat, kind="stable")  # candidates grouped by expert, arrival order inside
-        counts = np.bincount(flat, minlength=E + 1)
-        cand = cand[:N * K - int(counts[E])]  # [n] kept candidates, index n*K + j
-        index = torch.from_numpy(cand)
-        token = torch.from_numpy(cand // K)
-        weight = gate.reshape(-1, 1).to(xf.dtype).index_select(0, index)  # [n,1]
-        xs = xf.index_select(0, token)  # [n,C]
-        if mode == "batch_invariant":
-            grouped = self._groupable(xs, weight)
-            out = self._experts_tiled(xs, counts[:E].tolist(), tile, grouped) * weight
-        elif self._groupable(xs, weight):
-            out = self._experts_grouped(xs, counts[:E].tolist()).mul_(weight)
-        else:
-            return None
-        return xf.new_zeros(N, C).index_add_(0, token, out)
-
-    def _compiled_step(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy,
-                       pad: torch.Tensor | None, tile: int) -> tuple[torch.Tensor, LayerRouting] | None:
-        """A step of a few tokens in one compiled call (router, scores, decision and experts: `forward`'s
-        result; the router's linear as `kernels.linear` runs it, tile 0 for native mode), or None where
-        `_compiled_experts` or `routing.step_plan` does not apply."""
-        pack = self._ready_pack(x, None)
-        plan = None if pack is None else step_plan(policy, valid, pad, self.n_experts)
-        if plan is None:
-            return None
-        out = native.load().moe_step(x, self._parameters["router"], tile, *plan, *pack)
-        if out is None:
-            return None
-        y, logits, probs, *decision = out
-        return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))
-
-    def _compiled_experts(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor,
-                          gate: torch.Tensor) -> torch.Tensor | None:
-        """`combine` by the compiled kernel (version 3): y[B,T,C], or None where it does not run."""
-        pack = self._ready_pack(x, gate)
-        return None if pack is None else native.load().experts(x, *pack, expert, kept, gate)
-
-    def _ready_pack(self, x: torch.Tensor, gate: torch.Tensor | None) -> tuple | None:
-        """The packed weights for the compiled kernel (packed again whenever the weights change: a load,
-        an optimiser step), or None where it does not run: not built or not chosen, not the CPU, not
-        float32, autograd, widths not a multiple of its vector. Written for a decode step's few
-        microseconds: parameters are read from their dict once."""
-        if not self.compiled or x.dtype != torch.float32 or x.device.type != "cpu":
-            return None
-        params = self._parameters
-        w_in, w_out = params["w_in"], params["w_out"]
-        if torch.is_grad_enabled() and (x.requires_grad or w_in.requires_grad or w_out.requires_grad
-                                        or params["router"].requires_grad
-                                        or (gate is not None and gate.requires_grad)):
-            return None
-        key = (w_in.data_ptr(), w_in._version, w_out.data_ptr(), w_out._version)
-        if self._pack_key != key:
-            self._pack = _pack_experts(w_in, w_out)
-            self._pack_key = key
-        return self._pack
+        if host:
+            flat = np.where(kept.reshape(-1).numpy(), expert.reshape(-1).numpy(), E)  # [N*K], E = dropped
+            counts = np.bincount(flat, minlength=E + 1)
+            cand = np.argsort(flat, kind="stable")[:flat.size - int(counts[E])]
+            return torch.from_numpy(cand), counts[:E].tolist()
+        flat_expert = torch.where(kept, expert, E).reshape(-1)  # [N*K], E = dropped
+        order = torch.sort(flat_expert, stable=True).indices
+        counts = torch.bincount(flat_expert, minlength=E + 1).tolist()
+        return order[:flat_expert.numel() - counts[-1]], counts[:-1]
 
     def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:
         """Whether torch's grouped GEMM runs here as per-expert `mm`s: on the CPU (where its bits were

@@ -24,13 +24,12 @@ sequence, and CPU and CUDA generators give different streams.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import torch
 
-from model import native
 from model.routing_policy import DROPLESS_CAPACITY, PRESETS, RoutingPolicy
 
 __all__ = ["DROPLESS_CAPACITY", "PRESETS", "RoutingDecision", "RoutingPolicy", "route", "router_scores"]
@@ -80,6 +79,7 @@ def route(
     pad: torch.Tensor | None = None,
     seed_offset: int = 0,
     chosen: tuple[torch.Tensor, torch.Tensor] | None = None,
+    compiled: ModuleType | None = None,
 ) -> RoutingDecision:
     """Route the tokens marked `valid[B,T]` given `router_logits[B,T,E]` under `policy`.
 
@@ -92,6 +92,9 @@ def route(
     Face adapters of `model.hf`). The policy then only orders and keeps them: experts, choice order and
     gates are the model's (`probs` holds the weights at the chosen experts, 0 elsewhere); `none` and
     `before_drop` leave the weights as the model normalised them, `after_drop` renormalises the survivors.
+
+    `compiled`: a model's compiled kernels (`model.experts.Kernels.module`), which decide a small step of
+    a position priority on the host (the same decision, bit for bit).
     """
     _check_inputs(router_logits, valid, pad, policy, seed_offset)
     B, T, E = router_logits.shape
@@ -99,19 +102,21 @@ def route(
     if chosen is not None:
         return _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen)
     probs = router_scores(router_logits, policy.score_fn)  # [B,T,E]
-    return _dispatch(probs, valid, pad, policy, K, seed_offset)
+    return _dispatch(probs, valid, pad, policy, K, seed_offset, compiled=compiled)
 
 
-def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None) -> RoutingDecision:
+def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None,
+              compiled=None) -> RoutingDecision:
     """Which tokens are routed and counted (the policy's pad knobs), then the sort-free position path
     where it applies, else the general one; `expert` [B,T,K] keeps a model router's own candidates."""
     routed, counted = _routed_counted(valid, pad, policy)
     N = probs.shape[0] * probs.shape[1]
     if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
         if N <= SMALL_TOKENS and K <= 2 and probs.device.type == "cpu" and not probs.requires_grad:
-            plan = compiled_plan(policy, routed, counted, probs.shape[-1]) if expert is None else None
+            plan = compiled_plan(policy, routed, counted, probs.shape[-1]) \
+                if expert is None and compiled is not None else None
             if plan is not None and probs.dtype == torch.float32:
-                out = native.load().route_position(probs, *plan)
+                out = compiled.route_position(probs, *plan)
             else:
                 out = None
             if out is not None:
@@ -335,12 +340,6 @@ def _route_small(probs, routed, counted, policy, K, expert=None) -> RoutingDecis
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _capacity_of(policy: RoutingPolicy, S: tuple[int, ...], E: int) -> torch.Tensor:
-    """C[G] for group sizes S (decode steps repeat a few S: computed once each)."""
-    return torch.from_numpy(policy.capacity_host(np.array(S, dtype=np.int64), E))
-
-
 def _routed_counted(valid, pad, policy) -> tuple[torch.Tensor, torch.Tensor]:
     """[B,T] tokens routed and tokens counted in their group's S (the policy's pad knobs)."""
     routed, counted = valid, valid
@@ -352,33 +351,54 @@ def _routed_counted(valid, pad, policy) -> tuple[torch.Tensor, torch.Tensor]:
     return routed, counted
 
 
+class StepPlan:
+    """The compiled router's arguments after the scores (`model.native` `route_position`) under one
+    policy with E experts: routed, counted, capacity, K, by_seq, seq_major, token_major, norm, dropless.
+    The policy's part is read once (a model keeps its plan while the policy stays the same object); a
+    step adds its masks and its groups' capacities (host integers, each group size computed once).
+    It takes the same integer steps and float operations as `_route_small`, so the same decision bit for
+    bit (a non-finite score: the kernel returns None)."""
+
+    def __init__(self, policy: RoutingPolicy, E: int):
+        self.policy = policy
+        self.E = E
+        self.applies = policy.priority in _POSITION and policy.group_by in ("batch", "sequence") \
+            and policy.top_k <= 2
+        self.by_seq = policy.group_by == "sequence"
+        self.flags = (policy.top_k, self.by_seq, policy.flatten == "seq_major",
+                      policy.priority == "token_major_position", _NORMS[policy.norm], policy.dropless)
+        self._capacity: dict[tuple[int, ...], torch.Tensor] = {}  # group sizes S -> C[G]
+
+    def args(self, routed: torch.Tensor, counted: torch.Tensor) -> tuple | None:
+        """The arguments for a step's routed/counted [B,T] masks; None where the compiled router does not
+        decide it: a priority other than a position, groups other than batch or sequence, K > 2, more
+        than SMALL_TOKENS tokens, not the CPU."""
+        B, T = routed.shape
+        if not self.applies or not 0 < B * T <= SMALL_TOKENS or not routed.is_cpu:
+            return None
+        if self.policy.dropless:  # C does not depend on S
+            S = (0,) * (B if self.by_seq else 1)
+        else:
+            c = counted.numpy()
+            S = tuple(int(v) for v in c.sum(1)) if self.by_seq else (int(c.sum()),)
+        capacity = self._capacity.get(S)
+        if capacity is None:
+            if len(self._capacity) > 256:
+                self._capacity.clear()
+            capacity = torch.from_numpy(self.policy.capacity_host(np.array(S, dtype=np.int64), self.E))
+            self._capacity[S] = capacity
+        return (routed, counted, capacity, *self.flags)
+
+    def step(self, valid: torch.Tensor, pad: torch.Tensor | None) -> tuple | None:
+        """`args` of a step from its valid and pad masks, for a router with softmax scores."""
+        if self.policy.score_fn != "softmax":
+            return None
+        return self.args(*_routed_counted(valid, pad, self.policy))
+
+
 def compiled_plan(policy: RoutingPolicy, routed: torch.Tensor, counted: torch.Tensor, E: int) -> tuple | None:
-    """The compiled router's arguments after the scores (`model.native` `route_position`): routed,
-    counted, capacity, K, by_seq, seq_major, token_major, norm, dropless; None where it does not decide
-    this step: not built, a priority other than a position, groups other than batch or sequence, more
-    than SMALL_TOKENS tokens, K > 2, not the CPU. It takes the same integer steps and float operations
-    as `_route_small`, so the same decision bit for bit (a non-finite score: it returns None)."""
-    B, T = routed.shape
-    K = policy.top_k
-    if native.load() is None or policy.priority not in _POSITION \
-            or policy.group_by not in ("batch", "sequence") or not 0 < B * T <= SMALL_TOKENS or K > 2 \
-            or routed.device.type != "cpu":
-        return None
-    by_seq = policy.group_by == "sequence"
-    if policy.dropless:  # C does not depend on S
-        S = (0,) * (B if by_seq else 1)
-    else:
-        c = counted.numpy()
-        S = tuple(int(v) for v in c.sum(1)) if by_seq else (int(c.sum()),)
-    return (routed, counted, _capacity_of(policy, S, E), K, by_seq, policy.flatten == "seq_major",
-            policy.priority == "token_major_position", _NORMS[policy.norm], policy.dropless)
-
-
-def step_plan(policy: RoutingPolicy, valid: torch.Tensor, pad: torch.Tensor | None, E: int) -> tuple | None:
-    """`compiled_plan` of a step from its valid and pad masks, for a router with softmax scores."""
-    if policy.score_fn != "softmax":
-        return None
-    return compiled_plan(policy, *_routed_counted(valid, pad, policy), E)
+    """`StepPlan.args` of one step (a plan made for it alone)."""
+    return StepPlan(policy, E).args(routed, counted)
 
 
 _NORMS = {"none": 0, "before_drop": 1, "after_drop": 2}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from model import experts as backends
 from model import kernels
 from model.config import ModelConfig
 from model.kv_cache import KVCache
@@ -73,22 +74,32 @@ class MoETransformer(nn.Module):
             else:
                 nn.init.normal_(p, std=std)
 
-    def _compiled_parts(self) -> list[nn.Module]:
-        """The modules that run the compiled kernels where built (attention, MoE blocks)."""
-        return [m for block in self.blocks for m in (block.attn, block.ffn) if hasattr(m, "compiled")]
+    def _kernel_parts(self) -> list[nn.Module]:
+        """The modules that run the project's kernels (attention, MoE blocks)."""
+        return [block.attn for block in self.blocks] + [block.ffn for block in self.blocks if block.is_moe]
+
+    @property
+    def kernels(self) -> backends.Kernels:
+        """The kernels this model runs (`model.experts.Kernels`): one choice for all its parts."""
+        return self.blocks[0].attn.kernels
 
     @property
     def kernel_version(self) -> int:
         """The version of the project's kernels this model runs (`model.kernels.KERNEL_VERSION`)."""
-        return kernels.version_run(all(m.compiled for m in self._compiled_parts()))
+        return self.kernels.version
 
-    def use_kernels(self, version: int) -> int:
-        """Run the kernels of a trace's `version` where this build has them (to reproduce its bits);
-        returns the version now run: the compiled kernels from version 3 on where built, else the
-        pure-PyTorch path (versions 1-2 share it)."""
-        compiled = kernels.compiled_for(version)
-        for m in self._compiled_parts():
-            m.compiled = compiled
+    @property
+    def kernel_path(self) -> str:
+        """The kernels' version and instruction-set path, as the fingerprint records them (`3-avx512`)."""
+        return self.kernels.path
+
+    def use_kernels(self, version: int, isa: str | None = None) -> int:
+        """Run the kernels of a trace's `version` where this build has them (to reproduce its bits), on
+        path `isa` where given and available; returns the version now run: the compiled kernels from
+        version 3 on where built, else the pure-PyTorch path (versions 1-2 share it)."""
+        chosen = backends.choose(version, isa)
+        for m in self._kernel_parts():
+            m.kernels = chosen
         return self.kernel_version
 
     @property

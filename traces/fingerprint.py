@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 #: Fields whose difference can change floating-point results, in the order they are reported.
-KERNEL_FIELDS = ("kernels", "cpu", "simd", "cpu_capability", "threads", "libraries", "torch", "cuda", "cudnn",
-                 "gpu", "gpu_capability", "tf32_matmul", "deterministic_algorithms", "env", "device")
+KERNEL_FIELDS = ("kernels", "kernel_path", "cpu", "simd", "cpu_capability", "threads", "libraries", "torch",
+                 "cuda", "cudnn", "gpu", "gpu_capability", "tf32_matmul", "deterministic_algorithms", "env",
+                 "device")
 
-_LABELS = {"kernels": "kernel version", "cpu": "CPU", "simd": "SIMD", "cpu_capability": "ATen CPU capability",
-           "threads": "threads",
+_LABELS = {"kernels": "kernel version", "kernel_path": "kernel path", "cpu": "CPU", "simd": "SIMD",
+           "cpu_capability": "ATen CPU capability", "threads": "threads",
            "libraries": "libraries", "torch": "torch", "cuda": "CUDA", "cudnn": "cuDNN", "gpu": "GPU",
            "gpu_capability": "GPU compute capability", "tf32_matmul": "TF32 matmul",
            "deterministic_algorithms": "deterministic algorithms", "env": "kernel environment",

@@ -1,7 +1,7 @@
-"""`python -m model.native [--verbose]`: build the compiled MoE kernels (the set-up runs this)."""
+"""`python -m model.native [--isa ...] [--verbose]`: build the compiled MoE kernels (the set-up runs this)."""
 
 import sys
 
-from model.native import main
+from model.native.build import main
 
 sys.exit(main(sys.argv[1:]))

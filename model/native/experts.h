@@ -1,0 +1,254 @@
+// SwiGLU experts and their gated combination: y[N,C] = sum over a token's kept candidates, in expert
+// order, of gate * expert(x). Every output element is one chain of multiply-adds over its inputs in
+// input order (simd.h: fused on the AVX paths), whatever the rows beside it, the step's size or the
+// thread that computes it, so a row's bits depend on nothing but the row and the build's path.
+//
+// Three phases, each parallel over torch's intra-op threads (work items taken in turn from a shared
+// counter, so any thread may take any item: the split changes no bits):
+//   1. per (expert, block of its rows, block of outputs): gate and up of those outputs, then
+//      a = silu(gate) * up, into the candidate's row of `a`;
+//   2. per (expert, block of its rows, block of outputs): out = a @ w_out, into the candidate's row;
+//   3. per block of tokens: y = the token's gated outputs multiply-added in expert order.
+// Weights are packed per expert in blocks of WIDTH outputs that stream once for all of an item's rows:
+// at a decode step (a row or two an expert) the step is weight streaming, at a prefill a
+// register-blocked GEMM of up to RMAX rows at a time.
+
+#pragma once
+
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "simd.h"
+
+namespace experts_impl {
+
+using simd::LANES;
+using simd::RMAX;
+using simd::vec;
+constexpr int NV = 4;                        // vectors of outputs per block
+constexpr int64_t WIDTH = NV * LANES;        // outputs per packed block
+constexpr int64_t ROWS = 8 * RMAX;           // rows per work item (an item's block stays in cache)
+constexpr int64_t PREFETCH = 1024;           // floats ahead of use: weights stream before the FMAs reach them
+constexpr int64_t PARALLEL_WORK = 1 << 16;   // multiply-adds below which a phase stays on this thread
+
+// Packed block [n_in][width] of w[row0 .. row0 + width)[n_in] (inputs outer, its outputs contiguous),
+// so a row's outputs accumulate as whole vectors: out[o] = sum over i in order of x[i] * w[o][i].
+inline void pack_block(const float* w, int64_t row0, int64_t width, int64_t n_in, float* dst) {
+  for (int64_t i = 0; i < n_in; ++i)
+    for (int64_t v = 0; v < width; ++v) dst[i * width + v] = w[(row0 + v) * n_in + i];
+}
+
+// y[r][0 .. LANES*nv) = x[r] @ block for R rows (pointers to rows of n_in), rows of y `stride` apart.
+// `fetch`: the first pass over the block, which streams it from memory (prefetching ahead).
+template <int R, int nv, bool fetch>
+inline void block_rows(const float* const* x, int64_t n_in, const float* block, float* y, int64_t stride) {
+  vec acc[R][nv];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < nv; ++v) acc[r][v] = simd::zero();
+  for (int64_t i = 0; i < n_in; ++i) {
+    const float* wi = block + i * nv * LANES;
+    if (fetch)
+      for (int v = 0; v < nv * LANES; v += 16) __builtin_prefetch(wi + PREFETCH + v);
+    vec wv[nv];
+    for (int v = 0; v < nv; ++v) wv[v] = simd::load(wi + v * LANES);
+    for (int r = 0; r < R; ++r) {
+      const vec xr = simd::set1(x[r][i]);
+      for (int v = 0; v < nv; ++v) acc[r][v] = simd::fmadd(wv[v], xr, acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < nv; ++v) simd::store(y + r * stride + v * LANES, acc[r][v]);
+}
+
+template <int R, bool fetch>
+inline void block_rows_nv(int nv, const float* const* x, int64_t n_in, const float* block, float* y, int64_t stride) {
+  switch (nv) {
+    case 1: block_rows<R, 1, fetch>(x, n_in, block, y, stride); break;
+    case 2: block_rows<R, 2, fetch>(x, n_in, block, y, stride); break;
+    case 3: block_rows<R, 3, fetch>(x, n_in, block, y, stride); break;
+    default: block_rows<R, NV, fetch>(x, n_in, block, y, stride); break;
+  }
+}
+
+template <bool fetch>
+inline void rows_of(int rows, int nv, const float* const* x, int64_t n_in, const float* block, float* y,
+                    int64_t stride) {
+  switch (rows) {
+    case 1: block_rows_nv<1, fetch>(nv, x, n_in, block, y, stride); break;
+    case 2: block_rows_nv<2, fetch>(nv, x, n_in, block, y, stride); break;
+#if defined(MOE_ISA_AVX512)
+    case 3: block_rows_nv<3, fetch>(nv, x, n_in, block, y, stride); break;
+    case 4: block_rows_nv<4, fetch>(nv, x, n_in, block, y, stride); break;
+    case 5: block_rows_nv<5, fetch>(nv, x, n_in, block, y, stride); break;
+    case 6: block_rows_nv<6, fetch>(nv, x, n_in, block, y, stride); break;
+#endif
+    default: break;
+  }
+}
+
+// y rows (stride apart) = m rows x @ one packed block of `width` outputs over n_in inputs.
+inline void matmul_block(const float* const* x, int64_t m, int64_t n_in, const float* block, int64_t width,
+                         float* y, int64_t stride) {
+  const int nv = int(width / LANES);
+  for (int64_t r = 0; r < m; r += RMAX) {
+    const int rows = int(std::min<int64_t>(RMAX, m - r));
+    if (r == 0) rows_of<true>(rows, nv, x + r, n_in, block, y + r * stride, stride);
+    else rows_of<false>(rows, nv, x + r, n_in, block, y + r * stride, stride);
+  }
+}
+
+// Runs item(i) for i in [0, n) over torch's intra-op threads (each thread takes the next item), or on
+// this thread when the work is small.
+template <class F>
+void each_item(int64_t n, int64_t work, const F& item) {
+  if (work < PARALLEL_WORK || n < 2) {
+    for (int64_t i = 0; i < n; ++i) item(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(n, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t i = next++; i < n; i = next++) item(i);
+  });
+}
+
+struct Item {
+  int64_t expert, row0, rows, block;
+};
+
+// (expert, output block, block of ROWS rows) for every expert with rows: count[e]..count[e+1]; an output
+// block's row blocks follow each other, so a thread that takes them in turn finds the block in its cache.
+inline std::vector<Item> items(const std::vector<int64_t>& count, int64_t blocks) {
+  std::vector<Item> out;
+  for (size_t e = 0; e + 1 < count.size(); ++e)
+    for (int64_t b = 0; b < blocks && count[e + 1] > count[e]; ++b)
+      for (int64_t r = count[e]; r < count[e + 1]; r += ROWS)
+        out.push_back({int64_t(e), r, std::min(ROWS, count[e + 1] - r), b});
+  return out;
+}
+
+}  // namespace experts_impl
+
+// w[E, n_out, n_in] float32 -> packed [E, n_out * n_in]: blocks of WIDTH outputs; `paired` (w_in, whose
+// outputs are gate then up, n_out = 2F): block pair p holds gate outputs [pW, pW + w) then up outputs
+// [F + pW, F + pW + w), so one item computes both halves of its activations.
+torch::Tensor pack(torch::Tensor w, bool paired) {
+  using namespace experts_impl;
+  TORCH_CHECK(w.dtype() == torch::kFloat32 && w.dim() == 3, "pack: w[E, out, in] float32");
+  auto wc = w.contiguous();
+  const int64_t E = wc.size(0), n_out = wc.size(1), n_in = wc.size(2);
+  const int64_t n = paired ? n_out / 2 : n_out;
+  TORCH_CHECK(n % LANES == 0 && (!paired || n_out % 2 == 0), "pack: outputs must be a multiple of the vector width");
+  auto packed = torch::empty({E, n_out * n_in}, wc.options());
+  const float* src = wc.data_ptr<float>();
+  float* dst = packed.data_ptr<float>();
+  for (int64_t e = 0; e < E; ++e) {
+    const float* we = src + e * n_out * n_in;
+    float* de = dst + e * n_out * n_in;
+    for (int64_t b = 0; b * WIDTH < n; ++b) {
+      const int64_t width = std::min(WIDTH, n - b * WIDTH);
+      if (paired) {
+        pack_block(we, b * WIDTH, width, n_in, de + 2 * b * WIDTH * n_in);
+        pack_block(we, n + b * WIDTH, width, n_in, de + (2 * b * WIDTH + width) * n_in);
+      } else {
+        pack_block(we, b * WIDTH, width, n_in, de + b * WIDTH * n_in);
+      }
+    }
+  }
+  return packed;
+}
+
+// x[..., C]; w_in[E, 2F*C] (pack(paired)) and w_out[E, C*F] (pack); expert/kept/gate [..., K] over the same
+// tokens. Returns y shaped as x.
+torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_out, int64_t F, torch::Tensor expert,
+                      torch::Tensor kept, torch::Tensor gate) {
+  using namespace experts_impl;
+  TORCH_CHECK(x_in.dtype() == torch::kFloat32 && w_in.dtype() == torch::kFloat32 && w_out.dtype() == torch::kFloat32,
+              "experts: float32 only");
+  const int64_t C = x_in.size(-1), K = expert.size(-1);
+  auto x = x_in.reshape({-1, C}).contiguous();
+  const int64_t N = x.size(0), E = w_in.size(0);
+  TORCH_CHECK(C % LANES == 0 && F % LANES == 0, "experts: widths must be multiples of the vector width");
+  TORCH_CHECK(w_in.size(1) == 2 * F * C && w_out.size(0) == E && w_out.size(1) == C * F, "experts: packed shapes");
+  TORCH_CHECK(expert.numel() == N * K && kept.numel() == N * K && gate.numel() == N * K, "experts: [..., K] per token");
+  auto ex = expert.contiguous().to(torch::kInt64);
+  auto kp = kept.contiguous().to(torch::kBool);
+  auto gt = gate.contiguous().to(torch::kFloat32);
+  auto wi = w_in.contiguous();
+  auto wo = w_out.contiguous();
+  const int64_t* e_p = ex.data_ptr<int64_t>();
+  const bool* k_p = kp.data_ptr<bool>();
+  const float* g_p = gt.data_ptr<float>();
+  const float* x_p = x.data_ptr<float>();
+  const float* wi_p = wi.data_ptr<float>();
+  const float* wo_p = wo.data_ptr<float>();
+
+  // kept candidates grouped by expert, arrival order (n, then j) inside each; at[c]: candidate c's place
+  std::vector<int64_t> count(E + 1, 0);
+  for (int64_t c = 0; c < N * K; ++c)
+    if (k_p[c] && e_p[c] >= 0 && e_p[c] < E) ++count[e_p[c] + 1];
+  for (int64_t e = 0; e < E; ++e) count[e + 1] += count[e];
+  const int64_t M = count[E];
+  std::vector<int64_t> at(N * K, -1);
+  std::vector<const float*> x_rows(M), a_rows(M);
+  {
+    std::vector<int64_t> fill(count.begin(), count.end() - 1);
+    for (int64_t c = 0; c < N * K; ++c)
+      if (k_p[c] && e_p[c] >= 0 && e_p[c] < E) {
+        at[c] = fill[e_p[c]]++;
+        x_rows[at[c]] = x_p + (c / K) * C;
+      }
+  }
+  std::vector<float> a(M * F), out(M * C);
+  for (int64_t r = 0; r < M; ++r) a_rows[r] = a.data() + r * F;
+
+  // 1. a = silu(x @ gate) * (x @ up), block pairs of WIDTH outputs
+  const auto first = items(count, (F + WIDTH - 1) / WIDTH);
+  each_item(int64_t(first.size()), M * 2 * F * C, [&](int64_t i) {
+    const Item& it = first[i];
+    const int64_t p = it.block, width = std::min(WIDTH, F - p * WIDTH);
+    const float* pair = wi_p + it.expert * 2 * F * C + 2 * p * WIDTH * C;
+    float h[2][ROWS * WIDTH];
+    matmul_block(x_rows.data() + it.row0, it.rows, C, pair, width, h[0], WIDTH);
+    matmul_block(x_rows.data() + it.row0, it.rows, C, pair + width * C, width, h[1], WIDTH);
+    for (int64_t r = 0; r < it.rows; ++r) {
+      float* ar = a.data() + (it.row0 + r) * F + p * WIDTH;
+      for (int64_t f = 0; f < width; f += LANES)
+        simd::store(ar + f, simd::silu_times(simd::load(h[0] + r * WIDTH + f), simd::load(h[1] + r * WIDTH + f)));
+    }
+  });
+  // 2. out = a @ w_out, blocks of WIDTH outputs
+  const auto second = items(count, (C + WIDTH - 1) / WIDTH);
+  each_item(int64_t(second.size()), M * C * F, [&](int64_t i) {
+    const Item& it = second[i];
+    const int64_t width = std::min(WIDTH, C - it.block * WIDTH);
+    const float* block = wo_p + it.expert * C * F + it.block * WIDTH * F;
+    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out.data() + it.row0 * C + it.block * WIDTH, C);
+  });
+  // 3. y[n] = sum over the token's kept candidates in expert order (then j) of gate * out
+  auto y = torch::empty({N, C}, x.options());
+  float* y_p = y.data_ptr<float>();
+  const int64_t token_blocks = (N + 15) / 16;
+  each_item(token_blocks, N * K * C, [&](int64_t i) {
+    std::vector<int64_t> order(K);
+    for (int64_t n = i * 16; n < std::min(N, i * 16 + 16); ++n) {
+      int64_t kept_n = 0;
+      for (int64_t j = 0; j < K; ++j)
+        if (at[n * K + j] >= 0) order[kept_n++] = n * K + j;
+      std::stable_sort(order.begin(), order.begin() + kept_n,
+                       [&](int64_t u, int64_t v) { return e_p[u] < e_p[v]; });
+      float* yr = y_p + n * C;
+      for (int64_t c = 0; c < C; c += LANES) {
+        vec acc = simd::zero();
+        for (int64_t k = 0; k < kept_n; ++k)
+          acc = simd::fmadd(simd::set1(g_p[order[k]]), simd::load(out.data() + at[order[k]] * C + c), acc);
+        simd::store(yr + c, acc);
+      }
+    }
+  });
+  return y.view(x_in.sizes());
+}
