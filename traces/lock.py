@@ -18,9 +18,11 @@ opened the file (`traces/live.py`), which covers a writer that starts meanwhile.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
+import stat
 import struct
 import time
 
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a writer keeps trying a held lock before it fails (a reader's probe holds it briefly).
 PROBE_GRACE_S = 0.2
+#: Bytes of the commit counter at the start of the sidecar.
+COUNTER_BYTES = 8
 
 
 def lock_path(path: str | os.PathLike) -> str:
@@ -45,22 +49,47 @@ class WriteLock:
         self._sidecar = lock_path(path)
         self._fd: int | None = None
         while self._fd is None:
-            try:
-                fd = os.open(self._sidecar, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                raise TraceError(self.path, "/", f"expected a lock file {self._sidecar} this process "
-                                                 f"can create ({exc.strerror})") from exc
+            fd, created = self._open_or_create()
             if not _lock_soon(fd):
                 os.close(fd)
                 raise TraceError(self.path, "/", "expected no other writer, but another process is "
                                                  f"writing this trace (it holds {self._sidecar})")
             if _same_file(fd, self._sidecar):
                 self._fd = fd
+                if not created:
+                    log.warning("%s: a lock file left by a writer that was stopped without closing the trace "
+                                "(killed?) is taken over", self._sidecar)
             else:  # the previous holder removed the sidecar between our open and our lock: retry
                 os.close(fd)
         self._commits = 0
         self._depth = 0
         log.debug("locked %s", self._sidecar)
+
+    def _open_or_create(self) -> tuple[int, bool]:
+        """(descriptor, whether this call created it) of the sidecar: created anew, or the lock file
+        a writer left (a regular file of this user's, of one name, holding at most a counter); never a
+        link, a FIFO or any other file, which would make the writer write into a file it did not make."""
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            return os.open(self._sidecar, flags | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise TraceError(self.path, "/", f"expected a lock file {self._sidecar} this process "
+                                             f"can create ({exc.strerror})") from exc
+        fd = _open_sidecar(self.path, flags)
+        if fd is None and os.path.lexists(self._sidecar):
+            raise TraceError(self.path, "/", f"expected {self._sidecar} to be a lock file this process can "
+                                             f"open, found one it cannot (refused; remove it)")
+        if fd is None:  # removed meanwhile by the writer that held it
+            return self._open_or_create()
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_nlink != 1 or st.st_size > COUNTER_BYTES:
+            os.close(fd)
+            raise TraceError(self.path, "/", f"expected {self._sidecar} to be a lock file this tool made, found "
+                                             f"a file of {st.st_size} bytes with {st.st_nlink} name(s) owned "
+                                             f"by user {st.st_uid} (refused; remove it if no writer is running)")
+        return fd, False
 
     @contextlib.contextmanager
     def changing(self):
@@ -88,7 +117,8 @@ class WriteLock:
         if self._fd is None:
             return
         with contextlib.suppress(OSError):  # while still locked: a waiting writer re-checks the inode
-            os.unlink(self._sidecar)
+            if _same_file(self._fd, self._sidecar):  # never a file someone put in its place
+                os.unlink(self._sidecar)
         os.close(self._fd)
         self._fd = None
 
@@ -110,10 +140,7 @@ def _range_lock(fd: int | None, kind: int) -> None:
 def reading(path: str | os.PathLike):
     """Hold off the trace's writer from changing the file while this block reads its metadata (a
     no-op when no writer is running)."""
-    try:
-        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        fd = None  # no writer
+    fd = _open_sidecar(path, os.O_RDONLY)  # None: no writer
     try:
         _range_lock(fd, fcntl.F_RDLCK)
         yield
@@ -124,12 +151,11 @@ def reading(path: str | os.PathLike):
 
 def commit_counter(path: str | os.PathLike) -> tuple[int, int] | None:
     """(inode of the sidecar, commit counter) of the trace's writer, None when there is no sidecar."""
-    try:
-        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    fd = _open_sidecar(path, os.O_RDONLY)
+    if fd is None:
         return None
     try:
-        raw = os.pread(fd, 8, 0)
+        raw = os.pread(fd, COUNTER_BYTES, 0)
         ino = os.fstat(fd).st_ino
     except OSError:
         return None
@@ -140,9 +166,8 @@ def commit_counter(path: str | os.PathLike) -> tuple[int, int] | None:
 
 def is_locked(path: str | os.PathLike) -> bool:
     """Whether a writer (in this or another process) holds the lock of the trace at `path`."""
-    try:
-        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    fd = _open_sidecar(path, os.O_RDONLY)
+    if fd is None:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -166,9 +191,31 @@ def _lock_soon(fd: int) -> bool:
             time.sleep(0.01)
 
 
+def _open_sidecar(path: str | os.PathLike, flags: int) -> int | None:
+    """A descriptor of the trace's sidecar lock file opened with `flags`, None when there is none (or
+    it cannot be opened); TraceError when something other than a regular file is there. It is opened
+    without following a symbolic link and without waiting (a FIFO would block the open for ever)."""
+    sidecar = lock_path(path)
+    try:
+        fd = os.open(sidecar, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return None
+        raise TraceError(os.fspath(path), "/", f"expected {sidecar} to be the lock file of a writer, found a "
+                                               f"symbolic link (refused unfollowed; remove it)") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) \
+            else "a special file"
+        raise TraceError(os.fspath(path), "/", f"expected {sidecar} to be the lock file of a writer, found {kind} "
+                                               f"(refused unread; remove it)")
+    return fd
+
+
 def _same_file(fd: int, path: str) -> bool:
     try:
-        a, b = os.fstat(fd), os.stat(path)
+        a, b = os.fstat(fd), os.lstat(path)
     except OSError:
         return False
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)

@@ -241,7 +241,7 @@ class Trace:
         has none or it cannot be read): what a browser groups runs by before checking them."""
         if self._conditions is None:
             conditions = {}
-            names = [*self.run_names, *self.incomplete_runs]
+            names = [*self.run_names, *([] if self.recording else self.incomplete_runs)]
             for start in range(0, len(names), 256):  # a writer waits for one block at most
                 with reading(self.path):
                     for name in names[start:start + 256]:
@@ -341,8 +341,10 @@ class Trace:
     def check_contained(self) -> None:
         """TraceError when any run reaches outside the file (traces/h5safe.py): what opening the trace
         leaves to each run's own check, walked now for every run."""
-        with reading(self.path):
-            runs_outside(self.path, self._file)
+        with reading(self.path):  # the runs listed at the open: a recording's newer runs are not read
+            names = [*self.run_names, *([] if self.recording else self.incomplete_runs)]
+            runs_outside(self.path, ((name, self._file[self._refs[name]] if name in self._refs
+                                      else self._file[schema.RUNS][name]) for name in names))
 
     def close(self) -> None:
         """Close the file and every run read from it; the memory they held goes back to the system."""
