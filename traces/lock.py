@@ -86,9 +86,10 @@ class WriteLock:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid() or st.st_nlink != 1 or st.st_size > COUNTER_BYTES:
             os.close(fd)
-            raise TraceError(self.path, "/", f"expected {self._sidecar} to be a lock file this tool made, found "
-                                             f"a file of {st.st_size} bytes with {st.st_nlink} name(s) owned "
-                                             f"by user {st.st_uid} (refused; remove it if no writer is running)")
+            raise TraceError(self.path, "/", f"expected {self._sidecar} to be a lock file this tool made, "
+                                             f"found a file of {st.st_size} bytes with {st.st_nlink} name(s) "
+                                             f"owned by user {st.st_uid} (refused; remove it if no writer "
+                                             f"is running)")
         return fd, False
 
     @contextlib.contextmanager
@@ -208,8 +209,8 @@ def _open_sidecar(path: str | os.PathLike, flags: int) -> int | None:
         os.close(fd)
         kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) \
             else "a special file"
-        raise TraceError(os.fspath(path), "/", f"expected {sidecar} to be the lock file of a writer, found {kind} "
-                                               f"(refused unread; remove it)")
+        raise TraceError(os.fspath(path), "/", f"expected {sidecar} to be the lock file of a writer, found "
+                                               f"{kind} (refused unread; remove it)")
     return fd
 
 
