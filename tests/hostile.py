@@ -12,6 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from traces.h5walk import MAX_GROUP_LINKS
 from traces.synthetic import write_synthetic_trace
 
 SECRET = "secret-of-another-file"
@@ -102,7 +103,48 @@ def hostile_traces(folder: Path) -> dict[str, Path]:
     out["soft-link-cycle"] = _soft_cycle(folder, base)
     out["fifo"] = fifo
     out["prompt-mismatch"] = _prompt_mismatch(folder, base)
+    out["lock-symlink"] = _with_lock(folder, base, "lock-symlink", lambda lock: os.symlink(secret, lock))
+    out["lock-fifo"] = _with_lock(folder, base, "lock-fifo", os.mkfifo)
+    out["deep-nesting"] = _deep(folder, base, DEEP)
+    out["many-members"] = _many(folder, base, MAX_GROUP_LINKS + 1)
     return out
+
+
+#: Groups nested in the deep-nesting trace (HDF5's own recursive visit overflowed the stack).
+DEEP = 10_000
+
+
+def _with_lock(folder: Path, base: Path, name: str, make) -> Path:
+    """The base trace with its sidecar lock file made by `make(path)` (a link to another file, a FIFO)."""
+    path = folder / f"{name}.h5"
+    shutil.copy(base, path)
+    lock = Path(f"{path}.lock")
+    if not os.path.lexists(lock):
+        make(lock)
+    return path
+
+
+def _deep(folder: Path, base: Path, depth: int, name: str = "deep-nesting") -> Path:
+    """`depth` groups nested one in the other under /tables."""
+    path = folder / f"{name}.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+") as f:
+        group = f.require_group("tables")
+        for _ in range(depth):
+            group = group.create_group("g")
+    return path
+
+
+def _many(folder: Path, base: Path, members: int, name: str = "many-members") -> Path:
+    """A group of `members` hard links to one small dataset at the root."""
+    path = folder / f"{name}.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+", libver="latest") as f:
+        group = f.create_group("crowd")
+        first = group.create_dataset("0", data=[0])
+        for i in range(1, members):
+            group[str(i)] = first
+    return path
 
 
 def _links_in_links(folder: Path, base: Path, other: Path) -> Path:

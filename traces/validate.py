@@ -7,6 +7,7 @@ every dataset of every run to find damaged chunks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -437,10 +438,15 @@ def validate(path: str | os.PathLike, *, read_data: bool = False) -> list[Proble
 
 
 def _validate(path: str, read_data: bool) -> list[Problem]:
-    with reading(path):
+    held = contextlib.ExitStack()  # from the open to the run list: one committed version of the file
+    held.enter_context(reading(path))
+    try:
         f = open_hdf5(path)
+    except BaseException:
+        held.close()
+        raise
     with f:
-        with reading(path):  # metadata that a writer adding runs may rewrite
+        with held:  # metadata that a writer adding runs may rewrite; the runs it lists are committed
             recording = being_written(path)
             meta, problems = check_root(f)
             if any(p.severity == "error" for p in problems) and "format_version" not in meta:

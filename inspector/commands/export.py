@@ -201,7 +201,9 @@ def run(args: argparse.Namespace) -> int:
     from inspector.export.whole import Interrupted, Interruptions
 
     try:
-        with Interruptions() as interruptions:
+        # Noted until the program exits (or `main` gives its caller's handlers back): a signal after the
+        # new file is in place must not turn the export's success into an interruption.
+        with Interruptions(keep=True) as interruptions:
             return _run(args, interruptions)
     except Interrupted as exc:
         print(f"moe-inspector export: {exc}; {args.output} is as it was", file=sys.stderr)
@@ -210,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, interruptions) -> int:
     from inspector.export import RenderError, SelectionError
+    from inspector.export.whole import other_names
     from traces import TraceError
     from traces.prompts import PromptMismatch
 
@@ -223,12 +226,16 @@ def _run(args: argparse.Namespace, interruptions) -> int:
     if not os.path.isdir(folder):
         raise UsageError(f"the folder of {args.output!r} does not exist")
     _check_output(args.file, args.output)
+    shared = other_names(args.output)
     try:
         written = _export(args, sel, fmt, page, style, interruptions)
     except (TraceError, SelectionError, RenderError, PromptMismatch) as exc:
         raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
     print(f"wrote {args.output} ({fmt}: {what})")
+    if shared:
+        print(f"note: the previous {args.output} had {shared} other name(s) (hard links); they keep its "
+              f"previous content")
     if args.caption:
         from inspector.export.output import caption_path
 
