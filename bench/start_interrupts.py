@@ -33,10 +33,12 @@ def one(argv: list[str], signum: int, delay: float) -> str:
     proc.send_signal(signum)
     err = proc.communicate(timeout=120)[1]
     if "Traceback" in err:
+        print(f"after {delay:.3f} s:\n{err}", file=sys.stderr)
         return "traceback"
     if proc.returncode == 0:
         return "finished"
     if proc.returncode != 128 + signum:
+        print(f"after {delay:.3f} s: status {proc.returncode}: {err}", file=sys.stderr)
         return f"status {proc.returncode}"
     return "stopped" if err.strip().count("\n") == 0 else "more than one line"
 

@@ -129,10 +129,29 @@ _OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
 
 
 def _range_lock(fd: int | None, kind: int) -> None:
-    """Lock (F_RDLCK shared, F_WRLCK exclusive) or unlock the counter's bytes of the sidecar."""
+    """Lock (F_RDLCK shared, F_WRLCK exclusive) or unlock the counter's bytes of the sidecar.
+
+    The writer goes first: it takes the byte after the counter (a turnstile) before it waits for the
+    counter's bytes, and a reader passes the turnstile (a shared lock taken and dropped) before it
+    takes them, so readers in a tight loop, whose shared locks overlap, cannot keep the writer out."""
+    if kind == fcntl.F_WRLCK:
+        _lock_bytes(fd, fcntl.F_WRLCK, COUNTER_BYTES)
+        _lock_bytes(fd, fcntl.F_WRLCK, 0)
+        _lock_bytes(fd, fcntl.F_UNLCK, COUNTER_BYTES)
+    elif kind == fcntl.F_RDLCK:
+        _lock_bytes(fd, fcntl.F_RDLCK, COUNTER_BYTES)
+        _lock_bytes(fd, fcntl.F_UNLCK, COUNTER_BYTES)
+        _lock_bytes(fd, fcntl.F_RDLCK, 0)
+    else:
+        _lock_bytes(fd, kind, 0)
+
+
+def _lock_bytes(fd: int | None, kind: int, start: int) -> None:
+    """Lock or unlock the counter's bytes (`start` 0) or the turnstile (`start` COUNTER_BYTES)."""
     if fd is None or _OFD_SETLKW is None:
         return
-    flock = struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 8, 0)  # struct flock, l_pid 0 for OFD locks
+    length = COUNTER_BYTES if start == 0 else 1
+    flock = struct.pack("hhqqi4x", kind, os.SEEK_SET, start, length, 0)  # l_pid 0 for OFD locks
     with contextlib.suppress(OSError):  # a file system without them: the counter alone protects
         fcntl.fcntl(fd, _OFD_SETLKW, flock)
 
