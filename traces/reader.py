@@ -27,6 +27,7 @@ from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
+from traces.steering import engine_experts
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
@@ -129,8 +130,7 @@ class Run:
             if data_path in self.arrays:
                 setattr(self, attr, self.arrays[data_path])
         if self.not_recorded:
-            E = (meta.get("engine") or {}).get("experts") or \
-                int(np.asarray(self.expert[...]).max(initial=-1)) + 1
+            E = engine_experts(meta, int(np.asarray(self.expert[...]).max(initial=-1)), path, self.where)
             absent = stand_ins(self.where, sorted(self.not_recorded), self.expert, self.step, int(E))
             for data_path, stand_in in absent.items():
                 setattr(self, schema.RUN_ARRAY_NAMES[data_path], stand_in)
