@@ -5,6 +5,7 @@ appear in anything a command prints or writes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -107,7 +108,25 @@ def hostile_traces(folder: Path) -> dict[str, Path]:
     out["lock-fifo"] = _with_lock(folder, base, "lock-fifo", os.mkfifo)
     out["deep-nesting"] = _deep(folder, base, DEEP)
     out["many-members"] = _many(folder, base, MAX_GROUP_LINKS + 1)
+    out["engine-experts"] = _engine_experts(folder, 1e9)
     return out
+
+
+def _engine_experts(folder: Path, experts) -> Path:
+    """A serving engine's trace whose `engine.experts` says `experts` (the arrays standing in for what
+    the engine did not return are sized by it)."""
+    from test_inspector_csv import write_engine_trace
+
+    path = write_engine_trace(folder / "engine-experts.h5") if not (folder / "engine-experts.h5").exists() \
+        else folder / "engine-experts.h5"
+    set_meta(path, "engine", {"name": "an engine", "version": "1", "experts": experts})
+    return path
+
+
+def set_meta(path: Path, name: str, value) -> None:
+    """Set the root metadata attribute `name` of the trace at `path` (a JSON one for a dict or list)."""
+    with h5py.File(path, "r+") as f:
+        f.attrs[name] = json.dumps(value) if isinstance(value, dict | list) else value
 
 
 #: Groups nested in the deep-nesting trace (HDF5's own recursive visit overflowed the stack).

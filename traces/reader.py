@@ -27,7 +27,7 @@ from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
-from traces.steering import engine_experts
+from traces.steering import engine_experts, meta_problems
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
@@ -197,6 +197,8 @@ class Trace:
     def _open(self) -> None:
         meta, problems = check_root(self._file)
         _first_error(self.path, problems)
+        for where, problem in meta_problems(meta):  # metadata that steers, checked before it is used
+            raise TraceError(self.path, where, problem)
         self._R, self._V = meta.pop("R"), meta.pop("V")
         self.meta: dict = meta
         self.moe_layers: list[int] = list(meta["moe_layers"])

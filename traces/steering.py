@@ -17,6 +17,20 @@ from traces.errors import TraceError
 MAX_EXPERTS = 1024
 
 
+def meta_problems(meta: dict) -> list[tuple[str, str]]:
+    """(where, what) of each steering attribute of the root metadata `meta` that cannot be used: checked
+    when the trace opens, before any run is read."""
+    engine = meta.get("engine")
+    if not isinstance(engine, dict) or engine.get("experts") is None:
+        return []
+    experts = engine["experts"]
+    if (isinstance(experts, bool) or not isinstance(experts, int | float) or experts != int(experts)
+            or not 1 <= experts <= MAX_EXPERTS):
+        return [("/", f"expected engine.experts to be a whole number from 1 to {MAX_EXPERTS}, found "
+                      f"{experts!r}")]
+    return []
+
+
 def engine_experts(meta: dict, largest_chosen: int, path: str, where: str) -> int:
     """E of a serving engine's run: its trace's `engine.experts` when it holds one, else one more than the
     largest expert the run chose (`largest_chosen`). TraceError unless it is a whole number no smaller

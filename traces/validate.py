@@ -29,6 +29,7 @@ from traces.live import being_written, read_consistently
 from traces.lock import reading
 from traces.prompts import Prompts
 from traces.route_check import check_problems
+from traces.steering import meta_problems
 
 
 @dataclass(frozen=True)
@@ -451,6 +452,7 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
             meta, problems = check_root(f)
             if any(p.severity == "error" for p in problems) and "format_version" not in meta:
                 return problems
+            problems += [Problem(where, message) for where, message in meta_problems(meta)]
             for where in (schema.VOCAB, schema.REQUEST_TEXT):  # what the strings point at, bounded
                 ds = f.get(where) if not any(p.where == f"/{where}" for p in problems) else None
                 if isinstance(ds, h5py.Dataset):
