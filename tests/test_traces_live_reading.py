@@ -95,3 +95,21 @@ def test_readers_in_a_tight_loop_never_crash_nor_err_and_see_every_run(tmp_path)
     counts = json.loads(outs[0][0])["counts"]
     assert counts == sorted(counts), "a reader saw fewer runs after seeing more"
     assert counts[-1] == N_RUNS
+
+
+def _bench_live_commands():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_live_commands", ROOT / "bench" / "live_commands.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # bench/ is a folder of scripts, not a package
+    return module
+
+
+def test_info_check_and_export_as_processes_during_a_recording(tmp_path, monkeypatch):
+    """`info`, `info --check` and `export`, each a new process, while another process records: every one
+    exits 0 with no traceback (bench/live_commands.py runs the same for longer)."""
+    monkeypatch.chdir(ROOT)
+    result = _bench_live_commands().read_during_recording(tmp_path, reads=3)
+    assert result["failures"] == 0, result["failed"]
+    assert result["during_recording"] == 3 and result["runs_recorded"] >= 2
