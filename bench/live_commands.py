@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-#: The recording: runs added one after another (a short pause between them) until `stop` exists.
+#: The recording: runs added one after another (a pause between them) until `stop` exists.
 WRITER = """
 import sys, time
 from pathlib import Path
@@ -40,7 +40,7 @@ while not stop.exists() or i < 2:
     i += 1
     if i == 2:
         Path(started).touch()  # the trace holds runs: readers may start
-    time.sleep(0.02)
+    time.sleep(0.25)  # a model's run takes longer; the trace grows by a few hundred runs meanwhile
 writer.close()
 print(i)
 """

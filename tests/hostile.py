@@ -200,3 +200,23 @@ def _prompt_mismatch(folder: Path, base: Path) -> Path:
         rows[:, 0] = (rows[:, 0] + 1) % 64   # every row's first prompt token
         tokens[...] = rows
     return path
+
+
+def unknown_filter(folder: Path, filter_id: int = 32001) -> Path:
+    """The base trace with one run's tokens compressed by the filter `filter_id`, which HDF5 does not
+    build in: written with h5py's LZF (32000), whose id in the filter pipeline message (a version 1
+    message, which names the filter) is then rewritten."""
+    path = folder / "unknown-filter.h5"
+    shutil.copy(base_trace(folder), path)
+    with h5py.File(path, "r+") as f:
+        tokens = f[f"{RUN}/tokens"]
+        data, attrs = tokens[...], dict(tokens.attrs)
+        del f[f"{RUN}/tokens"]
+        tokens = f.create_dataset(f"{RUN}/tokens", data=data, chunks=data.shape, compression="lzf")
+        tokens.attrs.update(attrs)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"lzf\x00") - 8  # the message: id (2 bytes), name length, flags, values, name
+    assert raw[at:at + 2] == (32000).to_bytes(2, "little")
+    raw[at:at + 2] = filter_id.to_bytes(2, "little")
+    path.write_bytes(bytes(raw))
+    return path

@@ -209,3 +209,43 @@ def test_the_recorded_thread_count_is_clamped_to_this_machines_cpus(tmp_path):
 
     trace = _example_copy(tmp_path, machine={"threads": 100000})
     assert 1 <= _recorded_threads(str(trace)) <= len(os.sched_getaffinity(0))
+
+
+#: A shared library that leaves a file where PLUGIN_MARKER says when it is loaded (and looks like an
+#: HDF5 filter plugin from outside).
+PLUGIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void loaded(void) {
+    const char *marker = getenv("PLUGIN_MARKER");
+    FILE *f = marker ? fopen(marker, "w") : NULL;
+    if (f) { fputs("loaded", f); fclose(f); }
+}
+int H5PLget_plugin_type(void) { return 0; }
+const void *H5PLget_plugin_info(void) { return 0; }
+"""
+
+
+def test_a_filter_hdf5_lacks_never_loads_a_library_from_a_plugin_folder(tmp_path):
+    """A run compressed by a filter HDF5 does not build in, read with a plugin folder holding a
+    library: `info --check` reports the run unreadable and the library is never loaded."""
+    import shutil
+
+    from hostile import unknown_filter
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the library")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (tmp_path / "plugin.c").write_text(PLUGIN)
+    library = plugins / "libfilter.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(tmp_path / "plugin.c")], check=True,
+                   timeout=120)
+    trace, marker = unknown_filter(tmp_path), tmp_path / "loaded"
+    env = {**os.environ, "HDF5_PLUGIN_PATH": str(plugins), "PLUGIN_MARKER": str(marker)}
+    done = subprocess.run([sys.executable, "-m", "inspector.cli", "info", "--check", str(trace)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=LIMIT_S)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-800:]
+    assert "/runs/r000" in done.stdout and "plugin" in done.stdout
+    assert not marker.exists()

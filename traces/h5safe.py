@@ -13,7 +13,8 @@ a FIFO. So a trace must be a regular file, and:
   naming the link and where it points. Soft links inside the file keep working (HDF5 stops a cycle of
   them after 16 hops; a walk never follows them);
 - every dataset read is checked for where its data live (`storage_outside`): external raw storage and
-  virtual datasets are refused.
+  virtual datasets are refused;
+- HDF5 loads no filter plugin (`no_plugins`).
 
 The refusals use HDF5's own link and storage properties (link types, the dataset creation property
 list's layout and external file count), never the names. `check_heap` and `read_strings` bound what
@@ -74,6 +75,7 @@ def open_hdf5(path: str, mode: str = "r", **kwargs) -> h5py.File:
     saying why it cannot be: not a regular file, not HDF5, damaged string storage, or an object that
     reaches outside the file (`refuse_outside`)."""
     regular_file(path)
+    no_plugins()
     try:
         check_heap(path)
         # No HDF5 file lock: a trace being recorded can be inspected up to its last flushed run, and
@@ -94,6 +96,14 @@ def open_hdf5(path: str, mode: str = "r", **kwargs) -> h5py.File:
         f.close()
         raise TraceError(path, "/", f"expected readable links ({type(exc).__name__}: {exc})") from exc
     return f
+
+
+def no_plugins() -> None:
+    """Empty HDF5's filter plugin search path (this process's): a trace naming a filter HDF5 does not
+    build in is refused as unreadable, never served by a shared library found in a plugin folder (a
+    library loaded is code run). The writer's filters (gzip, shuffle) are built in."""
+    while h5py.h5pl.size():
+        h5py.h5pl.remove(0)
 
 
 def refuse_outside(path: str, f: h5py.File) -> None:

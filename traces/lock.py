@@ -126,24 +126,48 @@ class WriteLock:
 
 #: Open file description locks (Linux >= 3.15); elsewhere readers rely on the counter alone.
 _OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
+_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None)
+#: Longest a reader waits at the turnstile for a writer that wants the counter's bytes.
+TURNSTILE_WAIT_S = 0.5
 
 
 def _range_lock(fd: int | None, kind: int) -> None:
     """Lock (F_RDLCK shared, F_WRLCK exclusive) or unlock the counter's bytes of the sidecar.
 
     The writer goes first: it takes the byte after the counter (a turnstile) before it waits for the
-    counter's bytes, and a reader passes the turnstile (a shared lock taken and dropped) before it
-    takes them, so readers in a tight loop, whose shared locks overlap, cannot keep the writer out."""
+    counter's bytes, and a reader passes the turnstile (`_pass_turnstile`) before it takes them, so
+    readers in a tight loop, whose shared locks overlap, cannot keep the writer out."""
     if kind == fcntl.F_WRLCK:
         _lock_bytes(fd, fcntl.F_WRLCK, COUNTER_BYTES)
         _lock_bytes(fd, fcntl.F_WRLCK, 0)
         _lock_bytes(fd, fcntl.F_UNLCK, COUNTER_BYTES)
     elif kind == fcntl.F_RDLCK:
-        _lock_bytes(fd, fcntl.F_RDLCK, COUNTER_BYTES)
-        _lock_bytes(fd, fcntl.F_UNLCK, COUNTER_BYTES)
+        _pass_turnstile(fd)
         _lock_bytes(fd, fcntl.F_RDLCK, 0)
     else:
         _lock_bytes(fd, kind, 0)
+
+
+def _pass_turnstile(fd: int | None) -> None:
+    """Wait while a writer holds the turnstile, for TURNSTILE_WAIT_S at most: a reader that already
+    holds the counter's bytes (a read nested in another) would otherwise wait for a writer that waits
+    for it."""
+    if fd is None or _OFD_SETLK is None:
+        return
+    deadline = time.monotonic() + TURNSTILE_WAIT_S
+    shared = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, COUNTER_BYTES, 1, 0)
+    while True:
+        try:
+            fcntl.fcntl(fd, _OFD_SETLK, shared)
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.002)
+                continue
+            return
+        except OSError:
+            return  # a file system without them: the counter alone protects
+        _lock_bytes(fd, fcntl.F_UNLCK, COUNTER_BYTES)
+        return
 
 
 def _lock_bytes(fd: int | None, kind: int, start: int) -> None:
