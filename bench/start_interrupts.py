@@ -52,7 +52,8 @@ def main() -> None:
     args = parser.parse_args()
     signum = getattr(signal, f"SIG{args.signal}")
     rng = random.Random(args.seed)
-    found = collections.Counter(one(args.argv, signum, rng.uniform(0, MAX_DELAY_S)) for _ in range(args.tries))
+    delays = [rng.uniform(0, MAX_DELAY_S) for _ in range(args.tries)]
+    found = collections.Counter(one(args.argv, signum, delay) for delay in delays)
     bad = sum(n for what, n in found.items() if what not in ("finished", "stopped"))
     print(f"{args.tries} SIG{args.signal} within {MAX_DELAY_S} s of the start of moe-inspector "
           f"{' '.join(args.argv[:1])}: {dict(found)}; {bad} bad (traceback, extra lines or another status)")

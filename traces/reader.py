@@ -8,8 +8,6 @@ only; object dtypes other than UTF-8 strings are refused).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import json
 import logging
@@ -27,6 +25,7 @@ from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
+from traces.memory import return_freed_memory
 from traces.steering import engine_experts, meta_problems
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
@@ -355,7 +354,7 @@ class Trace:
         self._refs = {}
         if self._file is not None and self._file.id.valid:
             self._file.close()
-            _return_freed_memory()
+            return_freed_memory()
 
     def __enter__(self) -> Trace:
         return self
@@ -365,12 +364,6 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace {self.path}: {len(self.run_names)} runs, {len(self.incomplete_runs)} incomplete>"
-
-
-def _return_freed_memory() -> None:
-    """Hand memory freed by HDF5 back to the system (glibc keeps freed blocks in its arenas)."""
-    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES,

@@ -18,6 +18,9 @@ from inspector.export.page import PRESETS
 from inspector.specs.registry import SPECS, spec_of, view_names
 from inspector.terminal import printable
 
+#: Bytes of open runs an export keeps (`open_trace`'s cache; its default is the app's): what it frees is
+#: what drawing a large page takes.
+RUN_CACHE_BYTES = 16 << 20
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
 
@@ -248,11 +251,12 @@ def _export(args: argparse.Namespace, sel, fmt: str, page, style, interruptions)
     from inspector.export import read_export, save
     from inspector.specs.defaults import CHOOSING, informative
     from traces import open_trace
+    from traces.memory import return_freed_memory
 
     if fmt != "csv":
         _application()
     interruptions.check()
-    with open_trace(args.file) as trace:
+    with open_trace(args.file, cache_bytes=RUN_CACHE_BYTES) as trace:
         given = [name for name in CHOOSING if getattr(args, name) is not None]
         if not given or given == ["layer"]:  # a layer alone keeps the most telling run or pair
             picked_sel, picked = informative(trace, spec_of(args.view), sel)
@@ -266,5 +270,6 @@ def _export(args: argparse.Namespace, sel, fmt: str, page, style, interruptions)
             if picked:
                 print(printable(f"{picked} (name --run, --request, --pair... to choose)"))
         export = read_export(trace, args.view, sel)
+        return_freed_memory()  # what reading freed, before drawing takes its share
         return save(export, args.output, fmt, page, style, fit_height=args.height is None,
                     caption=args.caption, stop=interruptions.check)
