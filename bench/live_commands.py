@@ -40,7 +40,7 @@ while not stop.exists() or i < 2:
     i += 1
     if i == 2:
         Path(started).touch()  # the trace holds runs: readers may start
-    time.sleep(0.25)  # a model's run takes longer; the trace grows by a few hundred runs meanwhile
+    time.sleep(1.0)  # about a model run's pace: the trace grows by a few hundred runs meanwhile
 writer.close()
 print(i)
 """
@@ -68,7 +68,7 @@ def read_during_recording(folder: Path, reads: int) -> dict:
         lines = commands(path, folder / "out.csv")
         for i in range(reads):
             argv = lines[i % len(lines)]
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
             recording = writer.poll() is None
             results.append({"command": " ".join(argv[3:5]), "rc": done.returncode, "recording": recording,
                             "traceback": "Traceback" in done.stderr,
