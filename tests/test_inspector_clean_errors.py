@@ -6,10 +6,12 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 import torch
+from paths import ROOT
 
 from inspector.cli import main
 from lab.experiments import cli as record_cli
@@ -179,3 +181,30 @@ def test_the_display_probe_recognises_an_x_server():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _child(code: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_line_starts_is_one_line(small_trace_path, signum):
+    """The command line's module notes the signals on its first line: one arriving during the imports
+    that follow ends the process with one line and 128 + the signal's number."""
+    code = (f"import os, signal, sys\nsys.argv[0] = 'moe-inspector'\nimport inspector.cli\n"
+            f"os.kill(os.getpid(), {int(signum)})\nimport torch\n")
+    done = _child(code, "info", str(small_trace_path))
+    assert done.returncode == 128 + signum, done.stderr[-800:]
+    assert done.stderr == "moe-inspector: interrupted\n"
+
+
+@pytest.mark.parametrize("signum, says", [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_a_signal_while_a_command_runs_is_one_line(small_trace_path, signum, says):
+    code = ("import os, signal, sys\nfrom inspector import cli\nimport inspector.commands.info as info\n"
+            "run = info.run\n"
+            f"info.run = lambda args: (os.kill(os.getpid(), {int(signum)}), run(args))[1]\n"
+            "sys.exit(cli.main())\n")
+    done = _child(code, "info", str(small_trace_path))
+    assert done.returncode == 128 + signum, done.stderr[-800:]
+    assert done.stderr == f"moe-inspector info: {says}\n" and done.stdout == ""
