@@ -1,7 +1,9 @@
 """Ctrl-C (or SIGTERM) at a random moment from the start of `moe-inspector`: how many of N tries print
 a traceback, print more than one line, or end with another status than 0 (finished first) or 130/143.
 Each try starts the installed command line script in a child process and sends the signal after a
-delay drawn uniformly from 0 to MAX_DELAY_S (Python's start-up, the imports, the command itself).
+delay drawn uniformly from 0 (or --after) to MAX_DELAY_S (or --within): Python's start-up, the imports,
+the command itself. A signal during Python's own start-up (its `site` module, the installed script's
+import line) comes before the program's first line and takes Python's default action.
 
     PYTHONPATH=$PWD .venv/bin/python bench/start_interrupts.py [--tries 20] [--signal TERM] [ARGS...]
 """
@@ -48,14 +50,17 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--signal", default="INT", choices=["INT", "TERM"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--after", type=float, default=0.0, help="earliest moment, in seconds (default 0)")
+    parser.add_argument("--within", type=float, default=MAX_DELAY_S, help=f"latest moment (default "
+                        f"{MAX_DELAY_S})")
     parser.add_argument("argv", nargs="*", default=["info", str(EXAMPLE)])
     args = parser.parse_args()
     signum = getattr(signal, f"SIG{args.signal}")
     rng = random.Random(args.seed)
-    delays = [rng.uniform(0, MAX_DELAY_S) for _ in range(args.tries)]
+    delays = [rng.uniform(args.after, args.within) for _ in range(args.tries)]
     found = collections.Counter(one(args.argv, signum, delay) for delay in delays)
     bad = sum(n for what, n in found.items() if what not in ("finished", "stopped"))
-    print(f"{args.tries} SIG{args.signal} within {MAX_DELAY_S} s of the start of moe-inspector "
+    print(f"{args.tries} SIG{args.signal} {args.after}-{args.within} s after the start of moe-inspector "
           f"{' '.join(args.argv[:1])}: {dict(found)}; {bad} bad (traceback, extra lines or another status)")
 
 
