@@ -89,8 +89,8 @@ def walk(gid, prefix: str, *, storage=None, shallow: tuple[str, ...] = ()) -> li
                 if address in seen:
                     continue
                 if depth + 1 >= MAX_DEPTH:
-                    return found + [(here, f"expected groups nested at most {MAX_DEPTH} deep, found deeper "
-                                           f"ones (refused unread)")]
+                    return found + [(_short(here), f"expected groups nested at most {MAX_DEPTH} deep, found "
+                                                   f"deeper ones (refused unread)")]
                 seen.add(address)
                 stack.append((oid, here, depth + 1))
             elif storage is not None and isinstance(oid, h5py.h5d.DatasetID):
@@ -101,6 +101,14 @@ def walk(gid, prefix: str, *, storage=None, shallow: tuple[str, ...] = ()) -> li
                 if problem:
                     found.append((here, problem))
     return found
+
+
+def _short(where: str) -> str:
+    """A deep path as a sentence names it: its first and last two parts, and how many between."""
+    parts = where.split("/")
+    if len(parts) <= 6:
+        return where
+    return "/".join(parts[:3] + [f"…({len(parts) - 5} more)…"] + parts[-2:])
 
 
 def _external_target(gid, name: bytes) -> str:
