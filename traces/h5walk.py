@@ -49,12 +49,14 @@ def link_problem(gid, name: bytes, link) -> str | None:
     return None
 
 
-def group_size_problem(gid) -> str | None:
-    """Why the group `gid` holds too many members to be listed, or None."""
+def group_size_problem(gid, where: str) -> str | None:
+    """Why the group `gid` (at `where`) holds too many members to be listed, or None."""
     n = gid.get_num_objs()
-    if n > MAX_GROUP_LINKS:
-        return (f"expected a group of at most {MAX_GROUP_LINKS} members, found {n} (refused unread)")
-    return None
+    if n <= MAX_GROUP_LINKS:
+        return None
+    if where == f"/{schema.RUNS}":
+        return f"expected at most {schema.MAX_RUNS} runs, found {n} groups (not checked)"
+    return f"expected a group of at most {MAX_GROUP_LINKS} members, found {n} (refused unread)"
 
 
 def walk(gid, prefix: str, *, storage=None, shallow: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -68,7 +70,7 @@ def walk(gid, prefix: str, *, storage=None, shallow: tuple[str, ...] = ()) -> li
     walked = 0
     while stack:
         gid, where, depth = stack.pop()
-        size = group_size_problem(gid)
+        size = group_size_problem(gid, where)
         if size:
             return found + [(where or "/", size)]
         walked += gid.get_num_objs()
