@@ -205,24 +205,24 @@ def _main(argv: list[str], running=lambda start: None) -> int:
         print(_parse_error_line(parser, argv, str(exc)), file=sys.stderr)
         return 2
     try:
-        running(True)
-        module = importlib.import_module(f"inspector.commands.{args.command}")
-        status = int(module.run(args) or 0)
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
-        return status
+        try:
+            running(True)
+            module = importlib.import_module(f"inspector.commands.{args.command}")
+            status = int(module.run(args) or 0)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+            return status
+        finally:
+            running(False)  # from here a signal is only noted (one just before is caught below)
     except UsageError as exc:
         print(f"moe-inspector {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        running(False)  # a second signal while this is said is only noted
         terminated = isinstance(exc, Terminated)
         what = "terminated" if terminated else "interrupted"
         print(f"moe-inspector {args.command}: {what}", file=sys.stderr)
         return 128 + signal.SIGTERM if terminated else 130
     except BrokenPipeError:
         return _reader_went_away()
-    finally:
-        running(False)
 
 
 def _parse_error_line(parser: _Parser, argv: list[str], message: str) -> str:
