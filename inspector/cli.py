@@ -11,12 +11,7 @@ import os
 import signal
 import sys
 
-
-def _stop_at_once(signum, frame) -> None:
-    """Ctrl-C or SIGTERM before a command runs (Python starting, the imports, the options read):
-    nothing is under way yet, so one line and the signal's exit status, never a traceback."""
-    os.write(2, b"moe-inspector: interrupted\n")
-    os._exit(128 + signum)
+from inspector import stop_at_once as _stop_at_once
 
 
 def launched() -> bool:
