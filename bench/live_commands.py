@@ -40,7 +40,7 @@ while not stop.exists() or i < 2:
     i += 1
     if i == 2:
         Path(started).touch()  # the trace holds runs: readers may start
-    time.sleep(1.0)  # about a model run's pace: the trace grows by a few hundred runs meanwhile
+    time.sleep(3.0)  # a slow model's pace: `info --check` reads every run, so the trace stays small
 writer.close()
 print(i)
 """
