@@ -20,6 +20,8 @@ from traces import TraceError, TraceWriter, open_trace, validate
 
 #: Seconds a refusal may take (a wait on a FIFO would last for ever).
 LIMIT_S = 60
+#: Hostile traces refused as the file opens (its lock file, its groups, its root metadata).
+REFUSED_AT_OPEN = frozenset({"lock-symlink", "lock-fifo", "deep-nesting", "many-members", "engine-experts"})
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,9 @@ def test_every_hostile_trace_is_refused_by_every_command(folder, tmp_path):
     for name, path in folder.items():
         # info summarises a run without reading its rows: a run's prompt is checked by --check and views
         commands = [f"info|--check|{path}"] + ([f"info|{path}"] if name != "prompt-mismatch" else [])
-        commands += [f"export|--view|{v}|-o|{tmp_path / f'{name}-{v}.csv'}|{path}" for v in views]
+        # refused when the file opens, before any view reads it: one view stands for all
+        some = views[:1] if name in REFUSED_AT_OPEN else views
+        commands += [f"export|--view|{v}|-o|{tmp_path / f'{name}-{v}.csv'}|{path}" for v in some]
         done = _cli(*commands)
         out = done.stdout + done.stderr
         assert SECRET not in out, name
