@@ -13,6 +13,12 @@ metadata holds a shared one (open file description locks, `F_OFD_SETLKW`: a proc
 descriptor of the sidecar does not drop them): HDF5 reading metadata half-way through a flush may
 not just fail but corrupt its own memory. A reader also compares the counter before and after it
 opened the file (`traces/live.py`), which covers a writer that starts meanwhile.
+
+The sidecar is this tool's, never the trace's: anyone who sends a trace can send a `<trace>.lock`
+beside it. It is opened without following a symbolic link and without waiting (a FIFO would block
+the open for ever), and anything but a regular file there is refused in one sentence; the writer
+creates it exclusively, and takes one over only when it is a regular file of this user with one
+name and at most a counter in it (what a writer stopped by `kill -9` leaves, said in a warning).
 """
 
 from __future__ import annotations
