@@ -25,6 +25,8 @@ from traces import TraceWriter
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays
 L, E, K, V, B, T = 2, 8, 2, 259, 3, 40
 path, stop, started = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+pause = float(sys.argv[4]) if len(sys.argv) > 4 else 3.0  # a slow model's pace: `info --check` reads
+                                                          # every run, so the trace stays small
 writer = TraceWriter(path, meta=synthetic_meta(L, E, K, V), vocab=byte_vocab(V), requests=["a", "b", "c"],
                      prompt_tokens=[[1, 2], [3], [4, 5, 6]])
 i = 0
@@ -40,7 +42,7 @@ while not stop.exists() or i < 2:
     i += 1
     if i == 2:
         Path(started).touch()  # the trace holds runs: readers may start
-    time.sleep(3.0)  # a slow model's pace: `info --check` reads every run, so the trace stays small
+    time.sleep(pause)
 writer.close()
 print(i)
 """
