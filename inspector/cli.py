@@ -7,13 +7,28 @@ Modules are imported only when their subcommand runs, so `info` never loads Qt a
 
 from __future__ import annotations
 
-import argparse
-import difflib
-import importlib
 import os
+import signal
 import sys
 
-from inspector.commands.errors import UsageError
+from inspector import stop_at_once as _stop_at_once
+
+
+def launched() -> bool:
+    """Whether this process is the command line itself (the installed script or `python -m`)."""
+    return __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "moe-inspector"
+
+
+if launched():  # before any other import: an interruption from the first line on is one line
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_signal, _stop_at_once)
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import difflib  # noqa: E402
+import importlib  # noqa: E402
+
+from inspector.commands.errors import UsageError  # noqa: E402
 
 COMMANDS: dict[str, str] = {
     "view": "open traces in the desktop app (the default)",
@@ -130,9 +145,50 @@ def _glue_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a command runs: it stops as on Ctrl-C (what it wrote is kept whole or removed)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
+def _note_only(signum, frame) -> None:
+    """A signal once the command has finished: its work is done and its status stands."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` (default: this process's arguments); its exit status. Run as the program
+    (`argv` None), Ctrl-C and SIGTERM are one line and status 130 or 143 at any moment: before the
+    command they end the process at once (`_stop_at_once`), while it runs they stop it as Ctrl-C does,
+    and after it they are only noted (its outputs are in place, its status stands). Called with
+    `argv`, the caller's handlers are back when it returns."""
+    program = argv is None
+    if program and not launched():  # called as the program by other means: the signals noted from here
+        _handle(_stop_at_once, _stop_at_once)
+    previous = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
     try:
-        argv = _with_default_command(list(sys.argv[1:] if argv is None else argv))
+        return _main(sys.argv[1:] if program else argv, running=_running if program else lambda start: None)
+    finally:
+        _handle(*([_note_only, _note_only] if program else previous))
+
+
+def _handle(on_int, on_term) -> None:
+    """Set the handlers of SIGINT and SIGTERM (only the main thread may; elsewhere nothing changes)."""
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGINT, on_int)
+        signal.signal(signal.SIGTERM, on_term)
+
+
+def _running(start: bool) -> None:
+    """While a command runs (`start`), Ctrl-C and SIGTERM raise KeyboardInterrupt (`Terminated`);
+    once it has returned they are only noted."""
+    _handle(signal.default_int_handler, _terminate) if start else _handle(_note_only, _note_only)
+
+
+def _main(argv: list[str], running=lambda start: None) -> int:
+    try:
+        argv = _with_default_command(list(argv))
     except UsageError as exc:
         print(f"moe-inspector: error: {exc}", file=sys.stderr)
         return 2
@@ -143,17 +199,23 @@ def main(argv: list[str] | None = None) -> int:
     except ParseError as exc:
         print(_parse_error_line(parser, argv, str(exc)), file=sys.stderr)
         return 2
-    module = importlib.import_module(f"inspector.commands.{args.command}")
     try:
-        status = int(module.run(args) or 0)
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
-        return status
+        try:
+            running(True)
+            module = importlib.import_module(f"inspector.commands.{args.command}")
+            status = int(module.run(args) or 0)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+            return status
+        finally:
+            running(False)  # from here a signal is only noted (one just before is caught below)
     except UsageError as exc:
         print(f"moe-inspector {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        what = "terminated" if terminated else "interrupted"
+        print(f"moe-inspector {args.command}: {what}", file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated else 130
     except BrokenPipeError:
         return _reader_went_away()
 

@@ -96,6 +96,8 @@ def _against(c: ConditionCheck, margins: dict[int, float], dtype: str) -> str:
 
 def find_folder(checkpoint: str, trace_path: str | Path) -> Path:
     """The model folder the trace names: as given, beside the trace, or in the repository."""
+    if not checkpoint:
+        raise FileNotFoundError("the trace names no model folder; give one with --checkpoint")
     for base in (Path.cwd(), Path(trace_path).resolve().parent, ROOT):
         folder = base / checkpoint
         if folder.is_dir():
@@ -117,8 +119,12 @@ def probe_rows(trace) -> dict[str, list[tuple[str, np.ndarray, int]]]:
     return out
 
 
-def reference_check(path: str | Path, device: str = "cpu") -> ReferenceCheck:
-    """Rerun the probe (request 0) alone through the Hugging Face path and compare every run's probe."""
+def reference_check(path: str | Path, device: str = "cpu", checkpoint: str | None = None) -> ReferenceCheck:
+    """Rerun the probe (request 0) alone through the Hugging Face path and compare every run's probe.
+    The model is `checkpoint` when given, else the folder the trace names, used only inside the trace's
+    own folder or assets/ (`refuse_unless_allowed`): whatever its engine, a trace never picks a folder
+    elsewhere."""
+    from lab.counterfactual.source import refuse_unless_allowed
     from model.generate import generate
     from model.hf.load import DTYPES, load_hf
     from model.recorder import Recorder
@@ -127,7 +133,9 @@ def reference_check(path: str | Path, device: str = "cpu") -> ReferenceCheck:
 
     with open_trace(path) as trace:
         engine = trace.meta.get("engine") or {}
-        folder = find_folder(str(trace.meta.get("checkpoint", "")), path)
+        named = None if checkpoint else str(trace.meta.get("checkpoint", ""))
+        folder = Path(checkpoint) if checkpoint else find_folder(named, path)
+        refuse_unless_allowed(named, folder, path)
         prompt = [int(t) for t in trace.requests.prompt_tokens(0)]
         groups = probe_rows(trace)
     dtype = str(trace.meta.get("dtype", engine.get("dtype")))

@@ -5,6 +5,7 @@ appear in anything a command prints or writes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from traces.h5walk import MAX_GROUP_LINKS
 from traces.synthetic import write_synthetic_trace
 
 SECRET = "secret-of-another-file"
@@ -102,7 +104,66 @@ def hostile_traces(folder: Path) -> dict[str, Path]:
     out["soft-link-cycle"] = _soft_cycle(folder, base)
     out["fifo"] = fifo
     out["prompt-mismatch"] = _prompt_mismatch(folder, base)
+    out["lock-symlink"] = _with_lock(folder, base, "lock-symlink", lambda lock: os.symlink(secret, lock))
+    out["lock-fifo"] = _with_lock(folder, base, "lock-fifo", os.mkfifo)
+    out["deep-nesting"] = _deep(folder, base, DEEP)
+    out["many-members"] = _many(folder, base, MAX_GROUP_LINKS + 1)
+    out["engine-experts"] = _engine_experts(folder, 1e9)
     return out
+
+
+def _engine_experts(folder: Path, experts) -> Path:
+    """A serving engine's trace whose `engine.experts` says `experts` (the arrays standing in for what
+    the engine did not return are sized by it)."""
+    from test_inspector_csv import write_engine_trace
+
+    path = write_engine_trace(folder / "engine-experts.h5") if not (folder / "engine-experts.h5").exists() \
+        else folder / "engine-experts.h5"
+    set_meta(path, "engine", {"name": "an engine", "version": "1", "experts": experts})
+    return path
+
+
+def set_meta(path: Path, name: str, value) -> None:
+    """Set the root metadata attribute `name` of the trace at `path` (a JSON one for a dict or list)."""
+    with h5py.File(path, "r+") as f:
+        f.attrs[name] = json.dumps(value) if isinstance(value, dict | list) else value
+
+
+#: Groups nested in the deep-nesting trace (HDF5's own recursive visit overflowed the stack).
+DEEP = 10_000
+
+
+def _with_lock(folder: Path, base: Path, name: str, make) -> Path:
+    """The base trace with its sidecar lock file made by `make(path)` (a link to another file, a FIFO)."""
+    path = folder / f"{name}.h5"
+    shutil.copy(base, path)
+    lock = Path(f"{path}.lock")
+    if not os.path.lexists(lock):
+        make(lock)
+    return path
+
+
+def _deep(folder: Path, base: Path, depth: int, name: str = "deep-nesting") -> Path:
+    """`depth` groups nested one in the other under /tables."""
+    path = folder / f"{name}.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+") as f:
+        group = f.require_group("tables")
+        for _ in range(depth):
+            group = group.create_group("g")
+    return path
+
+
+def _many(folder: Path, base: Path, members: int, name: str = "many-members") -> Path:
+    """A group of `members` hard links to one small dataset at the root."""
+    path = folder / f"{name}.h5"
+    shutil.copy(base, path)
+    with h5py.File(path, "r+", libver="latest") as f:
+        group = f.create_group("crowd")
+        first = group.create_dataset("0", data=[0])
+        for i in range(1, members):
+            group[str(i)] = first
+    return path
 
 
 def _links_in_links(folder: Path, base: Path, other: Path) -> Path:
@@ -138,4 +199,24 @@ def _prompt_mismatch(folder: Path, base: Path) -> Path:
         rows = np.array(tokens[...])
         rows[:, 0] = (rows[:, 0] + 1) % 64   # every row's first prompt token
         tokens[...] = rows
+    return path
+
+
+def unknown_filter(folder: Path, filter_id: int = 32001) -> Path:
+    """The base trace with one run's tokens compressed by the filter `filter_id`, which HDF5 does not
+    build in: written with h5py's LZF (32000), whose id in the filter pipeline message (a version 1
+    message, which names the filter) is then rewritten."""
+    path = folder / "unknown-filter.h5"
+    shutil.copy(base_trace(folder), path)
+    with h5py.File(path, "r+") as f:
+        tokens = f[f"{RUN}/tokens"]
+        data, attrs = tokens[...], dict(tokens.attrs)
+        del f[f"{RUN}/tokens"]
+        tokens = f.create_dataset(f"{RUN}/tokens", data=data, chunks=data.shape, compression="lzf")
+        tokens.attrs.update(attrs)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"lzf\x00") - 8  # the message: id (2 bytes), name length, flags, values, name
+    assert raw[at:at + 2] == (32000).to_bytes(2, "little")
+    raw[at:at + 2] = filter_id.to_bytes(2, "little")
+    path.write_bytes(bytes(raw))
     return path

@@ -2,11 +2,16 @@
 and exit status 2; SIGTERM stops `record` like Ctrl-C, saying what was kept."""
 
 import argparse
+import contextlib
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
+from paths import ROOT
 
 from inspector.cli import main
 from lab.experiments import cli as record_cli
@@ -112,3 +117,94 @@ def test_a_file_without_a_command_is_still_opened(small_trace_path, monkeypatch,
     for argv in ([str(small_trace_path)], [str(plain)], ["not-there-yet.h5"]):
         assert main(argv) == 0
     assert opened == [[str(small_trace_path)], [str(plain)], ["not-there-yet.h5"]]
+
+
+@pytest.mark.parametrize("reply", [None, b"HTTP/1.1 400 Bad Request\r\n\r\n"])
+def test_view_with_something_else_at_the_display_is_one_line_and_exit_2(small_trace_path, monkeypatch, capsys,
+                                                                         reply):
+    """A socket that accepts but is no X server (silent, or speaking another protocol): Qt would abort;
+    the probe's X handshake finds out first (within its timeout)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    for number in range(60, 100):  # a free display number's port, 6000 + N
+        try:
+            listener.bind(("127.0.0.1", 6000 + number))
+            break
+        except OSError:
+            continue
+    else:
+        pytest.skip("no free port for a display")
+    listener.listen(4)
+    held = []
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                held.append(conn)
+                if reply is not None:
+                    conn.recv(12)
+                    conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    for name in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DISPLAY", f"127.0.0.1:{number}")
+    monkeypatch.setattr("sys.platform", "linux")
+    try:
+        assert main(["view", str(small_trace_path)]) == 2
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    err = capsys.readouterr().err
+    assert f"no X server answers at DISPLAY=127.0.0.1:{number}" in err and err.count("\n") == 1
+
+
+def test_the_display_probe_recognises_an_x_server():
+    import shutil
+
+    from inspector.commands.view import _x11_reachable
+
+    if shutil.which("Xvfb") is None:
+        pytest.skip("no Xvfb")
+    number = next((n for n in range(140, 180) if not os.path.exists(f"/tmp/.X11-unix/X{n}")), None)
+    server = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "640x480x24"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(f"/tmp/.X11-unix/X{number}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _x11_reachable(f":{number}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _child(code: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_line_starts_is_one_line(small_trace_path, signum):
+    """The command line's module notes the signals on its first line: one arriving during the imports
+    that follow ends the process with one line and 128 + the signal's number."""
+    code = (f"import os, signal, sys\nsys.argv[0] = 'moe-inspector'\nimport inspector.cli\n"
+            f"os.kill(os.getpid(), {int(signum)})\nimport torch\n")
+    done = _child(code, "info", str(small_trace_path))
+    assert done.returncode == 128 + signum, done.stderr[-800:]
+    assert done.stderr == "moe-inspector: interrupted\n"
+
+
+@pytest.mark.parametrize("signum, says", [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_a_signal_while_a_command_runs_is_one_line(small_trace_path, signum, says):
+    code = ("import os, signal, sys\nfrom inspector import cli\nimport inspector.commands.info as info\n"
+            "run = info.run\n"
+            f"info.run = lambda args: (os.kill(os.getpid(), {int(signum)}), run(args))[1]\n"
+            "sys.exit(cli.main())\n")
+    done = _child(code, "info", str(small_trace_path))
+    assert done.returncode == 128 + signum, done.stderr[-800:]
+    assert done.stderr == f"moe-inspector info: {says}\n" and done.stdout == ""

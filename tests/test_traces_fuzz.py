@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from traces import TraceError, TraceWriter, open_trace, validate
-from traces.fuzz import BLOCK, LINK_KINDS, fuzz
+from traces.fuzz import BLOCK, HOSTILE_KINDS, LINK_KINDS, fuzz
 from traces.heap import SIGNATURE, damaged_collection
 from traces.synthetic import synthetic_routing, synthetic_run_arrays, write_synthetic_trace
 
@@ -32,6 +32,11 @@ def test_fuzzed_copies_never_hang_nor_raise_other_errors(small, tmp_path):
     assert len(reaching) == 50 and {o.damage.split(" at ")[0] for o in reaching} == set(LINK_KINDS)
     read = [o for o in reaching if o.result != "TraceError"]
     assert not read, read[:5]
+    hostile = [o for o in outcomes if o.damage.split(" ")[0] in HOSTILE_KINDS]
+    assert len(hostile) == 25 and len({o.damage.split(" ")[0] for o in hostile}) >= 4
+    read = [o for o in hostile if o.result != "TraceError" and o.damage != "machine-threads"]
+    assert not read, read[:5]
+    assert (tmp_path / "outside.h5").read_bytes() == small.read_bytes()  # a lock link never written through
     assert peak_kib < 1 << 20  # 1 GiB: memory follows the file, not what damage declares
 
 

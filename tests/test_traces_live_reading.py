@@ -95,3 +95,52 @@ def test_readers_in_a_tight_loop_never_crash_nor_err_and_see_every_run(tmp_path)
     counts = json.loads(outs[0][0])["counts"]
     assert counts == sorted(counts), "a reader saw fewer runs after seeing more"
     assert counts[-1] == N_RUNS
+
+
+def _bench_live_commands():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_live_commands", ROOT / "bench" / "live_commands.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # bench/ is a folder of scripts, not a package
+    return module
+
+
+def test_info_check_and_export_as_processes_during_a_recording(tmp_path, monkeypatch):
+    """`info`, `info --check` and `export`, each a new process, while another process records: every one
+    exits 0 with no traceback (bench/live_commands.py runs the same for longer)."""
+    monkeypatch.chdir(ROOT)
+    result = _bench_live_commands().read_during_recording(tmp_path, reads=3)
+    assert result["failures"] == 0, result["failed"]
+    assert result["during_recording"] == 3 and result["runs_recorded"] >= 2
+
+
+def test_a_trace_opened_before_runs_were_added_is_walked_as_it_was_opened(tmp_path):
+    """`info` walks every run's links after it opened the trace: runs committed meanwhile rewrote the
+    run list, which HDF5 then read at addresses past the end it knew. Opened, held while the writer
+    commits 20 more runs (its commit counter says so), then walked: never an error."""
+    import time
+
+    from traces import open_trace
+    from traces.lock import commit_counter
+
+    bench = _bench_live_commands()
+    path, stop, started = tmp_path / "live.h5", tmp_path / "stop", tmp_path / "started"
+    writer = subprocess.Popen([sys.executable, "-c", bench.WRITER, str(path), str(stop), str(started), "0"],
+                              cwd=ROOT, stdout=subprocess.PIPE)
+    try:
+        while not started.exists():
+            assert writer.poll() is None, "the writer failed before it wrote a run"
+            time.sleep(0.01)
+        for _ in range(5):
+            with open_trace(path) as trace:
+                seen = commit_counter(path)[1]
+                while commit_counter(path)[1] < seen + 2 * 20:  # two counts a run
+                    assert writer.poll() is None
+                    time.sleep(0.01)
+                trace.check_contained()
+        stop.touch()
+        assert writer.wait(timeout=120) == 0
+    finally:
+        stop.touch()
+        writer.kill()

@@ -3,7 +3,8 @@
 `fuzz(src, n, seed)` writes `n` damaged copies of `src` (4 KiB zeroed at a random offset, the
 damage a lost disk block does; short zeroed or random runs; flipped bytes; truncation; and, one copy
 in LINK_EVERY, a random object turned into an external link, a dataset kept in external raw storage
-or a virtual dataset of another file: a trace made to reach outside itself) and reads
+or a virtual dataset of another file: a trace made to reach outside itself; and one in HOSTILE_EVERY
+made hostile otherwise: its lock file, its nesting, its steering metadata) and reads
 each one the way a viewer and `info --check` do, in one worker process. The worker arms a
 watchdog per file (`faulthandler.dump_traceback_later(exit=True)`): HDF5 looping inside C cannot be
 interrupted by a signal handler, but the watchdog thread ends the process, and the parent reports
@@ -27,6 +28,14 @@ KINDS = ("zero-block", "zero-run", "random-run", "flips", "truncate")
 #: Ways a copy is made to reach outside itself (`reach_outside`), one copy in LINK_EVERY.
 LINK_KINDS = ("external-link", "external-storage", "virtual")
 LINK_EVERY = 5
+#: Ways a copy is made hostile besides (`make_hostile`), one copy in HOSTILE_EVERY: a sidecar lock file
+#: that is a link to another file or a FIFO, groups nested past the walk's depth limit or a group past
+#: its member limit, and root metadata that would steer what a reader does (`traces/steering.py`).
+HOSTILE_KINDS = ("lock-symlink", "lock-fifo", "deep-nesting", "crowded-group", "engine-experts",
+                 "machine-threads")
+HOSTILE_EVERY = 10
+#: What `engine.experts` says in a copy of kind "engine-experts".
+BAD_EXPERTS = (0, -1, 2.5, 3e6, 1e9, 10**30, "8", True, None)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,48 @@ def reach_outside(path: str | os.PathLike, rng: np.random.Generator, outside: st
     return f"{kind} at /{where}"
 
 
+def make_hostile(path: str | os.PathLike, rng: np.random.Generator, outside: str | os.PathLike) -> str:
+    """Make the trace at `path` hostile in one of the HOSTILE_KINDS ways (`outside`: the file a lock
+    link names); a description of the change. All but "machine-threads" (a thread count a rerun
+    clamps) must be refused."""
+    import json as json_text
+
+    import h5py
+
+    from traces.h5walk import MAX_DEPTH, MAX_GROUP_LINKS
+
+    kind = HOSTILE_KINDS[int(rng.integers(len(HOSTILE_KINDS)))]
+    lock = f"{os.fspath(path)}.lock"
+    if kind == "lock-symlink":
+        os.symlink(os.path.abspath(outside), lock)
+        return kind
+    if kind == "lock-fifo":
+        os.mkfifo(lock)
+        return kind
+    with h5py.File(path, "r+") as f:
+        if kind == "deep-nesting":
+            depth = int(rng.integers(MAX_DEPTH + 1, 4 * MAX_DEPTH))
+            group = f.require_group(["tables", "requests", "deep"][int(rng.integers(3))])
+            for _ in range(depth):
+                group = group.create_group("g")
+            return f"{kind} of {depth} under {group.name.split('/')[1]}"
+        if kind == "crowded-group":
+            group = f.create_group("crowd")
+            first = group.create_dataset("0", data=[0])
+            for i in range(1, MAX_GROUP_LINKS + 1):
+                group[str(i)] = first
+            return kind
+        if kind == "engine-experts":
+            experts = BAD_EXPERTS[int(rng.integers(len(BAD_EXPERTS)))]
+            if experts is None:
+                f.attrs["engine"] = "not a JSON object"
+            else:
+                f.attrs["engine"] = json_text.dumps({"name": "an engine", "version": "1", "experts": experts})
+            return f"{kind} {experts!r}"
+        f.attrs["machine"] = json_text.dumps({"threads": int(rng.choice([0, -3, 100000, 2**40]))})
+        return kind
+
+
 def read_everything(path: str | os.PathLike) -> None:
     """Everything a viewer and `info --check` do with a file: open, list, read every run and table,
     summarise, validate with data."""
@@ -124,6 +175,9 @@ def fuzz(src: str | os.PathLike, n: int, seed: int, workdir: str | os.PathLike,
         if i % LINK_EVERY == LINK_EVERY - 1:
             path.write_bytes(data)
             damage = reach_outside(path, rng, outside)
+        elif i % HOSTILE_EVERY == 2:
+            path.write_bytes(data)
+            damage = make_hostile(path, rng, outside)
         else:
             damaged, damage = corrupt(data, rng)
             path.write_bytes(damaged)

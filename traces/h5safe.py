@@ -13,7 +13,8 @@ a FIFO. So a trace must be a regular file, and:
   naming the link and where it points. Soft links inside the file keep working (HDF5 stops a cycle of
   them after 16 hops; a walk never follows them);
 - every dataset read is checked for where its data live (`storage_outside`): external raw storage and
-  virtual datasets are refused.
+  virtual datasets are refused;
+- HDF5 loads no filter plugin (`no_plugins`).
 
 The refusals use HDF5's own link and storage properties (link types, the dataset creation property
 list's layout and external file count), never the names. `check_heap` and `read_strings` bound what
@@ -25,13 +26,13 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from dataclasses import dataclass
 
 import h5py
 import numpy as np
 
 from traces import schema
 from traces.errors import TraceError
+from traces.h5walk import walk
 from traces.heap import HeapScan, scan_heap
 
 #: Longest string (one global heap object) a trace may hold: the schema's strings (JSON attributes,
@@ -74,6 +75,7 @@ def open_hdf5(path: str, mode: str = "r", **kwargs) -> h5py.File:
     saying why it cannot be: not a regular file, not HDF5, damaged string storage, or an object that
     reaches outside the file (`refuse_outside`)."""
     regular_file(path)
+    no_plugins()
     try:
         check_heap(path)
         # No HDF5 file lock: a trace being recorded can be inspected up to its last flushed run, and
@@ -96,120 +98,51 @@ def open_hdf5(path: str, mode: str = "r", **kwargs) -> h5py.File:
     return f
 
 
+def no_plugins() -> None:
+    """Empty HDF5's filter plugin search path (this process's): a trace naming a filter HDF5 does not
+    build in is refused as unreadable, never served by a shared library found in a plugin folder (a
+    library loaded is code run). The writer's filters (gzip, shuffle) are built in."""
+    while h5py.h5pl.size():
+        h5py.h5pl.remove(0)
+
+
 def refuse_outside(path: str, f: h5py.File) -> None:
     """TraceError when a link outside the runs, or a link naming a run, leaves the file, or a dataset
-    outside the runs keeps its data elsewhere (a run's own objects are checked with the run)."""
-    found: list[tuple[str, str]] = []
-    for name, info in _links(f.id):
-        where = f"/{name.decode('utf-8', 'replace')}"
-        problem = _link_problem(f.id, name, info)
-        if problem:
-            found.append((where, problem))
-            continue
-        if info.type != h5py.h5l.TYPE_HARD:
-            continue
-        oid = h5py.h5o.open(f.id, name)
-        if isinstance(oid, h5py.h5d.DatasetID):
-            problem = storage_outside(oid)
-            found += [(where, problem)] if problem else []
-        elif isinstance(oid, h5py.h5g.GroupID):
-            if name == schema.RUNS.encode():
-                found += [(f"{where}/{n.decode('utf-8', 'replace')}", p)
-                          for n, i in _links(oid) if (p := _link_problem(oid, n, i))]
-            else:
-                found += _links_outside(oid, where) or _datasets_outside(oid, where)
+    outside the runs keeps its data elsewhere (a run's own objects are checked with the run), or the
+    file's groups pass the walk's limits (traces/h5walk.py)."""
+    _raise_first(path, walk(f.id, "", storage=storage_outside, shallow=(f"/{schema.RUNS}",)))
+
+
+def runs_outside(path: str, runs) -> None:
+    """TraceError when a link under one of `runs` ((name, group) pairs: the runs a reader listed when
+    it opened the file, so a trace being recorded is walked as far as its committed run count) leaves
+    the file or a run's dataset keeps its data elsewhere: the whole walk `refuse_outside` leaves to each
+    run's check (about a millisecond a run), for a command that vouches for the whole file without
+    reading every run (`info`)."""
+    for name, group in runs:
+        where = f"/{schema.RUNS}/{name}"
+        try:
+            found = walk(group.id, where, storage=storage_outside)
+        except Exception as exc:  # a damaged link table or object header
+            raise TraceError(path, where, f"expected readable links ({type(exc).__name__}: {exc})") from exc
+        _raise_first(path, found)
+
+
+def run_outside(group: h5py.Group, where: str) -> list[tuple[str, str]]:
+    """(where, what) of every link under a run's group that leaves the file (its datasets' storage is
+    checked as each is opened: `storage_outside`)."""
+    return walk(group.id, where)
+
+
+def _raise_first(path: str, found: list[tuple[str, str]]) -> None:
     if found:
         where, message = found[0]
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise TraceError(path, where, message + more)
 
 
-def runs_outside(path: str, f: h5py.File) -> None:
-    """TraceError when a link under any run leaves the file or a run's dataset keeps its data
-    elsewhere: the whole walk `refuse_outside` leaves to each run's check (about a millisecond a run),
-    for a command that vouches for the whole file without reading every run (`info`)."""
-    runs = f.get(schema.RUNS)
-    if not isinstance(runs, h5py.Group):
-        return
-    for name, link in _links(runs.id):
-        if link.type != h5py.h5l.TYPE_HARD:
-            continue
-        gid = h5py.h5o.open(runs.id, name)
-        if isinstance(gid, h5py.h5g.GroupID):
-            where = f"/{schema.RUNS}/{name.decode('utf-8', 'replace')}"
-            found = _links_outside(gid, where) or _datasets_outside(gid, where)
-            if found:
-                raise TraceError(path, *found[0])
-
-
-def run_outside(group: h5py.Group, where: str) -> list[tuple[str, str]]:
-    """(where, what) of every link under a run's group that leaves the file (its datasets' storage is
-    checked as each is opened: `storage_outside`)."""
-    return _links_outside(group.id, where)
-
-
-def _links(gid) -> list[tuple[bytes, object]]:
-    out: list = []
-    # h5py hands every call the same LinkInfo, changed in place: keep what it says now.
-    gid.links.iterate(lambda name, info: out.append((name, _Link(info.type))), info=True)
-    return out
-
-
-@dataclass(frozen=True)
-class _Link:
-    type: int
-
-
-def _link_problem(gid, name: bytes, info) -> str | None:
-    if info.type == h5py.h5l.TYPE_EXTERNAL:
-        return (f"expected an object stored in this file, found an external link to "
-                f"{_external_target(gid, name)} (links to other files are refused)")
-    if info.type not in (h5py.h5l.TYPE_HARD, h5py.h5l.TYPE_SOFT):
-        return f"expected an object stored in this file, found a link of user-defined type {info.type}"
-    return None
-
-
-def _links_outside(gid: h5py.h5g.GroupID, prefix: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-
-    def visit(name: bytes, info) -> None:
-        problem = _link_problem(gid, name, info)
-        if problem:
-            found.append((f"{prefix}/{name.decode('utf-8', 'replace')}", problem))
-        return None
-
-    gid.links.visit(visit, info=True)  # follows hard links only: never soft or external ones
-    return found
-
-
-def _external_target(gid, name: bytes) -> str:
-    try:
-        file_name, object_name = gid.links.get_val(name)
-        return f"{_text(file_name)!r} (object {_text(object_name)!r})"
-    except Exception:
-        return "another file"
-
-
 def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _datasets_outside(gid: h5py.h5g.GroupID, prefix: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-
-    def visit(name: bytes, info) -> None:
-        if info.type != h5py.h5o.TYPE_DATASET:
-            return None
-        try:
-            message = storage_outside(h5py.h5d.open(gid, name))
-        except Exception as exc:
-            message = f"expected a readable dataset ({type(exc).__name__}: {exc})"
-        if message:
-            found.append((f"{prefix}/{name.decode('utf-8', 'replace')}", message))
-        return None
-
-    h5py.h5o.visit(gid, visit, info=True)  # hard links only
-    return found
 
 
 def storage_outside(dsid: h5py.h5d.DatasetID) -> str | None:

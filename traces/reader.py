@@ -8,8 +8,6 @@ only; object dtypes other than UTF-8 strings are refused).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import json
 import logging
@@ -27,6 +25,8 @@ from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
+from traces.memory import return_freed_memory
+from traces.steering import engine_experts, meta_problems
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
@@ -129,8 +129,7 @@ class Run:
             if data_path in self.arrays:
                 setattr(self, attr, self.arrays[data_path])
         if self.not_recorded:
-            E = (meta.get("engine") or {}).get("experts") or \
-                int(np.asarray(self.expert[...]).max(initial=-1)) + 1
+            E = engine_experts(meta, int(np.asarray(self.expert[...]).max(initial=-1)), path, self.where)
             absent = stand_ins(self.where, sorted(self.not_recorded), self.expert, self.step, int(E))
             for data_path, stand_in in absent.items():
                 setattr(self, schema.RUN_ARRAY_NAMES[data_path], stand_in)
@@ -197,6 +196,8 @@ class Trace:
     def _open(self) -> None:
         meta, problems = check_root(self._file)
         _first_error(self.path, problems)
+        for where, problem in meta_problems(meta):  # metadata that steers, checked before it is used
+            raise TraceError(self.path, where, problem)
         self._R, self._V = meta.pop("R"), meta.pop("V")
         self.meta: dict = meta
         self.moe_layers: list[int] = list(meta["moe_layers"])
@@ -241,7 +242,7 @@ class Trace:
         has none or it cannot be read): what a browser groups runs by before checking them."""
         if self._conditions is None:
             conditions = {}
-            names = [*self.run_names, *self.incomplete_runs]
+            names = [*self.run_names, *([] if self.recording else self.incomplete_runs)]
             for start in range(0, len(names), 256):  # a writer waits for one block at most
                 with reading(self.path):
                     for name in names[start:start + 256]:
@@ -341,8 +342,10 @@ class Trace:
     def check_contained(self) -> None:
         """TraceError when any run reaches outside the file (traces/h5safe.py): what opening the trace
         leaves to each run's own check, walked now for every run."""
-        with reading(self.path):
-            runs_outside(self.path, self._file)
+        with reading(self.path):  # the runs listed at the open: a recording's newer runs are not read
+            names = [*self.run_names, *([] if self.recording else self.incomplete_runs)]
+            runs_outside(self.path, ((name, self._file[self._refs[name]] if name in self._refs
+                                      else self._file[schema.RUNS][name]) for name in names))
 
     def close(self) -> None:
         """Close the file and every run read from it; the memory they held goes back to the system."""
@@ -351,7 +354,7 @@ class Trace:
         self._refs = {}
         if self._file is not None and self._file.id.valid:
             self._file.close()
-            _return_freed_memory()
+            return_freed_memory()
 
     def __enter__(self) -> Trace:
         return self
@@ -361,12 +364,6 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace {self.path}: {len(self.run_names)} runs, {len(self.incomplete_runs)} incomplete>"
-
-
-def _return_freed_memory() -> None:
-    """Hand memory freed by HDF5 back to the system (glibc keeps freed blocks in its arenas)."""
-    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def open_trace(path: str | os.PathLike, *, cache_bytes: int = RUN_CACHE_BYTES,

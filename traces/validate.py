@@ -7,6 +7,7 @@ every dataset of every run to find damaged chunks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from traces.lock import reading
 from traces.prompts import Prompts
 from traces.route_check import RouteCheck, check_problems
 from traces.route_rules import data_problems, shape_problems, trace_problems
+from traces.steering import meta_problems
 
 
 @dataclass(frozen=True)
@@ -440,14 +442,20 @@ def validate(path: str | os.PathLike, *, read_data: bool = False) -> list[Proble
 
 
 def _validate(path: str, read_data: bool) -> list[Problem]:
-    with reading(path):
+    held = contextlib.ExitStack()  # from the open to the run list: one committed version of the file
+    held.enter_context(reading(path))
+    try:
         f = open_hdf5(path)
+    except BaseException:
+        held.close()
+        raise
     with f:
-        with reading(path):  # metadata that a writer adding runs may rewrite
+        with held:  # metadata that a writer adding runs may rewrite; the runs it lists are committed
             recording = being_written(path)
             meta, problems = check_root(f)
             if any(p.severity == "error" for p in problems) and "format_version" not in meta:
                 return problems
+            problems += [Problem(where, message) for where, message in meta_problems(meta)]
             for where in (schema.VOCAB, schema.REQUEST_TEXT):  # what the strings point at, bounded
                 ds = f.get(where) if not any(p.where == f"/{where}" for p in problems) else None
                 if isinstance(ds, h5py.Dataset):

@@ -674,8 +674,9 @@ def _root_image(root_attrs: dict, vocab: list[str], texts: list[str], flat: np.n
 
 
 def _write_new(path: str, data: bytes) -> None:
-    """Create `path` holding `data` (OSError, the file removed, when the disk or a limit refuses)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    """Create `path` holding `data` (OSError, the file removed, when the disk or a limit refuses); never
+    through a link or into a file that is already there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:

@@ -9,6 +9,7 @@ from inspector.figure_data.browser import Mark, RunInfo, RunStats
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal, plain_tip
 from inspector.state.catalog import DAMAGED, CatalogListener, RunCatalog
 from inspector.state.run_columns import COL, COLUMNS, ORDER, RUN, Column
+from inspector.terminal import printable_line
 
 #: Widest the run column grows to fit its names; longer ones are elided in the middle.
 RUN_WIDTH_MAX = 300
@@ -140,6 +141,12 @@ class RunTableModel(QtCore.QAbstractItemModel):
         return _NO_FLAGS if name in self.catalog.unusable else _RUN_FLAGS
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        value = self._data(index, role)
+        if isinstance(value, str) and role == Qt.ItemDataRole.DisplayRole:  # controls and bidi escaped
+            return printable_line(value)
+        return value
+
+    def _data(self, index, role):
         if not index.isValid():
             return None
         name = self._name(index)

@@ -9,6 +9,7 @@ import os
 
 from inspector.figure_data.browser import RunInfo
 from inspector.qt import Qt, QtWidgets
+from inspector.terminal import printable_line
 from traces.route_check import RouteCheck
 
 #: Model settings named first in the details, in this order: the shipped model's, then a Hugging Face
@@ -66,9 +67,14 @@ def routes_text(run) -> str:
     return RouteCheck.from_attr(check).describe()
 
 
+def _shown(text: str) -> str:
+    """A trace's text as the panel shows it: controls and bidirectional marks escaped, then HTML."""
+    return html.escape(printable_line(text))
+
+
 def _table(rows: list[tuple[str, str]]) -> str:
-    cells = "".join(f'<tr><td style="color: #606060; padding-right: 8px;">{html.escape(k)}</td>'
-                    f"<td>{html.escape(v)}</td></tr>" for k, v in rows if v)
+    cells = "".join(f'<tr><td style="color: #606060; padding-right: 8px;">{_shown(k)}</td>'
+                    f"<td>{_shown(v)}</td></tr>" for k, v in rows if v)
     return f'<table cellspacing="0" cellpadding="1">{cells}</table>'
 
 
@@ -77,7 +83,7 @@ def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str
     if trace is None:
         return ""
     meta = trace.meta
-    name = html.escape(os.path.basename(trace.path))
+    name = _shown(os.path.basename(trace.path))
     device = f"{meta.get('device', '')} {meta.get('dtype', '')}".strip()
     parts = [f"<b>{name}</b>", _table([
         ("written by", f"{meta.get('producer', '')}, {meta.get('created', '')}".strip(", ")),
@@ -97,10 +103,10 @@ def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str
         rows.append(("reference", reference or run.name))
         routes = routes_text(run)
         if "NOT" in routes:  # a run whose routes were not replayed says so first, in red
-            parts.insert(0, f'<span style="color: #b00020;"><b>{html.escape(routes)}</b></span><br>')
+            parts.insert(0, f'<span style="color: #b00020;"><b>{_shown(routes)}</b></span><br>')
         else:
             rows.append(("routes", routes))
-        parts += [f"<br><b>run {html.escape(run.name)}</b>", _table(rows)]
+        parts += [f"<br><b>run {_shown(run.name)}</b>", _table(rows)]
     return "".join(parts)
 
 

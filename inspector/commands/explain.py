@@ -89,26 +89,31 @@ def _engine_name(path: str) -> str:
     from traces import open_trace
 
     with open_trace(path) as trace:
-        return str((trace.meta.get("engine") or {}).get("name", ""))
+        engine = trace.meta.get("engine")
+        return str(engine.get("name", "")) if isinstance(engine, dict) else ""
 
 
 def _engine_trace(args: argparse.Namespace) -> int:
     """A serving engine's runs cannot be intervened on: say so, and make the one check there is (the
     probe alone through the Hugging Face path; docs/engines.md)."""
     from lab.engine_reference import reference_check
+    from traces import TraceError
 
     try:
-        check = reference_check(args.trace, device=args.device)
+        check = reference_check(args.trace, device=args.device, checkpoint=args.checkpoint)
     except (FileNotFoundError, ValueError, ImportError) as exc:
         raise UsageError(f"{args.trace}: {exc}") from None
+    except TraceError as exc:
+        raise UsageError(message(exc)) from None
     print(printable(check.describe()))
     return 0
 
 
 def _recorded_threads(path: str) -> int:
-    """The thread count of the trace's recorded machine fingerprint, else 1."""
+    """The thread count of the trace's recorded machine fingerprint (at most this machine's CPUs), else 1."""
     from traces import open_trace
+    from traces.steering import usable_threads
 
     with open_trace(path) as trace:
-        threads = (trace.meta.get("machine") or {}).get("threads", 1)
-    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else 1
+        machine = trace.meta.get("machine")
+        return usable_threads(machine.get("threads", 1) if isinstance(machine, dict) else 1)

@@ -18,6 +18,9 @@ from inspector.export.page import PRESETS
 from inspector.specs.registry import SPECS, spec_of, view_names
 from inspector.terminal import printable
 
+#: Bytes of open runs an export keeps (`open_trace`'s cache; its default is the app's): what it frees is
+#: what drawing a large page takes.
+RUN_CACHE_BYTES = 16 << 20
 #: Short names of the text strip's shading modes.
 SHADE_CHOICES = ("drops", "layer-drops", "margin")
 
@@ -201,7 +204,9 @@ def run(args: argparse.Namespace) -> int:
     from inspector.export.whole import Interrupted, Interruptions
 
     try:
-        with Interruptions() as interruptions:
+        # Noted until the program exits (or `main` gives its caller's handlers back): a signal after the
+        # new file is in place must not turn the export's success into an interruption.
+        with Interruptions(keep=True) as interruptions:
             return _run(args, interruptions)
     except Interrupted as exc:
         print(f"moe-inspector export: {exc}; {args.output} is as it was", file=sys.stderr)
@@ -210,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, interruptions) -> int:
     from inspector.export import RenderError, SelectionError
+    from inspector.export.whole import other_names
     from traces import TraceError
     from traces.prompts import PromptMismatch
 
@@ -223,12 +229,16 @@ def _run(args: argparse.Namespace, interruptions) -> int:
     if not os.path.isdir(folder):
         raise UsageError(f"the folder of {args.output!r} does not exist")
     _check_output(args.file, args.output)
+    shared = other_names(args.output)
     try:
         written = _export(args, sel, fmt, page, style, interruptions)
     except (TraceError, SelectionError, RenderError, PromptMismatch) as exc:
         raise UsageError(message(exc)) from None
     what = f"{written.describe()}" if written is not None else "the data behind the figure"
     print(f"wrote {args.output} ({fmt}: {what})")
+    if shared:
+        print(f"note: the previous {args.output} had {shared} other name(s) (hard links); they keep its "
+              f"previous content")
     if args.caption:
         from inspector.export.output import caption_path
 
@@ -241,11 +251,12 @@ def _export(args: argparse.Namespace, sel, fmt: str, page, style, interruptions)
     from inspector.export import read_export, save
     from inspector.specs.defaults import CHOOSING, informative
     from traces import open_trace
+    from traces.memory import return_freed_memory
 
     if fmt != "csv":
         _application()
     interruptions.check()
-    with open_trace(args.file) as trace:
+    with open_trace(args.file, cache_bytes=RUN_CACHE_BYTES) as trace:
         given = [name for name in CHOOSING if getattr(args, name) is not None]
         if not given or given == ["layer"]:  # a layer alone keeps the most telling run or pair
             picked_sel, picked = informative(trace, spec_of(args.view), sel)
@@ -259,5 +270,6 @@ def _export(args: argparse.Namespace, sel, fmt: str, page, style, interruptions)
             if picked:
                 print(printable(f"{picked} (name --run, --request, --pair... to choose)"))
         export = read_export(trace, args.view, sel)
+        return_freed_memory()  # what reading freed, before drawing takes its share
         return save(export, args.output, fmt, page, style, fit_height=args.height is None,
                     caption=args.caption, stop=interruptions.check)

@@ -62,7 +62,9 @@ def _sentence(why: str) -> str:
 
 
 def _x11_reachable(display: str, timeout_s: float = 2.0) -> bool:
-    """Whether an X server accepts a connection at `display` ("[host]:N[.S]")."""
+    """Whether an X server answers at `display` ("[host]:N[.S]"): it accepts a connection and replies
+    to the X protocol's opening request within `timeout_s` (something else listening there, which Qt
+    would take for a server and abort on, does not)."""
     import socket
 
     host, _, rest = display.rpartition(":")
@@ -72,8 +74,8 @@ def _x11_reachable(display: str, timeout_s: float = 2.0) -> bool:
     host = host.removeprefix("unix/")
     if host not in ("", "unix"):
         try:
-            with socket.create_connection((host, 6000 + int(number)), timeout=timeout_s):
-                return True
+            with socket.create_connection((host, 6000 + int(number)), timeout=timeout_s) as sock:
+                return _speaks_x11(sock)
         except OSError:
             return False
     for address in (f"/tmp/.X11-unix/X{number}", f"\0/tmp/.X11-unix/X{number}"):  # the file, the abstract
@@ -81,10 +83,33 @@ def _x11_reachable(display: str, timeout_s: float = 2.0) -> bool:
             sock.settimeout(timeout_s)
             try:
                 sock.connect(address)
-                return True
+                return _speaks_x11(sock)
             except OSError:
                 continue
     return False
+
+
+#: The X protocol's connection setup request: little-endian, protocol 11.0, no authorisation.
+_X11_SETUP = bytes([0x6C, 0, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+
+
+def _speaks_x11(sock) -> bool:
+    """Whether the peer of the connected `sock` replies as an X server to the setup request (refused,
+    accepted or asking for authentication: any of them is a server; Qt then sends its credentials)."""
+    import struct
+
+    try:
+        sock.sendall(_X11_SETUP)
+        reply = b""
+        while len(reply) < 8:
+            part = sock.recv(8 - len(reply))
+            if not part:
+                return False
+            reply += part
+    except OSError:  # the timeout included: nothing that answers
+        return False
+    status, major = reply[0], struct.unpack("<H", reply[2:4])[0]
+    return status == 2 or (status in (0, 1) and major == 11)
 
 
 def _wayland_reachable(name: str) -> bool:

@@ -14,6 +14,7 @@ from inspector.export.csv import write_csv
 from inspector.export.page import DEFAULT_FONT_PT, IMAGE_FORMATS, MIN_FONT_PT, PRESETS, Page, RenderError
 from inspector.export.whole import whole_file
 from inspector.specs.registry import Export, spec_of
+from traces.memory import return_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +217,7 @@ def save(export: Export, path: str | os.PathLike, fmt: str | None = None, page: 
     page = page or default_page(export.view)
     with drawn(export, page, style, fit_height=fit_height) as canvas:
         stop()
+        return_freed_memory()  # what the layouts tried and closed took, before the writer takes its share
         try:
             with whole_file(path, stop) as temporary:
                 try:

@@ -2,10 +2,11 @@
 
 A trace stores the model configuration (`model_config`), not the weights. The checkpoint is, in
 order: the one given (`--checkpoint`); a `checkpoint` root attribute or `model_config.extra.checkpoint`
-when the recorder stored one; the shipped `assets/moe-default` (or `assets/dense-control` for a dense
-trace). A relative path is looked up beside the trace, then in the working folder, then in the
-repository. The loaded model's configuration must equal the trace's (the free-form `extra` aside);
-whether the weights are the recorded ones is what the bitwise reproduction check then shows.
+when the recorder stored one (a name that is no checkpoint here is refused, never replaced); else the
+shipped `assets/moe-default` (or `assets/dense-control` for a dense trace). A relative path is looked
+up beside the trace, then in the working folder, then in the repository. The loaded model's
+configuration must equal the trace's (the free-form `extra` aside); whether the weights are the
+recorded ones is what the bitwise reproduction check then shows.
 
 A trace may come from anyone, so a folder it names is used only when it lies (symbolic links
 resolved) inside the trace's own folder or the project's `assets/` (`allowed`); any other is used
@@ -51,18 +52,17 @@ def resolve_checkpoint(meta: dict, trace_path: str | Path, given: str | None) ->
     named = named_checkpoint(meta)
     dense = meta.get("moe_layers", [0]) == []
     default = ASSETS / ("dense-control" if dense else "moe-default")
-    candidates = []
-    if named:
+    candidates = [default]
+    if named:  # the checkpoint named, or none: never the shipped model in its place
         p = Path(named)
-        candidates += [p] if p.is_absolute() else [Path(trace_path).parent / p, p, ASSETS.parent / p]
-    candidates.append(default)
+        candidates = [p] if p.is_absolute() else [Path(trace_path).parent / p, p, ASSETS.parent / p]
     for stem in candidates:
         if _exists(stem):
             refuse_unless_allowed(named, _weights(stem), trace_path)
             return stem
     what = f"the trace names {named!r}; " if named else ""
-    raise ExplainError(f"--checkpoint: {what}no checkpoint found at {', '.join(str(c) for c in candidates)}; "
-                       f"give one with --checkpoint")
+    raise ExplainError(f"--checkpoint: {what}no checkpoint (a .safetensors file and its .json card) found at "
+                       f"{', '.join(str(c) for c in candidates)}; give one with --checkpoint")
 
 
 def load_model(meta: dict, stem: Path, device: torch.device) -> torch.nn.Module:
