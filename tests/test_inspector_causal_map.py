@@ -6,8 +6,9 @@ import shutil
 import numpy as np
 from paths import EXAMPLE
 
-from inspector.figure_data.causal_map import describe_cell, read_causal_map
+from inspector.figure_data.causal_map import describe_cell
 from inspector.qt import QtWidgets
+from inspector.specs.causal_map import read_causal_map
 from inspector.specs.selection import Selection
 from traces import open_trace
 

@@ -18,6 +18,7 @@ from typing import Any
 from inspector.figure_data import causal_map
 from inspector.figure_data.table import Table, TableError, TableSpec
 from inspector.specs import captions, divergence, figures
+from inspector.specs import causal_map as causal_map_spec
 from inspector.specs.selection import Selection, SelectionError
 from traces import TraceError
 
@@ -84,8 +85,8 @@ SPECS: dict[str, ViewSpec] = {spec.name: spec for spec in (
              divergence.compare_columns, divergence.compare_stem, ("request", "pair", "layer", "range"),
              inches=(10.0, 6.5), heights=(6.2, 6.0), fits=2, compares=True,
              caption=captions.compare_caption),
-    ViewSpec("causal_map", "Causal map", "Ctrl+7", causal_map.read_causal_map,
-             "inspector.figures.causal_map:draw_causal_map", causal_map.map_columns, causal_map.map_stem,
+    ViewSpec("causal_map", "Causal map", "Ctrl+7", causal_map_spec.read_causal_map,
+             "inspector.figures.causal_map:draw_causal_map", causal_map_spec.map_columns, causal_map.map_stem,
              ("run", "request", "row", "range"), inches=(10.0, 6.0), heights=(5.0, 5.5), fits=2,
              widget="inspector.views.causal_map:CausalMapView", caption=causal_map.map_caption),
     ViewSpec("text", "Text", "", figures.read_text, "draw_text", figures.text_columns, figures.row_stem,

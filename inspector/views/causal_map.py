@@ -3,10 +3,10 @@ cell moves the split, against position-matched nulls, with the chain back to the
 
 from __future__ import annotations
 
-from inspector.figure_data.causal_map import read_causal_map
 from inspector.figures.causal_map import CausalMapFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtGui, QtWidgets, pg
+from inspector.specs.causal_map import read_causal_map
 from inspector.specs.registry import Export
 from inspector.specs.selection import Selection, SelectionError
 from inspector.views.base import MIN_PLOT_PX, View
