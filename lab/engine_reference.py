@@ -126,11 +126,12 @@ def reference_check(path: str | Path, device: str = "cpu") -> ReferenceCheck:
     from traces import open_trace, schema
 
     with open_trace(path) as trace:
-        engine = trace.meta.get("engine") or {}
-        folder = find_folder(str(trace.meta.get("checkpoint", "")), path)
+        meta = trace.record
+        engine = meta.engine or {}
+        folder = find_folder(meta.checkpoint or "", path)
         prompt = [int(t) for t in trace.requests.prompt_tokens(0)]
         groups = probe_rows(trace)
-    dtype = str(trace.meta.get("dtype", engine.get("dtype")))
+    dtype = meta.dtype
     if dtype not in DTYPES:
         raise ValueError(f"the trace's dtype {dtype!r} is not one the Hugging Face path computes in")
     n = max((len(t) - p for rows in groups.values() for _, t, p in rows), default=0)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from model import kernels, native
 from model.layers import swiglu
 from model.routing import RoutingDecision, RoutingPolicy, route, step_plan
+from traces.records import KernelMode
 
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -104,7 +105,7 @@ class MoE(nn.Module):
         `before_route` may replace router logits, its `after_route` the decision.
         """
         if forced is None and edit is None:
-            step = self._compiled_step(x, valid, policy, pad, 0 if mode == "native" else tile)
+            step = self._compiled_step(x, valid, policy, pad, 0 if mode == KernelMode.NATIVE else tile)
             if step is not None:
                 return step
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
@@ -148,7 +149,7 @@ class MoE(nn.Module):
         token = cand // K  # [n]
         weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
-        if mode == "batch_invariant":
+        if mode == KernelMode.BATCH_INVARIANT:
             out = self._experts_tiled(xs, counts[:-1], tile, self._groupable(xs, weight)) * weight
         elif self._groupable(xs, weight):
             out = self._experts_grouped(xs, counts[:-1]).mul_(weight)  # no autograd on this path
@@ -173,7 +174,7 @@ class MoE(nn.Module):
         token = torch.from_numpy(cand // K)
         weight = gate.reshape(-1, 1).to(xf.dtype).index_select(0, index)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
-        if mode == "batch_invariant":
+        if mode == KernelMode.BATCH_INVARIANT:
             grouped = self._groupable(xs, weight)
             out = self._experts_tiled(xs, counts[:E].tolist(), tile, grouped) * weight
         elif self._groupable(xs, weight):

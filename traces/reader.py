@@ -27,6 +27,7 @@ from traces.h5safe import read_strings as _strings
 from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
+from traces.records import RootMeta, RunAttrs, root_record, run_record
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
 
@@ -110,15 +111,20 @@ class Run:
             attrs.update({k: plain_attr(group.attrs[k]) for k in group.attrs if k not in attrs})
         except Exception as exc:
             raise TraceError(path, self.where, f"plain attributes ({type(exc).__name__}: {exc})") from exc
+        #: Every attribute as stored (JSON ones decoded), declared or not.
         self.attrs: dict = attrs
-        self.complete: bool = bool(attrs["complete"])
-        self.request_ids: np.ndarray = np.asarray(attrs["request_ids"], dtype=np.int64)
-        self.probe_row: int = int(attrs["probe_row"])
-        self.batch_size: int = int(attrs["batch_size"])
+        #: The declared attributes, read as they were written: those the file lacks take the record's
+        #: defaults. What a consumer reads.
+        self.record: RunAttrs = run_record().from_attrs(attrs)
+        record = self.record
+        self.complete: bool = bool(record.complete)
+        self.request_ids: np.ndarray = np.asarray(record.request_ids, dtype=np.int64)
+        self.probe_row: int = int(record.probe_row)
+        self.batch_size: int = int(record.batch_size)
         #: Datasets this run does not hold because its engine does not give them (traces/absent.py).
-        self.not_recorded: frozenset[str] = frozenset(attrs.get("not_recorded") or ())
+        self.not_recorded: frozenset[str] = frozenset(record.not_recorded or ())
         #: Per row, prompt tokens an engine served from its prefix cache (-1 unknown); None: not an engine's.
-        cached = attrs.get("cached_tokens")
+        cached = record.cached_tokens
         self.cached_tokens: np.ndarray | None = None if cached is None else np.asarray(cached, np.int64)
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
@@ -198,8 +204,12 @@ class Trace:
         meta, problems = check_root(self._file)
         _first_error(self.path, problems)
         self._R, self._V = meta.pop("R"), meta.pop("V")
+        #: The root attributes as stored (JSON ones decoded).
         self.meta: dict = meta
-        self.moe_layers: list[int] = list(meta["moe_layers"])
+        #: The root attributes read as they were written: those the file lacks take the record's
+        #: defaults. What a consumer reads.
+        self.record: RootMeta = root_record().from_attrs(meta)
+        self.moe_layers: list[int] = list(self.record.moe_layers)
         self._vocab: list[str] | None = None
         self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # least recently used first

@@ -419,13 +419,12 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _trace_summary(self) -> str:
         trace = self.state.trace
-        meta = trace.meta
+        meta = trace.record
         n = len(trace.run_names)
         unusable = len(self.browser.model.unusable)
         extra = f", {unusable} incomplete or damaged" if unusable else ""
         return (f"{os.path.basename(trace.path)} · {n} runs{extra} · {len(trace.moe_layers)} MoE layers · "
-                f"vocabulary {len(trace.vocab)} · kernels {meta.get('kernel_mode', '?')} · "
-                f"{meta.get('device', '?')} {meta.get('dtype', '')}")
+                f"vocabulary {len(trace.vocab)} · kernels {meta.kernel_mode} · {meta.device} {meta.dtype}")
 
     def _show_details(self) -> None:
         run = self.state.run

@@ -88,7 +88,7 @@ def _engine_name(path: str) -> str:
     from traces import open_trace
 
     with open_trace(path) as trace:
-        return str((trace.meta.get("engine") or {}).get("name", ""))
+        return str((trace.record.engine or {}).get("name", ""))
 
 
 def _engine_trace(args: argparse.Namespace) -> int:
@@ -109,5 +109,5 @@ def _recorded_threads(path: str) -> int:
     from traces import open_trace
 
     with open_trace(path) as trace:
-        threads = (trace.meta.get("machine") or {}).get("threads", 1)
+        threads = (trace.record.machine or {}).get("threads", 1)
     return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else 1

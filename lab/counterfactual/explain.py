@@ -68,6 +68,7 @@ from traces.analysis.proof import (
 from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import Level, weakest
 from traces.analysis.summary import CauseSummary
+from traces.records import KernelMode
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +130,9 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
     if limit is not None and limit < 1:
         raise ExplainError(f"--limit: must be at least 1, got {limit}")
     with open_trace(path) as trace:
-        meta = trace.meta
+        meta = trace.record
     torch_device = resolve_device(device, ExplainError)
-    if meta.get("model_source") == "huggingface":
+    if meta.model_source == "huggingface":
         model, stem = load_hf_model(meta, checkpoint, torch_device, path)
     else:
         stem = resolve_checkpoint(meta, path, checkpoint)
@@ -160,10 +161,10 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                 raise ExplainError(f"--request: the trace holds requests 0..{len(trace.requests) - 1}, "
                                    f"not {bad[0]}")
         order = {name: i for i, name in enumerate(trace.run_names)}
-        conditions = {name: condition_of(trace.run(name).attrs) for name in order}
+        conditions = {name: condition_of(trace.run(name).record) for name in order}
         reruns = Reruns(trace, model)  # runs the trace's kernels where this build has them
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
-                               recorded_machine=dict(trace.meta.get("machine") or {}),
+                               recorded_machine=dict(trace.record.machine or {}),
                                rerun_machine=machine_fingerprint(
                                    device, getattr(model, "kernel_version", KERNEL_VERSION)))
         earlier = earlier_records(trace, checkpoint, digest)
@@ -333,7 +334,7 @@ def _machines_text(recorded: dict, rerun: dict) -> str:
 def _evidence(v: Verdict, reruns: Reruns) -> tuple[Evidence, Proof]:
     ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
     ref_s, s = reruns.settings(ref_run), reruns.settings(run)
-    coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
+    coupled, native = ref_s.coupled or s.coupled, KernelMode.NATIVE in (ref_s.kernel_mode, s.kernel_mode)
     reproductions = (reruns.reproduction(ref_run), reruns.reproduction(run))
     level = weakest(r.level for r in reproductions)
     drift = _drift_text(reproductions)

@@ -29,6 +29,7 @@ from model.tokenizer import encode, vocab_strings
 from traces import TraceWriter, schema
 from traces.background import BackgroundWriter
 from traces.chunks import default_threads
+from traces.records import KernelMode
 from traces.schema import DEFAULT_LOGITS_K
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def load_hf_models(settings, device: torch.device):
     except ImportError as exc:
         raise ExperimentError(f"--model: transformers is not installed (pip install 'moe-inspector[hf]'): "
                               f"{exc}") from None
-    if not settings.kernel_modes_given and "batch_invariant" in settings.kernel_modes:
+    if not settings.kernel_modes_given and KernelMode.BATCH_INVARIANT in settings.kernel_modes:
         settings = dataclasses.replace(settings, kernel_modes=("native",))
     note = "dense control skipped: a Hugging Face model has none"
     return Models(model, {"source": settings.hf_model}, None, note), settings
