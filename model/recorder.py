@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from model.fingerprint import machine_fingerprint
-from model.kernels import KERNEL_VERSION
+from model.protocols import GenerationModel
+from model.routing_policy import RoutingPolicy
 from traces import schema
 from traces.records import RootMeta, RunAttrs
 from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING, empty_run_arrays
@@ -258,10 +259,11 @@ def log_sum_exp(z: torch.Tensor) -> np.ndarray:
     return (m[..., 0].double().numpy() + np.log(total)).astype(np.float32)
 
 
-def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> RootMeta:
+def trace_meta(model: GenerationModel, policy: RoutingPolicy | None, *, kernel_mode: str = "native",
+               seed: int = 0) -> RootMeta:
     """Root attributes of a trace (all but those the writer fills) for a model and policy."""
     config = model.config
-    extra = model.trace_meta(kernel_mode) if hasattr(model, "trace_meta") else {}
+    extra = model.trace_meta(kernel_mode)
     fields = {
         "model_config": config.to_dict(),
         "moe_layers": list(config.moe_layers),
@@ -272,7 +274,7 @@ def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> 
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_version": str(torch.__version__),  # TorchVersion is a str subclass h5py cannot store
         "seed": int(seed),
-        "machine": machine_fingerprint(model.device, getattr(model, "kernel_version", KERNEL_VERSION)),
+        "machine": machine_fingerprint(model.device, model.kernel_version),
         **extra,  # a Hugging Face model: its tokenizer, where to load it from, what the kernel mode covers
     }
     return RootMeta(**fields)

@@ -12,8 +12,9 @@ from model.config import ModelConfig
 from model.kv_cache import KVCache
 from model.layers import Attention, RMSNorm, SwiGLU
 from model.moe import LayerRouting, MoE
+from model.routing_policy import RoutingPolicy
 from model.step import StepInputs
-from model.tokenizer import EOS, PAD
+from model.tokenizer import EOS, PAD, vocab_strings
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,14 @@ class MoETransformer(nn.Module):
         """No root attributes beyond the recorder's: the trace's model_config describes this model."""
         kernels.check_mode(kernel_mode)
         return {}
+
+    def adapt_policy(self, policy: RoutingPolicy) -> RoutingPolicy:
+        """`policy` as given: the model runs every routing policy."""
+        return policy
+
+    def vocab(self) -> list[str]:
+        """Display string of every logit id (bytes and the special tokens)."""
+        return vocab_strings(self.config.vocab_size)
 
     def new_cache(self, B: int) -> KVCache:
         """An empty KV cache for B rows."""

@@ -26,6 +26,7 @@ import functools
 import os
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 import h5py
 import numpy as np
@@ -148,7 +149,7 @@ def run_outside(group: h5py.Group, where: str) -> list[tuple[str, str]]:
     return _links_outside(group.id, where)
 
 
-def _links(gid) -> list[tuple[bytes, object]]:
+def _links(gid) -> list[tuple[bytes, Any]]:
     out: list = []
     # h5py hands every call the same LinkInfo, changed in place: keep what it says now.
     gid.links.iterate(lambda name, info: out.append((name, _Link(info.type))), info=True)

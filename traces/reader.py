@@ -141,7 +141,7 @@ class Run:
             for data_path, stand_in in absent.items():
                 setattr(self, schema.RUN_ARRAY_NAMES[data_path], stand_in)
             self.dims.update(E=int(E), G=1, S=self.capacity.shape[0])
-        self.logits_form: str = schema.logits_form(self.arrays)[0]  # check_run proved there is one
+        self.logits_form: str = str(schema.logits_form(self.arrays)[0])  # check_run proved there is one
         if self.logits_form == "topk":
             self.logits = LazyTopLogits({p: self.arrays[p] for p in schema.LOGITS_FORMS["topk"]}, meta["V"],
                                         schema.topk_values(attrs) == "log_probs")
@@ -180,7 +180,7 @@ class Trace:
         self.path = os.fspath(path)
         self._cache_bytes = cache_bytes
         self._listed = None if runs is None else list(runs)
-        self._file = None
+        self._file: h5py.File = None
         # A trace being recorded is read as one committed version of it (traces/live.py).
         read_consistently(self.path, self._open_file, discard=lambda _: self._file.close())
         #: Whether a recording was adding runs when the trace was opened (its incomplete run, if
@@ -217,9 +217,11 @@ class Trace:
         # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
         self._refs: dict[str, h5py.Reference] = {}
         self._conditions: dict[str, str] | None = None
-        complete, incomplete = [], []
+        complete: list[tuple[tuple[float, str], str]] = []
+        incomplete: list[tuple[tuple[float, str], str]] = []
         if self._listed is not None:  # listed by the caller: each run is checked when read
-            self.run_names, self.incomplete_runs = list(self._listed), []
+            self.run_names: list[str] = list(self._listed)
+            self.incomplete_runs: list[str] = []
             self._names = set(self.run_names)
             return
         runs = self._file[schema.RUNS]
@@ -239,8 +241,8 @@ class Trace:
                 done, index = False, None
             key = (index if isinstance(index, int) else float("inf"), name)
             (complete if done is True else incomplete).append((key, name))
-        self.run_names: list[str] = [n for _, n in sorted(complete)]
-        self.incomplete_runs: list[str] = [n for _, n in sorted(incomplete)]
+        self.run_names = [n for _, n in sorted(complete)]
+        self.incomplete_runs = [n for _, n in sorted(incomplete)]
         self._names = {*self.run_names, *self.incomplete_runs}   # for run(): a list is searched
         if self.incomplete_runs:
             log.info("%s: incomplete runs %s", self.path, self.incomplete_runs)

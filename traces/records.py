@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import dataclass, field, fields, replace
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -80,6 +80,7 @@ def attr(kind: str, meaning: str, *, default=NO_DEFAULT, presence: str = "expect
 R = TypeVar("R", bound="Record")
 
 
+@dataclass(frozen=True)
 class Record:
     """Shared behaviour of the records: their specs, and conversion to and from stored attributes."""
 
@@ -309,7 +310,7 @@ def run_problems(attrs: Mapping[str, object], *, B: int | None = None, R: int | 
     is the validator's (traces/route_check.py): a writer records it as given."""
     specs = run_record().specs()
     out = _field_problems(run_record(), attrs, writing, "run")
-    typed = {k: v for k, v in attrs.items() if k in specs and well_typed(specs[k], v)}
+    typed: dict[str, Any] = {k: v for k, v in attrs.items() if k in specs and well_typed(specs[k], v)}
     request_ids = typed.get("request_ids")
     if "request_ids" in attrs and request_ids is None:
         pass  # its type is reported above

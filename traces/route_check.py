@@ -161,7 +161,7 @@ def structure(expert: np.ndarray, n_experts: int) -> tuple[int, int, int, tuple[
     """(routes, repeated, out of range, first malformed set) over `expert [L, B, T, K]`, counting the
     (layer, row, position) triples that hold a route (any id >= 0; -1 fills past a row's end)."""
     e = np.asarray(expert, np.int64)
-    routed = (e >= 0).any(axis=-1)  # [L, B, T]
+    routed = np.asarray((e >= 0).any(axis=-1))  # [L, B, T]
     ordered = np.sort(e, axis=-1)
     repeated = ((ordered[..., 1:] == ordered[..., :-1]) & (ordered[..., 1:] >= 0)).any(axis=-1) & routed
     out = ((e >= n_experts) | ((e < 0) & routed[..., None])).any(axis=-1) & routed

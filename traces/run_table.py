@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import h5py
 import numpy as np
@@ -27,7 +28,7 @@ from traces.records import run_record
 
 #: How a summary gets one of the run's arrays by schema path (numpy, h5py or lazy), None when the run
 #: does not hold it (a dataset its engine did not record: `schema.ENGINE_OMITTABLE`).
-ArrayOf = Callable[[str], object]
+ArrayOf = Callable[[str], Any]
 
 
 @dataclass(frozen=True, eq=False)

@@ -49,7 +49,6 @@ from lab.counterfactual.source import (
 from lab.counterfactual.store import TABLE, earlier_records, record_key, store
 from model.device import resolve_device
 from model.fingerprint import machine_fingerprint
-from model.kernels import KERNEL_VERSION
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
 from traces.analysis.cause_table import IDENTICAL, NOT_REPRODUCED, OUTPUT_NUMERIC
@@ -166,7 +165,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
                                recorded_machine=dict(trace.record.machine or {}),
                                rerun_machine=machine_fingerprint(
-                                   device, getattr(model, "kernel_version", KERNEL_VERSION)))
+                                   device, model.kernel_version))
         earlier = earlier_records(trace, checkpoint, digest)
         machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}

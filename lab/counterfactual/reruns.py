@@ -15,13 +15,14 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from model.generate import GenerationState, generate
+from model.protocols import GenerationModel
 from model.recorder import Recorder
 from model.replay import ReplayRouting
 from model.routing_policy import RoutingPolicy
 from traces.analysis.reproduction import Reproduction, compare_run
+from traces.reader import Trace
 from traces.records import RootMeta
 
 log = logging.getLogger(__name__)
@@ -104,12 +105,11 @@ def recorded_kernels(meta: RootMeta) -> int:
 class Reruns:
     """Reruns of the runs of one open trace with one model; each (run, variant) is generated once."""
 
-    def __init__(self, trace, model: torch.nn.Module):
+    def __init__(self, trace: Trace, model: GenerationModel):
         self.trace = trace
         self.model = model
-        use_kernels = getattr(model, "use_kernels", None)
-        if use_kernels is not None:  # the trace's kernels where this build has them: its bits reproduce
-            use_kernels(recorded_kernels(trace.record))
+        # The trace's kernels where this build has them: its bits reproduce.
+        model.use_kernels(recorded_kernels(trace.record))
         self._settings: dict[str, RunSettings] = {}
         self._tokens: dict[tuple[str, str], list[list[int]]] = {}
         self._reproduction: dict[str, Reproduction] = {}
@@ -176,7 +176,7 @@ class Reruns:
         if name not in self._reproduction:
             s = self.settings(name)
             run = self.trace.run(name)
-            topk = getattr(run, "logits_form", "full") == "topk"
+            topk = run.logits_form == "topk"
             recorder = Recorder("topk", run.logits.k) if topk else Recorder()  # as the trace holds them
             result = self._generate(s, s.policy, s.kernel_mode, recorder=recorder)
             self._tokens[(name, "recorded")] = result.tokens

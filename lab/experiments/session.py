@@ -25,7 +25,7 @@ from model.checkpoint import checkpoint_paths, load_checkpoint
 from model.generate import GenerationResult, generate
 from model.protocols import GenerationModel
 from model.recorder import Recorder, logits_form_for, trace_meta
-from model.tokenizer import encode, vocab_strings
+from model.tokenizer import encode
 from traces import TraceWriter, schema
 from traces.background import BackgroundWriter
 from traces.chunks import default_threads
@@ -137,7 +137,7 @@ def load_hf_models(settings, device: torch.device):
 
 def adapt_policy(model, policy):
     """The policy as `model` runs it (a Hugging Face model's own K and score function)."""
-    if policy is None or not hasattr(model, "adapt_policy"):
+    if policy is None:
         return policy
     try:
         return model.adapt_policy(policy)
@@ -180,7 +180,7 @@ class Recording:
         self.runs: list[str] = []
         try:
             meta = trace_meta(model, adapt_policy(model, policy), kernel_mode=kernel_mode, seed=seed)
-            vocab = model.vocab() if hasattr(model, "vocab") else vocab_strings(model.config.vocab_size)
+            vocab = model.vocab()
             writer = TraceWriter(self.path, meta=meta, vocab=vocab, requests=list(pool.texts),
                                  prompt_tokens=[list(t) for t in pool.tokens], threads=writer_threads())
             self.writer = BackgroundWriter(writer)
