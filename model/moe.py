@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -190,19 +191,21 @@ class MoE(nn.Module):
         `_compiled_experts` or `routing.step_plan` does not apply."""
         pack = self._ready_pack(x, None)
         plan = None if pack is None else step_plan(policy, valid, pad, self.n_experts)
-        if plan is None:
+        if plan is None or pack is None:
             return None
-        out = native.load().moe_step(x, self._parameters["router"], tile, *plan, *pack)
+        kernel = native.load()
+        out = None if kernel is None else kernel.moe_step(x, self._parameters["router"], tile, *plan, *pack)
         if out is None:
             return None
         y, logits, probs, *decision = out
-        return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))
+        return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))  # type: ignore[misc]
 
     def _compiled_experts(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor,
                           gate: torch.Tensor) -> torch.Tensor | None:
         """`combine` by the compiled kernel (version 3): y[B,T,C], or None where it does not run."""
         pack = self._ready_pack(x, gate)
-        return None if pack is None else native.load().experts(x, *pack, expert, kept, gate)
+        kernel = native.load()
+        return None if pack is None or kernel is None else kernel.experts(x, *pack, expert, kept, gate)
 
     def _ready_pack(self, x: torch.Tensor, gate: torch.Tensor | None) -> tuple | None:
         """The packed weights for the compiled kernel (packed again whenever the weights change: a load,
@@ -211,7 +214,7 @@ class MoE(nn.Module):
         microseconds: parameters are read from their dict once."""
         if not self.compiled or x.dtype != torch.float32 or x.device.type != "cpu":
             return None
-        params = self._parameters
+        params = cast("dict[str, nn.Parameter]", self._parameters)
         w_in, w_out = params["w_in"], params["w_out"]
         if torch.is_grad_enabled() and (x.requires_grad or w_in.requires_grad or w_out.requires_grad
                                         or params["router"].requires_grad

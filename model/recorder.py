@@ -156,8 +156,8 @@ class Recorder:
         elif self.logits_form == "topk":
             sizes["J"] = step_logits[0].k
         out = empty_run_arrays(sizes, self.logits_form)  # the schema's dtypes and fill values
-        for b, row in enumerate(result.tokens):
-            out[schema.TOKENS][b, :len(row)] = row
+        for r, row in enumerate(result.tokens):
+            out[schema.TOKENS][r, :len(row)] = row
         out[schema.PROMPT_LEN][:] = result.prompt_len
         for s, rec in enumerate(self.steps):
             b, t = np.nonzero(rec.valid)  # routed tokens of this step
@@ -241,10 +241,10 @@ def top_logits(logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor |
         follows = valid[:, :-1] & valid[:, 1:]
         picked = z[:, :-1].gather(-1, tokens[:, 1:].to(z.device).clamp(0, V - 1)[..., None])[..., 0]
         chosen[:, :-1] = torch.where(follows, picked, chosen[:, :-1])
-    index, value = index.cpu().numpy(), value.cpu().numpy()
-    order = np.lexsort((index, -value.astype(np.float64)), axis=-1)  # largest first, then smaller id
-    return TopLogits(np.take_along_axis(index, order, -1).astype(np.int32),
-                     np.take_along_axis(value, order, -1), lse, chosen.cpu().numpy(), V)
+    ids, values = index.cpu().numpy(), value.cpu().numpy()
+    order = np.lexsort((ids, -values.astype(np.float64)), axis=-1)  # largest first, then smaller id
+    return TopLogits(np.take_along_axis(ids, order, -1).astype(np.int32),
+                     np.take_along_axis(values, order, -1), lse, chosen.cpu().numpy(), V)
 
 
 def log_sum_exp(z: torch.Tensor) -> np.ndarray:

@@ -90,7 +90,7 @@ def evaluate(model: MoETransformer, stream: np.ndarray, policy, T: int = 512, B:
         for li, r in enumerate(out.routing):
             e = r.decision.expert.reshape(-1)
             usage[li] += torch.bincount(e[e >= 0], minlength=E).double()
-    result = {"bits_per_byte": nll / count / math.log(2), "bytes": count}
+    result: dict[str, object] = {"bits_per_byte": nll / count / math.log(2), "bytes": count}
     if L:
         share = usage / usage.sum(-1, keepdim=True)
         entropy = -(share * share.clamp_min(1e-300).log()).sum(-1) / math.log(E)

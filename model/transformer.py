@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -76,7 +77,12 @@ class MoETransformer(nn.Module):
 
     def _compiled_parts(self) -> list[nn.Module]:
         """The modules that run the compiled kernels where built (attention, MoE blocks)."""
-        return [m for block in self.blocks for m in (block.attn, block.ffn) if hasattr(m, "compiled")]
+        return [m for block in self.layers for m in (block.attn, block.ffn) if hasattr(m, "compiled")]
+
+    @property
+    def layers(self) -> list[Block]:
+        """The blocks, in order (`blocks` as their own type)."""
+        return cast("list[Block]", list(self.blocks))
 
     @property
     def kernel_version(self) -> int:
@@ -89,7 +95,7 @@ class MoETransformer(nn.Module):
         pure-PyTorch path (versions 1-2 share it)."""
         compiled = kernels.compiled_for(version)
         for m in self._compiled_parts():
-            m.compiled = compiled
+            setattr(m, "compiled", compiled)  # noqa: B010 - every part has it (`_compiled_parts`)
         return self.kernel_version
 
     @property
@@ -142,7 +148,7 @@ class MoETransformer(nn.Module):
         tile = c.kernel_tile
         x = self.embed(tokens.clamp(0, c.vocab_size - 1))  # [B,T,C]
         routing: list[LayerRouting] = []
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(self.layers):
             x = x + block.attn(block.norm1(x), positions, valid, mode=kernel_mode, tile=tile, cache=cache,
                                layer=i)
             h = block.norm2(x)
@@ -165,8 +171,8 @@ class MoETransformer(nn.Module):
         total = sum(p.numel() for p in self.parameters())
         if active:
             c = self.config
-            for block in self.blocks:
-                if block.is_moe:
+            for block in self.layers:
+                if isinstance(block.ffn, MoE):
                     per_expert = block.ffn.w_in[0].numel() + block.ffn.w_out[0].numel()
                     total -= (c.n_experts - c.top_k) * per_expert
         return total

@@ -204,7 +204,7 @@ class HFMoEModel:
         else:
             # As transformers' generate: every row, finished or not, attends to its new column and
             # moves one position on; a running row's position is then its own (`positions`).
-            to_left = to_right = None
+            to_left = to_right = None  # type: ignore[assignment]  # (no left pads to move)
             ids, mask = tokens, torch.ones_like(tokens)
             pos = cache.last_pos[:, None] + 1  # [B,1]
             cache.last_pos = pos[:, 0]

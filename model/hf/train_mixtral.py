@@ -186,7 +186,7 @@ def train(args: argparse.Namespace) -> dict:
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
 
     args.out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(args.out)
+    model.to(torch.bfloat16).save_pretrained(args.out)  # type: ignore[arg-type]  # (transformers' stub)
     tokenizer.save_pretrained(args.out)
     for path in args.out.iterdir():  # safetensors writes owner-only files; a checkpoint is for everyone
         path.chmod(0o644)

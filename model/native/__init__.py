@@ -57,6 +57,8 @@ def load() -> ModuleType | None:
         return None
     spec = importlib.util.spec_from_file_location(name, path)
     try:
+        if spec is None or spec.loader is None:
+            raise ImportError("not a loadable extension")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except ImportError as exc:
