@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +46,7 @@ from lab.counterfactual.source import (
     resolve_checkpoint,
 )
 from lab.counterfactual.store import TABLE, earlier_records, record_key, store
+from lab.experiments.progress import ProgressFn, no_progress
 from model.device import resolve_device
 from model.fingerprint import machine_fingerprint
 from traces import fingerprint, open_trace
@@ -73,14 +73,6 @@ log = logging.getLogger(__name__)
 
 #: A divergent pair: the analysis' verdict and its table record (counterfactuals not yet filled in).
 Pair = tuple[Verdict, ExplainRecord]
-
-#: (pairs done, pairs to do, label of the last one): how progress is reported.
-ProgressFn = Callable[[int, int, str], None]
-
-
-def no_progress(done: int, total: int, label: str) -> None:
-    """A progress callback that reports nothing."""
-
 
 @dataclass
 class ExplainResult:
