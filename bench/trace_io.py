@@ -158,7 +158,7 @@ def rewrite(args, source: str, path: str) -> None:
         meta = trace.record.without_writer_fields()
         names, runs = trace.run_names, [trace.run(n) for n in trace.run_names]
         arrays = [{p: a[...] for p, a in run.arrays.items()} for run in runs]
-        attrs = [RunAttrs.from_attrs(run.attrs).without_writer_fields() for run in runs]
+        attrs = [run.record.without_writer_fields() for run in runs]
         tokens = sum(int((run.tokens[...] >= 0).sum()) for run in runs)
         requests = [trace.requests.prompt_tokens(r) for r in range(len(trace.requests))]
         texts, vocab = trace.requests.text, trace.vocab
