@@ -10,7 +10,8 @@ from model.corpus import build_corpus, is_held_out
 from model.moe import LayerRouting
 from model.routing import RoutingPolicy, route
 from model.tokenizer import BOS, EOS
-from model.train import balance_loss, lr_at, parse_args, z_loss
+from model.train import balance_loss, parse_args, z_loss
+from model.train_loop import lr_at
 
 
 def routing_of(logits):
