@@ -60,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     with open_trace(EXAMPLE) as trace:
-        model = load_model(trace.meta, resolve_checkpoint(trace.meta, EXAMPLE, None), torch.device("cpu"))
+        model = load_model(trace.record, resolve_checkpoint(trace.record, EXAMPLE, None), torch.device("cpu"))
         reruns = Reruns(trace, model)
         s = reruns.settings(DIVERGENT[0])
         print(f"1. the batch of {DIVERGENT[0]} (B = {len(s.prompts)}) stacked R times in one dropless batch: "

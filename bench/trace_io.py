@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pairs import HEADER, paired  # noqa: E402
 
 from traces import TraceWriter, open_trace, schema  # noqa: E402
-from traces.records import RootMeta, RunAttrs  # noqa: E402
+from traces.records import RunAttrs  # noqa: E402
 from traces.schema import DEFAULT_LOGITS_K  # noqa: E402
 from traces.synthetic import byte_vocab, synthetic_meta, synthetic_routing, synthetic_run_arrays  # noqa: E402
 from traces.toplogits import TopLogits  # noqa: E402
@@ -155,10 +155,10 @@ def rewrite(args, source: str, path: str) -> None:
     from traces.synthetic import topk_arrays
 
     with open_trace(source) as trace:
-        meta = RootMeta.from_attrs(trace.meta).without_writer_fields()
+        meta = trace.record.without_writer_fields()
         names, runs = trace.run_names, [trace.run(n) for n in trace.run_names]
         arrays = [{p: a[...] for p, a in run.arrays.items()} for run in runs]
-        attrs = [RunAttrs.from_attrs(run.attrs).without_writer_fields() for run in runs]
+        attrs = [run.record.without_writer_fields() for run in runs]
         tokens = sum(int((run.tokens[...] >= 0).sum()) for run in runs)
         requests = [trace.requests.prompt_tokens(r) for r in range(len(trace.requests))]
         texts, vocab = trace.requests.text, trace.vocab

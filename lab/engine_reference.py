@@ -132,13 +132,14 @@ def reference_check(path: str | Path, device: str = "cpu", checkpoint: str | Non
     from traces import open_trace, schema
 
     with open_trace(path) as trace:
-        engine = trace.meta.get("engine") or {}
-        named = None if checkpoint else str(trace.meta.get("checkpoint", ""))
+        meta = trace.record
+        engine = meta.engine or {}
+        named = None if checkpoint else str(meta.checkpoint or "")
         folder = Path(checkpoint) if checkpoint else find_folder(named, path)
         refuse_unless_allowed(named, folder, path)
         prompt = [int(t) for t in trace.requests.prompt_tokens(0)]
         groups = probe_rows(trace)
-    dtype = str(trace.meta.get("dtype", engine.get("dtype")))
+    dtype = meta.dtype
     if dtype not in DTYPES:
         raise ValueError(f"the trace's dtype {dtype!r} is not one the Hugging Face path computes in")
     n = max((len(t) - p for rows in groups.values() for _, t, p in rows), default=0)

@@ -22,8 +22,9 @@ class ModelConfig:
     n_experts: int = 8  # E: experts per MoE layer (Switch/GShard-style sparse FFN)
     top_k: int = 2  # K: experts per token (GShard top-2)
     expert_d_ff: int = 256  # hidden width of one SwiGLU expert
-    moe_layers: list[int] | None = None  # model layer index of each MoE block; None = every layer
-    dense_d_ff: int | None = None  # d_ff of dense FFN blocks; None = top_k * expert_d_ff (equal active)
+    # Given as None, each becomes its default in __post_init__ (a list, an int): read, it is never None.
+    moe_layers: list[int] = None  # type: ignore[assignment]  # MoE block layer indices; None = every layer
+    dense_d_ff: int = None  # type: ignore[assignment]  # dense FFN d_ff; None = top_k * expert_d_ff
     rope_base: float = 10000.0  # rotary position base (RoFormer)
     norm_eps: float = 1e-6  # RMSNorm epsilon
     tie_embeddings: bool = True  # output head shares the byte embedding: fewer parameters, same quality here

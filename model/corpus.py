@@ -60,7 +60,9 @@ def _docstrings(tree: ast.AST) -> list[str]:
 
 def _comment_blocks(source: str) -> list[str]:
     """Runs of consecutive comment lines, `#` kept, so the model also sees Python-shaped text."""
-    blocks, current, last_row = [], [], -2
+    blocks: list[str] = []
+    current: list[str] = []
+    last_row = -2
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type != tokenize.COMMENT:

@@ -53,9 +53,9 @@ class GenerationState:
     rows: tuple[tuple[int, ...], ...]
     running: tuple[bool, ...]
     last: torch.Tensor | None   # [B,V] each row's logits at its last routed token
-    cache: object
+    cache: SnapshotCache
 
-    def resumed(self) -> tuple[list[list[int]], list[bool], torch.Tensor | None, object]:
+    def resumed(self) -> tuple[list[list[int]], list[bool], torch.Tensor | None, SnapshotCache]:
         return ([list(r) for r in self.rows], list(self.running), self.last,
                 self.cache.clone())
 

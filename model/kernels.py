@@ -15,7 +15,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from traces.schema import KERNEL_MODES
+from traces.schema import KERNEL_MODES, KernelMode
 
 #: Version of the project's own kernels (this module, the routing and the MoE block's experts), stored
 #: in every trace's machine fingerprint: a rerun under other kernels may reproduce a trace only at the
@@ -52,7 +52,7 @@ def pad_rows(x: torch.Tensor, tile: int) -> torch.Tensor:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, mode: str = "native", tile: int = 4) -> torch.Tensor:
     """x[..., d_in] @ weight[d_out, d_in].T -> [..., d_out] in the given kernel mode."""
-    if mode == "native":
+    if mode == KernelMode.NATIVE:
         return F.linear(x, weight)
     *lead, d_in = x.shape
     d_out = weight.shape[0]
@@ -73,11 +73,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Te
     model's compiled kernels, `model.experts.Kernels.module`): batch-invariant mode runs its kernel, one
     query row at a time (no tile of padded queries, no key blocks), float32 on the CPU without autograd.
     """
-    if compiled is not None and mode == "batch_invariant" and q.dtype == torch.float32 \
+    if compiled is not None and mode == KernelMode.BATCH_INVARIANT and q.dtype == torch.float32 \
             and q.device.type == "cpu" \
             and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         return compiled.attention(q, k, v, q_pos)
-    if mode == "native":
+    if mode == KernelMode.NATIVE:
         if causal_square:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B,H,Tq,D]
         key_pos = torch.arange(k.shape[2], device=q.device)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -38,8 +40,8 @@ class Rotary(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x[B,H,T,D] rotated by positions[B,T]."""
         half = x.shape[-1] // 2
-        cos = self.cos[positions][:, None].to(x.dtype)  # [B,1,T,D/2]
-        sin = self.sin[positions][:, None].to(x.dtype)
+        cos = cast(torch.Tensor, self.cos)[positions][:, None].to(x.dtype)  # [B,1,T,D/2]
+        sin = cast(torch.Tensor, self.sin)[positions][:, None].to(x.dtype)
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 

@@ -19,6 +19,7 @@ from model import experts as backends
 from model import kernels
 from model.layers import swiglu
 from model.routing import RoutingDecision, RoutingPolicy, route
+from traces.records import KernelMode
 
 #: Dtypes torch's grouped GEMM takes.
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -96,7 +97,7 @@ class MoE(nn.Module):
         `before_route` may replace router logits, its `after_route` the decision.
         """
         if forced is None and edit is None:
-            step = backends.compiled_step(self, x, valid, policy, pad, 0 if mode == "native" else tile)
+            step = backends.compiled_step(self, x, valid, policy, pad, 0 if mode == KernelMode.NATIVE else tile)
             if step is not None:
                 y, logits, probs, *decision = step
                 return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))
@@ -137,7 +138,7 @@ class MoE(nn.Module):
         token = cand // K  # [n]
         weight = gate.reshape(N * K, 1).to(x.dtype).index_select(0, cand)  # [n,1]
         xs = xf.index_select(0, token)  # [n,C]
-        if mode == "batch_invariant":
+        if mode == KernelMode.BATCH_INVARIANT:
             out = self._experts_tiled(xs, counts, tile, self._groupable(xs, weight)) * weight
         elif self._groupable(xs, weight):
             out = self._experts_grouped(xs, counts).mul_(weight)  # no autograd on this path

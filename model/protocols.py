@@ -95,6 +95,25 @@ class GenerationModel(Protocol):
         """Root attributes a trace of this model adds to the recorder's (none for the shipped model)."""
         ...
 
+    #: The version of the project's kernels the model runs (`model.kernels`), stored in a trace's
+    #: machine fingerprint.
+    @property
+    def kernel_version(self) -> int: ...
+
+    def use_kernels(self, version: int) -> int:
+        """Run the kernels of a trace's `version` where this build has them (so a rerun reproduces its
+        bits); returns the version now run."""
+        ...
+
+    def adapt_policy(self, policy: RoutingPolicy) -> RoutingPolicy:
+        """`policy` as this model runs it (a Hugging Face model's own K and score function); ValueError
+        for a policy it cannot run."""
+        ...
+
+    def vocab(self) -> list[str]:
+        """Display string of every logit id, for a trace's `/vocab`."""
+        ...
+
     def __call__(self, tokens: torch.Tensor, policy: RoutingPolicy | None, *, kernel_mode: str = "native",
                  step: StepInputs) -> ForwardOutput: ...
 

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from model.fingerprint import machine_fingerprint
-from model.kernels import KERNEL_VERSION
+from model.protocols import GenerationModel
+from model.routing_policy import RoutingPolicy
 from traces import schema
 from traces.records import RootMeta, RunAttrs
 from traces.schema import DEFAULT_LOGITS_K, LOGITS_FORMS, MISSING, empty_run_arrays
@@ -155,8 +156,8 @@ class Recorder:
         elif self.logits_form == "topk":
             sizes["J"] = step_logits[0].k
         out = empty_run_arrays(sizes, self.logits_form)  # the schema's dtypes and fill values
-        for b, row in enumerate(result.tokens):
-            out[schema.TOKENS][b, :len(row)] = row
+        for r, row in enumerate(result.tokens):
+            out[schema.TOKENS][r, :len(row)] = row
         out[schema.PROMPT_LEN][:] = result.prompt_len
         for s, rec in enumerate(self.steps):
             b, t = np.nonzero(rec.valid)  # routed tokens of this step
@@ -240,10 +241,10 @@ def top_logits(logits: torch.Tensor, valid: torch.Tensor, tokens: torch.Tensor |
         follows = valid[:, :-1] & valid[:, 1:]
         picked = z[:, :-1].gather(-1, tokens[:, 1:].to(z.device).clamp(0, V - 1)[..., None])[..., 0]
         chosen[:, :-1] = torch.where(follows, picked, chosen[:, :-1])
-    index, value = index.cpu().numpy(), value.cpu().numpy()
-    order = np.lexsort((index, -value.astype(np.float64)), axis=-1)  # largest first, then smaller id
-    return TopLogits(np.take_along_axis(index, order, -1).astype(np.int32),
-                     np.take_along_axis(value, order, -1), lse, chosen.cpu().numpy(), V)
+    ids, values = index.cpu().numpy(), value.cpu().numpy()
+    order = np.lexsort((ids, -values.astype(np.float64)), axis=-1)  # largest first, then smaller id
+    return TopLogits(np.take_along_axis(ids, order, -1).astype(np.int32),
+                     np.take_along_axis(values, order, -1), lse, chosen.cpu().numpy(), V)
 
 
 def log_sum_exp(z: torch.Tensor) -> np.ndarray:
@@ -258,10 +259,11 @@ def log_sum_exp(z: torch.Tensor) -> np.ndarray:
     return (m[..., 0].double().numpy() + np.log(total)).astype(np.float32)
 
 
-def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> RootMeta:
+def trace_meta(model: GenerationModel, policy: RoutingPolicy | None, *, kernel_mode: str = "native",
+               seed: int = 0) -> RootMeta:
     """Root attributes of a trace (all but those the writer fills) for a model and policy."""
     config = model.config
-    extra = model.trace_meta(kernel_mode) if hasattr(model, "trace_meta") else {}
+    extra = model.trace_meta(kernel_mode)
     fields = {
         "model_config": config.to_dict(),
         "moe_layers": list(config.moe_layers),
@@ -272,7 +274,7 @@ def trace_meta(model, policy, *, kernel_mode: str = "native", seed: int = 0) -> 
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_version": str(torch.__version__),  # TorchVersion is a str subclass h5py cannot store
         "seed": int(seed),
-        "machine": machine_fingerprint(model.device, getattr(model, "kernel_version", KERNEL_VERSION)),
+        "machine": machine_fingerprint(model.device, model.kernel_version),
         **extra,  # a Hugging Face model: its tokenizer, where to load it from, what the kernel mode covers
     }
     return RootMeta(**fields)

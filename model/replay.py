@@ -54,7 +54,7 @@ def check_replay(replay: dict[int, ReplayRouting] | None, B: int, L: int, K: int
 
 
 def forced_for_step(replay: dict[int, ReplayRouting], positions: torch.Tensor, valid: torch.Tensor,
-                    L: int, K: int) -> list[ForcedRouting]:
+                    L: int, K: int) -> list[ForcedRouting | None]:
     """Per MoE layer, the routing to impose on this step's tokens (positions[B,Ts], valid[B,Ts])."""
     B, Ts = positions.shape
     device = positions.device

@@ -120,7 +120,7 @@ def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None,
             else:
                 out = None
             if out is not None:
-                return RoutingDecision(*out, probs=probs)
+                return RoutingDecision(*out, probs=probs)  # type: ignore[misc]  # (the fields but probs)
             if bool(np.isfinite(probs.numpy()).all()):
                 return _route_small(probs, routed, counted, policy, K, expert=expert)
         return _route_by_position(probs, routed, counted, policy, K, expert=expert)
@@ -471,9 +471,10 @@ def _groups(counted: torch.Tensor, B: int, T: int, seq_major: bool,
         return torch.zeros_like(n), 1
     # fixed: consecutive chunks of group_size counted tokens of the stream (T5X, V-MoE)
     rank = torch.cumsum(counted.to(torch.int64), 0) - 1
-    group = rank.clamp_min(0) // policy.group_size
+    size = int(policy.group_size or 0)  # set when group_by is fixed (RoutingPolicy checks it)
+    group = rank.clamp_min(0) // size
     total = int(counted.sum())  # the one host sync: G sets output shapes
-    return group, max(1, -(-total // policy.group_size))
+    return group, max(1, -(-total // size))
 
 
 def _bucket_count(index: torch.Tensor, size: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ def _bad(field: str, allowed: str, value: Any) -> ValueError:
     return ValueError(f"routing policy: {field} must be {allowed}, got {value!r}")
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 

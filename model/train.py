@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import WEIGHT_DTYPES, ModelConfig
 from model.corpus import build_corpus
+from model.train_loop import train_steps
 from model.transformer import MoETransformer
 
 log = logging.getLogger(__name__)
@@ -90,21 +91,13 @@ def evaluate(model: MoETransformer, stream: np.ndarray, policy, T: int = 512, B:
         for li, r in enumerate(out.routing):
             e = r.decision.expert.reshape(-1)
             usage[li] += torch.bincount(e[e >= 0], minlength=E).double()
-    result = {"bits_per_byte": nll / count / math.log(2), "bytes": count}
+    result: dict[str, object] = {"bits_per_byte": nll / count / math.log(2), "bytes": count}
     if L:
         share = usage / usage.sum(-1, keepdim=True)
         entropy = -(share * share.clamp_min(1e-300).log()).sum(-1) / math.log(E)
         result["expert_usage_entropy_over_log_E"] = [round(float(h), 4) for h in entropy]
         result["expert_usage_share"] = [[round(float(s), 4) for s in row] for row in share]
     return result
-
-
-def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to 10% of the peak."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def samples(model: MoETransformer, policy, max_new_tokens: int = 120) -> list[dict]:
@@ -161,39 +154,28 @@ def train(args: argparse.Namespace) -> dict:
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
-    train_stream = torch.from_numpy(corpus.train)
     E = config.n_experts
-    started, started_cpu = time.perf_counter(), time.process_time()
-    history = []
-    model.train()
-    for step in range(args.steps):
-        starts = rng.integers(0, len(train_stream) - args.seq - 1, size=args.batch)
-        x = torch.stack([train_stream[s:s + args.seq] for s in starts])  # [B,T]
-        y = torch.stack([train_stream[s + 1:s + args.seq + 1] for s in starts])
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+
+    def step_loss(windows: torch.Tensor):
+        """Next-byte cross entropy, plus the balance and z losses of an MoE model."""
+        x, y = windows[:, :-1], windows[:, 1:]  # [B,T]
         out = model(x, policy)
         ce = F.cross_entropy(out.logits.reshape(-1, config.vocab_size), y.reshape(-1))
-        loss = ce
-        if out.routing:
-            aux_b, aux_z = balance_loss(out.routing, E), z_loss(out.routing)
-            loss = loss + args.balance * aux_b + args.zloss * aux_z
+        if not out.routing:
+            return ce, lambda step, seconds: {"step": step, "loss": round(ce.item(), 4), "seconds": seconds}
+        aux_b, aux_z = balance_loss(out.routing, E), z_loss(out.routing)
+
+        def describe(step: int, seconds: float) -> dict:
             dropped = float(torch.stack([(~r.decision.kept).float().mean() for r in out.routing]).mean())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 50 == 0 or step == args.steps - 1:
-            elapsed = time.perf_counter() - started
-            entry = {"step": step, "loss": round(ce.item(), 4), "seconds": round(elapsed, 1)}
-            if out.routing:
-                entry.update(balance=round(aux_b.item(), 4), z=round(aux_z.item(), 3),
-                             dropped=round(dropped, 4))
-            history.append(entry)
-            log.info("%s", entry)
-    train_seconds = time.perf_counter() - started
-    # CPU seconds over all threads: on a shared machine wall time overstates the cost of training.
-    cpu_seconds = time.process_time() - started_cpu
+            return {"step": step, "loss": round(ce.item(), 4), "seconds": seconds,
+                    "balance": round(aux_b.item(), 4), "z": round(aux_z.item(), 3),
+                    "dropped": round(dropped, 4)}
+
+        return ce + args.balance * aux_b + args.zloss * aux_z, describe
+
+    run = train_steps(model, opt, torch.from_numpy(corpus.train), rng, steps=args.steps, batch=args.batch,
+                      seq=args.seq, lr=args.lr, warmup=args.warmup, step_loss=step_loss)
+    history, train_seconds, cpu_seconds = run.history, run.seconds, run.cpu_seconds
 
     stem = args.out or Path("assets") / ("dense-control" if args.dense else "moe-default")
     card = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -13,8 +14,9 @@ from model.config import ModelConfig
 from model.kv_cache import KVCache
 from model.layers import Attention, RMSNorm, SwiGLU
 from model.moe import LayerRouting, MoE
+from model.routing_policy import RoutingPolicy
 from model.step import StepInputs
-from model.tokenizer import EOS, PAD
+from model.tokenizer import EOS, PAD, vocab_strings
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,11 @@ class MoETransformer(nn.Module):
         return self.blocks[0].attn.kernels
 
     @property
+    def layers(self) -> list[Block]:
+        """The blocks, in order (`blocks` as their own type)."""
+        return cast("list[Block]", list(self.blocks))
+
+    @property
     def kernel_version(self) -> int:
         """The version of the project's kernels this model runs (`model.kernels.KERNEL_VERSION`)."""
         return self.kernels.version
@@ -115,6 +122,14 @@ class MoETransformer(nn.Module):
         kernels.check_mode(kernel_mode)
         return {}
 
+    def adapt_policy(self, policy: RoutingPolicy) -> RoutingPolicy:
+        """`policy` as given: the model runs every routing policy."""
+        return policy
+
+    def vocab(self) -> list[str]:
+        """Display string of every logit id (bytes and the special tokens)."""
+        return vocab_strings(self.config.vocab_size)
+
     def new_cache(self, B: int) -> KVCache:
         """An empty KV cache for B rows."""
         c = self.config
@@ -144,7 +159,7 @@ class MoETransformer(nn.Module):
         tile = c.kernel_tile
         x = self.embed(tokens.clamp(0, c.vocab_size - 1))  # [B,T,C]
         routing: list[LayerRouting] = []
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(self.layers):
             x = x + block.attn(block.norm1(x), positions, valid, mode=kernel_mode, tile=tile, cache=cache,
                                layer=i)
             h = block.norm2(x)
@@ -167,8 +182,8 @@ class MoETransformer(nn.Module):
         total = sum(p.numel() for p in self.parameters())
         if active:
             c = self.config
-            for block in self.blocks:
-                if block.is_moe:
+            for block in self.layers:
+                if isinstance(block.ffn, MoE):
                     per_expert = block.ffn.w_in[0].numel() + block.ffn.w_out[0].numel()
                     total -= (c.n_experts - c.top_k) * per_expert
         return total

@@ -33,7 +33,8 @@ GUI_FIXTURES = frozenset({"qtbot", "qapp"})
 
 
 def pytest_collection_modifyitems(config, items):
-    """Give each test the markers of its file (`FILE_MARKERS`, `SLOW_FILES`) and `gui` when it uses Qt."""
+    """Give each test the markers of its file (`FILE_MARKERS`, `SLOW_FILES`), `gui` when it uses Qt,
+    and its `xdist_group`."""
     for item in items:
         name = item.path.name
         marks = [m for prefix, ms in FILE_MARKERS.items() if name.startswith(prefix) for m in ms]
@@ -43,6 +44,19 @@ def pytest_collection_modifyitems(config, items):
             marks.append("gui")
         for mark in marks:
             item.add_marker(mark)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(name, marks)))
+
+
+def xdist_group(file: str, marks: list[str]) -> str:
+    """The worker group of a test when the suite runs in parallel (`pytest -n N --dist loadgroup`, as
+    scripts/test.sh does): the vLLM tests in one group (one engine in memory at a time), the Qt tests
+    in another, and every other test with its file, so a file's module-scoped fixtures (models, reruns,
+    recordings) are built once."""
+    if "vllm" in marks:
+        return "vllm"
+    if "gui" in marks:
+        return "gui"
+    return file
 
 
 #: The small model of the model tests: 2 layers of 4 experts, top-2, a context of 64 positions.

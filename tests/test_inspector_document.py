@@ -88,7 +88,7 @@ def test_a_row_is_read_once_for_its_routing_layers_and_text(trace, monkeypatch):
 
 def test_a_run_selected_with_a_layer_and_a_preferred_layer_are_told_as_the_run(trace):
     """A reload selects its run at the layer it showed in one change; a saved layer waits for a run."""
-    from inspector.state.restore import Selection
+    from inspector.state.restore import ShownPlace
 
     d = Document()
     heard: list[str] = []
@@ -102,5 +102,5 @@ def test_a_run_selected_with_a_layer_and_a_preferred_layer_are_told_as_the_run(t
     assert heard == ["run"]
     d.prefer_layer(1)         # a run is shown: the layer changes as any layer change does
     assert d.layer == 1 and heard[-1] == "layer"
-    kept = Selection(str(trace.path), trace.run_names[1], 2, 1, 0)
+    kept = ShownPlace(str(trace.path), trace.run_names[1], 2, 1, 0)
     assert kept.of(str(trace.path)) is kept and kept.of("/elsewhere.h5") is None

@@ -46,7 +46,7 @@ def example_reruns(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)   # the trace was recorded with one thread
     with open_trace(copy) as trace:
-        model = load_model(trace.meta, resolve_checkpoint(trace.meta, copy, None), torch.device("cpu"))
+        model = load_model(trace.record, resolve_checkpoint(trace.record, copy, None), torch.device("cpu"))
         yield trace, Reruns(trace, model)
     torch.set_num_threads(threads)
 

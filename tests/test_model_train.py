@@ -10,7 +10,8 @@ from model.corpus import build_corpus, is_held_out
 from model.moe import LayerRouting
 from model.routing import RoutingPolicy, route
 from model.tokenizer import BOS, EOS
-from model.train import balance_loss, lr_at, parse_args, z_loss
+from model.train import balance_loss, parse_args, z_loss
+from model.train_loop import lr_at
 
 
 def routing_of(logits):
@@ -60,3 +61,33 @@ def test_bad_training_arguments_are_refused():
         parse_args(["--steps", "0"])
     with pytest.raises(SystemExit):
         parse_args(["--lr", "-1"])
+
+
+def test_the_loop_is_seeded_and_logs_the_first_and_the_last_step(tiny_model):
+    """`train_steps`: the same seed trains the same bits; windows are seq + 1 tokens of the stream;
+    each step's loss is the one given; a log entry at steps 0, 50, ... and the last."""
+    import torch.nn.functional as F
+
+    from model.train_loop import train_steps
+
+    stream = torch.from_numpy(np.random.default_rng(1).integers(0, 256, 3000).astype(np.int64))
+    runs = []
+    for _ in range(2):
+        model = tiny_model(seed=0)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        shapes = []
+
+        def step_loss(windows, model=model, shapes=shapes):
+            shapes.append(tuple(windows.shape))
+            out = model(windows[:, :-1], RoutingPolicy.preset("dropless"))
+            ce = F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), windows[:, 1:].reshape(-1))
+            return ce, lambda step, seconds: {"step": step, "loss": round(ce.item(), 4)}
+
+        run = train_steps(model, opt, stream, np.random.default_rng(0), steps=3, batch=2, seq=8, lr=1e-2,
+                          warmup=2, step_loss=step_loss)
+        runs.append((run, [p.detach().clone() for p in model.parameters()]))
+        assert shapes == [(2, 9)] * 3 and model.training
+    (first, weights), (second, again) = runs
+    assert [e["step"] for e in first.history] == [0, 2] and first.history == second.history
+    assert all(torch.equal(a, b) for a, b in zip(weights, again, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(weights, tiny_model(seed=0).parameters(), strict=True))

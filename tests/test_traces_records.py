@@ -95,6 +95,28 @@ def test_an_older_trace_reads_with_the_defaults_of_fields_it_lacks():
     assert (lacking.label, lacking.seed, lacking.kernel_mode, lacking.routing) == ("", 0, "native", {})
 
 
+def test_readers_read_the_records_with_their_defaults(tmp_path):
+    """The reader hands out records (`Run.record`, `Trace.record`); a run that lacks its kernel mode
+    and its label reads with the record's defaults everywhere: in the record, the run browser's
+    columns and `info`."""
+    from inspector.figure_data.browser import run_info
+
+    path = tmp_path / "lacking.h5"
+    _write(path, _attrs())
+    with h5py.File(path, "r+") as f:
+        for key in ("kernel_mode", "label", "max_new_tokens"):
+            del f["runs/r"].attrs[key]
+    with open_trace(path) as trace:
+        run = trace.run("r")
+        assert isinstance(trace.record, RootMeta) and trace.record == RootMeta.from_attrs(trace.meta)
+        assert isinstance(run.record, RunAttrs) and "kernel_mode" not in run.attrs
+        assert (run.record.kernel_mode, run.record.label, run.record.max_new_tokens) == ("native", "", None)
+        info = run_info(run)
+        assert (info.kernel_mode, info.label, info.condition) == ("native", "", "test")
+        text = describe(trace)
+    assert "kernel mode: native" in text and "      kernel mode:" not in text  # the file's own mode
+
+
 @pytest.mark.parametrize("edit, value, message", [
     ("probe_row", 3, "expected probe_row in [-1, 3), found 3"),
     ("batch_size", 4, "expected batch_size = B = 3, found 4"),

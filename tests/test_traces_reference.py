@@ -2,6 +2,8 @@
 agree on it for every request and condition of a shipped trace."""
 
 
+from dataclasses import replace
+
 from paths import EXAMPLE
 
 from inspector.figure_data.browser import default_references, run_info
@@ -11,12 +13,16 @@ from lab.counterfactual.pairs import plan_groups
 from traces import open_trace
 from traces.analysis.reference import condition_of, reference_index
 from traces.analysis.reference import default_references as first_runs
+from traces.records import RunAttrs
 
 
 def test_the_rule_by_hand():
-    assert condition_of({"condition": "dropless"}) == "dropless"
-    assert condition_of({"routing": {"b": 1, "a": 2}, "kernel_mode": "native"}) == \
+    run = RunAttrs(request_ids=(0,), batch_size=1, max_new_tokens=1, condition="dropless")
+    assert condition_of(run) == "dropless"
+    assert condition_of(replace(run, condition="", routing={"b": 1, "a": 2})) == \
         'routing {"a": 2, "b": 1}, native'
+    # A run without the attributes (an older trace) reads with the record's defaults.
+    assert condition_of(RunAttrs.from_attrs({"request_ids": (0,), "batch_size": 1})) == "routing {}, native"
     runs = [("r0", 7, "c"), ("r1", 7, "d"), ("r2", 7, "c"), ("r3", 8, "c")]
     assert first_runs(runs) == {"r0": "r0", "r1": "r1", "r2": "r0", "r3": "r3"}
     assert reference_index(["a", "b", "c"]) == 0

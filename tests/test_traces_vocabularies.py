@@ -1,6 +1,7 @@
 """The closed vocabularies (causes, mechanisms, proof, event and difference kinds, reproduction levels,
-engines) are `str` enums: their members are the spellings on disk, every table of words covers every
-member, and their names are spelled nowhere but in the module that declares them."""
+engines, kernel modes) are `str` enums: their members are the spellings on disk, every table of words
+covers every member, their names are spelled nowhere but in the module that declares them, and no
+value of theirs is compared with a literal."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ from traces.analysis.explain_table import ExplainRecord, from_columns, to_column
 from traces.analysis.proof import EVENT_WORDS, ROUTER_EVENTS, EventKind, ProofKind, proof_sentence
 from traces.analysis.reproduction import Level
 from traces.analysis.verdict_record import DIFFERENCE_KINDS, KIND_WORDS, DifferenceKind
+from traces.records import KernelMode
 from traces.vocabulary import Vocabulary
 from traces.writer import _attr_value
 
 ROOT = Path(__file__).resolve().parents[1]
-VOCABULARIES = (CauseName, Mechanism, ProofKind, EventKind, DifferenceKind, Level, EngineName)
+VOCABULARIES = (CauseName, Mechanism, ProofKind, EventKind, DifferenceKind, Level, EngineName, KernelMode)
 
 
 @pytest.mark.parametrize("vocabulary", VOCABULARIES, ids=lambda v: v.__name__)
@@ -135,6 +137,8 @@ OTHER_WORDS = {
 
 #: Names whose value is a cause, event, engine or level: never compared with a literal but ''.
 _VOCABULARY_NAME = re.compile(r"(^|_)(cause|how|engine|level|reproduction|proof_kind|first_kind|guess)$")
+#: Names that may hold a kernel mode (or another mode): never compared with a kernel mode's spelling.
+_MODE_NAME = re.compile(r"(^|_)modes?$")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -154,6 +158,13 @@ def _last_name(node: ast.AST) -> str:
     return ""
 
 
+def _named(node: ast.AST, pattern: re.Pattern = _VOCABULARY_NAME) -> bool:
+    """Whether `node`, or an element of a tuple, list or set it is, has a name that `pattern` matches."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_named(e, pattern) for e in node.elts)
+    return bool(pattern.search(_last_name(node)))
+
+
 def _literals(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
@@ -164,7 +175,8 @@ def _literals(node: ast.AST) -> list[str]:
 
 def spelled_names(source: str) -> tuple[list[str], list[str]]:
     """(policed names spelled as string literals, comparisons of a vocabulary-valued name with a
-    literal) in `source`; docstrings and comments do not count."""
+    literal, or of a mode with a kernel mode's spelling) in `source`; docstrings and comments do not
+    count."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
     spelled = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
@@ -173,8 +185,9 @@ def spelled_names(source: str) -> tuple[list[str], list[str]]:
     for n in ast.walk(tree):
         if isinstance(n, ast.Compare):
             sides = [n.left, *n.comparators]
-            if any(_VOCABULARY_NAME.search(_last_name(s)) for s in sides) and \
-                    any(v for s in sides for v in _literals(s)):
+            literals = [v for s in sides for v in _literals(s)]
+            if any(_named(s) for s in sides) and any(literals) or \
+                    any(_named(s, _MODE_NAME) for s in sides) and set(literals) & set(KernelMode.names()):
                 compared.append(ast.unparse(n))
     return spelled, compared
 
@@ -185,10 +198,15 @@ def test_the_check_catches_a_spelled_name_and_a_compared_literal():
               'if v.cause == "capacity_drop" or e.how in ("keep",):\n'
               '    engine = "vllm"\n'
               'if record.confirmed_cause == "" and v.cause == CauseName.CAPACITY:\n'
+              '    pass\n'
+              'if mode == "batch_invariant" or "native" in (a.kernel_mode, b.kernel_mode):\n'
+              '    pass\n'
+              'if run.kernel_mode == KernelMode.NATIVE and mode != "" and marker_mode == "cross":\n'
               '    pass\n')
     spelled, compared = spelled_names(source)
     assert sorted(spelled) == ["keep", "vllm"]
-    assert sorted(compared) == ["e.how in ('keep',)", "v.cause == 'capacity_drop'"]
+    assert sorted(compared) == ["'native' in (a.kernel_mode, b.kernel_mode)", "e.how in ('keep',)",
+                                "mode == 'batch_invariant'", "v.cause == 'capacity_drop'"]
 
 
 def test_no_cause_event_or_engine_name_is_spelled_outside_its_vocabulary():

@@ -16,6 +16,8 @@ Readers that show probabilities check `Run.not_recorded` and say they were not r
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from traces import schema
@@ -97,14 +99,14 @@ def stand_ins(run_where: str, not_recorded, expert, step, n_experts: int) -> dic
         steps, chosen = np.asarray(step[...]), np.asarray(expert[...])  # [B,T], [L,B,T,K]
         for layer in range(L):
             b, t, _k = np.nonzero(chosen[layer] >= 0)
-            np.add.at(out, (steps[b, t], layer, 0, chosen[layer, b, t, _k]), 1)
+            np.add.at(out, (steps[b, t], layer, 0, chosen[layer, b, t, _k]), 1)  # type: ignore[arg-type]
         return out
 
     shapes = {schema.GATE: ((L, B, T, K), np.float32, np.nan),
               schema.ROUTER_LOGITS: ((L, B, T, n_experts), np.float32, np.nan),
               schema.SLOT: ((L, B, T, K), np.int32, schema.MISSING),
               schema.LOAD_CAPACITY: ((S, L, 1), np.int32, schema.DROPLESS_CAPACITY)}
-    out = {}
+    out: dict[str, Any] = {}
     for path in not_recorded:
         spec, where = schema.DATASETS_BY_PATH[path], f"{run_where}/{path}"
         if path == schema.KEPT:

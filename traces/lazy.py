@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import h5py
 import numpy as np
@@ -152,7 +153,9 @@ def _plan(key, shape: tuple[int, ...]):
         else:
             flat.append(k)
     has_array = any(not isinstance(k, slice | numbers.Integral) for k in flat)
-    box, local, needs_local = [], [], has_array
+    box: list[Any] = []
+    local: list[Any] = []
+    needs_local = has_array
     for axis, (k, n) in enumerate(zip(flat, shape, strict=True)):
         if isinstance(k, numbers.Integral) and not isinstance(k, bool):
             i = int(k) + n if k < 0 else int(k)

@@ -26,6 +26,7 @@ from traces.lazy import LazyArray
 from traces.live import being_written, read_consistently, version
 from traces.lock import reading
 from traces.memory import return_freed_memory
+from traces.records import RootMeta, RunAttrs, root_record, run_record
 from traces.steering import engine_experts, meta_problems
 from traces.toplogits import LazyTopLogits
 from traces.validate import attr_or_none, check_root, check_run, check_table, plain_attr
@@ -110,15 +111,20 @@ class Run:
             attrs.update({k: plain_attr(group.attrs[k]) for k in group.attrs if k not in attrs})
         except Exception as exc:
             raise TraceError(path, self.where, f"plain attributes ({type(exc).__name__}: {exc})") from exc
+        #: Every attribute as stored (JSON ones decoded), declared or not.
         self.attrs: dict = attrs
-        self.complete: bool = bool(attrs["complete"])
-        self.request_ids: np.ndarray = np.asarray(attrs["request_ids"], dtype=np.int64)
-        self.probe_row: int = int(attrs["probe_row"])
-        self.batch_size: int = int(attrs["batch_size"])
+        #: The declared attributes, read as they were written: those the file lacks take the record's
+        #: defaults. What a consumer reads.
+        self.record: RunAttrs = run_record().from_attrs(attrs)
+        record = self.record
+        self.complete: bool = bool(record.complete)
+        self.request_ids: np.ndarray = np.asarray(record.request_ids, dtype=np.int64)
+        self.probe_row: int = int(record.probe_row)
+        self.batch_size: int = int(record.batch_size)
         #: Datasets this run does not hold because its engine does not give them (traces/absent.py).
-        self.not_recorded: frozenset[str] = frozenset(attrs.get("not_recorded") or ())
+        self.not_recorded: frozenset[str] = frozenset(record.not_recorded or ())
         #: Per row, prompt tokens an engine served from its prefix cache (-1 unknown); None: not an engine's.
-        cached = attrs.get("cached_tokens")
+        cached = record.cached_tokens
         self.cached_tokens: np.ndarray | None = None if cached is None else np.asarray(cached, np.int64)
         self.arrays: dict[str, LazyArray] = {}
         for spec in schema.RUN_DATASETS:
@@ -134,7 +140,7 @@ class Run:
             for data_path, stand_in in absent.items():
                 setattr(self, schema.RUN_ARRAY_NAMES[data_path], stand_in)
             self.dims.update(E=int(E), G=1, S=self.capacity.shape[0])
-        self.logits_form: str = schema.logits_form(self.arrays)[0]  # check_run proved there is one
+        self.logits_form: str = str(schema.logits_form(self.arrays)[0])  # check_run proved there is one
         if self.logits_form == "topk":
             self.logits = LazyTopLogits({p: self.arrays[p] for p in schema.LOGITS_FORMS["topk"]}, meta["V"],
                                         schema.topk_values(attrs) == "log_probs")
@@ -173,7 +179,7 @@ class Trace:
         self.path = os.fspath(path)
         self._cache_bytes = cache_bytes
         self._listed = None if runs is None else list(runs)
-        self._file = None
+        self._file: h5py.File = None
         # A trace being recorded is read as one committed version of it (traces/live.py).
         read_consistently(self.path, self._open_file, discard=lambda _: self._file.close())
         #: Whether a recording was adding runs when the trace was opened (its incomplete run, if
@@ -199,8 +205,12 @@ class Trace:
         for where, problem in meta_problems(meta):  # metadata that steers, checked before it is used
             raise TraceError(self.path, where, problem)
         self._R, self._V = meta.pop("R"), meta.pop("V")
+        #: The root attributes as stored (JSON ones decoded).
         self.meta: dict = meta
-        self.moe_layers: list[int] = list(meta["moe_layers"])
+        #: The root attributes read as they were written: those the file lacks take the record's
+        #: defaults. What a consumer reads.
+        self.record: RootMeta = root_record().from_attrs(meta)
+        self.moe_layers: list[int] = list(self.record.moe_layers)
         self._vocab: list[str] | None = None
         self.requests = Requests(self.path, self._file[schema.REQUESTS], self._R)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # least recently used first
@@ -208,9 +218,11 @@ class Trace:
         # Each run's group by address: a writer adding runs rewrites /runs, never a committed run.
         self._refs: dict[str, h5py.Reference] = {}
         self._conditions: dict[str, str] | None = None
-        complete, incomplete = [], []
+        complete: list[tuple[tuple[float, str], str]] = []
+        incomplete: list[tuple[tuple[float, str], str]] = []
         if self._listed is not None:  # listed by the caller: each run is checked when read
-            self.run_names, self.incomplete_runs = list(self._listed), []
+            self.run_names: list[str] = list(self._listed)
+            self.incomplete_runs: list[str] = []
             self._names = set(self.run_names)
             return
         runs = self._file[schema.RUNS]
@@ -230,8 +242,8 @@ class Trace:
                 done, index = False, None
             key = (index if isinstance(index, int) else float("inf"), name)
             (complete if done is True else incomplete).append((key, name))
-        self.run_names: list[str] = [n for _, n in sorted(complete)]
-        self.incomplete_runs: list[str] = [n for _, n in sorted(incomplete)]
+        self.run_names = [n for _, n in sorted(complete)]
+        self.incomplete_runs = [n for _, n in sorted(incomplete)]
         self._names = {*self.run_names, *self.incomplete_runs}   # for run(): a list is searched
         if self.incomplete_runs:
             log.info("%s: incomplete runs %s", self.path, self.incomplete_runs)

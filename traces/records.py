@@ -18,11 +18,22 @@ import json
 from collections.abc import Mapping
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
-#: Kernel modes of the model (`model.kernels`), stored in a trace's meta.
-KERNEL_MODES = ("native", "batch_invariant")
+from traces.vocabulary import Vocabulary
+
+
+class KernelMode(Vocabulary):
+    """How the model computes (`model.kernels`), stored in a trace's meta and in each run."""
+
+    NATIVE = "native"                    # torch's own kernels: a row's bits may depend on its batch
+    BATCH_INVARIANT = "batch_invariant"  # fixed reduction orders: a row's bits do not
+
+
+#: Kernel modes of the model, as stored.
+KERNEL_MODES = KernelMode.names()
 #: What `logits_topk/value` may hold (run attribute `topk_values`).
 TOPK_VALUES = ("logits", "log_probs")
 
@@ -66,6 +77,10 @@ def attr(kind: str, meaning: str, *, default=NO_DEFAULT, presence: str = "expect
     return field(default=default, metadata={"attr": spec})
 
 
+R = TypeVar("R", bound="Record")
+
+
+@dataclass(frozen=True)
 class Record:
     """Shared behaviour of the records: their specs, and conversion to and from stored attributes."""
 
@@ -102,7 +117,15 @@ class Record:
         return replace(self, **{name: None for name, spec in self.specs().items() if spec.by_writer})
 
     @classmethod
-    def from_attrs(cls, attrs: Mapping[str, object]):
+    def default(cls, name: str) -> object:
+        """The value field `name` takes when a file lacks it (None when it has no default)."""
+        f = next(f for f in fields(cls) if f.name == name)
+        if f.default_factory is not NO_DEFAULT:
+            return f.default_factory()
+        return None if f.default is NO_DEFAULT else f.default
+
+    @classmethod
+    def from_attrs(cls: type[R], attrs: Mapping[str, object]) -> R:
         """The record of stored attributes (JSON text decoded); fields they lack take their defaults,
         attributes the record does not declare are left out."""
         values = {}
@@ -137,7 +160,7 @@ class RootMeta(Record):
     routing: dict = attr("json", "JSON of the default resolved routing knobs (each run stores its own too)",
                          presence="required")
     kernel_mode: str = attr("str", '"native" or "batch_invariant" (default; each run stores its own too)',
-                            presence="required", default="native", choices=KERNEL_MODES,
+                            presence="required", default=KernelMode.NATIVE.value, choices=KERNEL_MODES,
                             wrong_choice="warning")
     device: str = attr("str", "torch device the runs were computed on", default="cpu")
     dtype: str = attr("str", "compute dtype of the model", default="float32")
@@ -167,13 +190,15 @@ class RunAttrs(Record):
     probe_row: int = attr("int", "row of the probe request in this batch, -1 when there is none",
                           presence="required", default=-1)
     batch_size: int = attr("int", "B", presence="required")
-    max_new_tokens: int = attr("int", "new tokens generated per row")
+    # None only in a file that lacks it (a reader warns); a writer refuses a run without it.
+    max_new_tokens: int | None = attr("int", "new tokens generated per row", default=None)
     label: str = attr("str", "human label of the composition", default="", info=True)
     condition: str = attr("str", "experiment condition this run belongs to (e.g. 'batch cf=1.0 native')",
                           default="", info=True)
     experiment: str = attr("str", "experiment id (E0, E1, E3, E4, E7, example, ...)", default="", info=True)
     routing: dict = attr("json", "JSON of the resolved routing knobs used for this run", default={})
-    kernel_mode: str = attr("str", '"native" or "batch_invariant"', default="native", choices=KERNEL_MODES)
+    kernel_mode: str = attr("str", '"native" or "batch_invariant"', default=KernelMode.NATIVE.value,
+                            choices=KERNEL_MODES)
     seed: int = attr("int", "RNG seed of this run", default=0)
     wall_time_s: float = attr("float", "seconds the generation took", default=0.0)
     index: int | None = attr("int", "order in which the run was written", presence="required",
@@ -205,12 +230,14 @@ class RunAttrs(Record):
 RECORDS: dict[str, type[Record]] = {"root": RootMeta, "run": RunAttrs}
 
 
-def root_record() -> type[Record]:
-    return RECORDS["root"]
+def root_record() -> type[RootMeta]:
+    """The root record in force (a test may extend it, see `RECORDS`)."""
+    return cast("type[RootMeta]", RECORDS["root"])
 
 
-def run_record() -> type[Record]:
-    return RECORDS["run"]
+def run_record() -> type[RunAttrs]:
+    """The run record in force (a test may extend it, see `RECORDS`)."""
+    return cast("type[RunAttrs]", RECORDS["run"])
 
 
 # -- rules ----------------------------------------------------------------------------------------
@@ -283,7 +310,7 @@ def run_problems(attrs: Mapping[str, object], *, B: int | None = None, R: int | 
     is the validator's (traces/route_check.py): a writer records it as given."""
     specs = run_record().specs()
     out = _field_problems(run_record(), attrs, writing, "run")
-    typed = {k: v for k, v in attrs.items() if k in specs and well_typed(specs[k], v)}
+    typed: dict[str, Any] = {k: v for k, v in attrs.items() if k in specs and well_typed(specs[k], v)}
     request_ids = typed.get("request_ids")
     if "request_ids" in attrs and request_ids is None:
         pass  # its type is reported above

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import h5py
 import numpy as np
@@ -23,10 +24,11 @@ from traces import schema
 from traces.analysis.reference import condition_of, default_references
 from traces.errors import TraceError
 from traces.live import version
+from traces.records import run_record
 
 #: How a summary gets one of the run's arrays by schema path (numpy, h5py or lazy), None when the run
 #: does not hold it (a dataset its engine did not record: `schema.ENGINE_OMITTABLE`).
-ArrayOf = Callable[[str], object]
+ArrayOf = Callable[[str], Any]
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,10 +65,7 @@ class RunSummary:
     @property
     def compared_in(self) -> str:
         """The condition its reference is chosen in (`traces.analysis.reference.condition_of`)."""
-        attrs = {"condition": self.condition, "kernel_mode": self.kernel_mode}
-        if self.routing is not None:
-            attrs["routing"] = self.routing
-        return condition_of(attrs)
+        return condition_of(self)
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
@@ -130,8 +129,8 @@ def _plain(value):
 
 
 def _text(attrs: Mapping, key: str) -> str:
-    """An optional text attribute as a reader shows it ('' when missing)."""
-    return str(_plain(attrs.get(key, "")))
+    """A text attribute as a reader shows it (the run record's default when missing)."""
+    return str(_plain(attrs.get(key, run_record().default(key))))
 
 
 class References:

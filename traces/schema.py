@@ -27,6 +27,7 @@ from traces.records import (  # noqa: F401  (re-exported: the schema names every
     RECORDS,
     TOPK_VALUES,
     Attr,
+    KernelMode,
     Record,
     RootMeta,
     RunAttrs,

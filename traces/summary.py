@@ -52,23 +52,24 @@ def _shown(value) -> str:
 
 
 def _run_lines(run: Run, default_routing, default_kernel) -> list[str]:
-    d = run.dims
+    d, record = run.dims, run.record
     probe = "none" if run.probe_row < 0 else f"row {run.probe_row} (request {run.request_ids[run.probe_row]})"
     stored = sum(s for _, s in run.storage().values())
     raw = sum(r for r, _ in run.storage().values())
     lines = [f"  {run.name}{'' if run.complete else '  [INCOMPLETE]'}: B={d['B']} T={d['T']} S={d['S']} "
              f"G={d['G']}  probe {probe}  {_size(stored)} on disk ({_size(raw)} as arrays)"]
     for key in _shown_attrs():
-        if run.attrs.get(key) not in (None, ""):
-            lines.append(f"      {key}: {_shown(run.attrs[key])}")
+        value = getattr(record, key)  # a field the run record declares (`Attr.info`)
+        if value not in (None, ""):
+            lines.append(f"      {key}: {_shown(value)}")
     lines.append(f"      request ids: {_ids(run.request_ids)}")
-    if run.attrs.get("routing") not in (None, default_routing):
-        lines.append(f"      routing: {_knobs(run.attrs['routing'])}")
-    if run.attrs.get("kernel_mode") not in (None, default_kernel):
-        lines.append(f"      kernel mode: {run.attrs['kernel_mode']}")
+    if record.routing != default_routing:
+        lines.append(f"      routing: {_knobs(record.routing)}")
+    if record.kernel_mode != default_kernel:
+        lines.append(f"      kernel mode: {record.kernel_mode}")
     if run.not_recorded:
         lines.append(f"      not recorded (by its engine): {', '.join(sorted(run.not_recorded))}")
-        check = run.attrs.get("route_check")
+        check = record.route_check
         lines.append(f"      {RouteCheck.from_attr(check).describe()}" if isinstance(check, dict)
                      else "      ROUTES NOT CHECKED against the router (recorded before the check existed)")
     if run.cached_tokens is not None and (run.cached_tokens != 0).any():
@@ -103,22 +104,20 @@ def _engine_lines(engine: dict | None) -> list[str]:
 def describe(trace: Trace) -> str:
     """Model and routing settings, kernel mode, runs with their compositions and completeness,
     shapes and sizes on disk."""
-    meta = trace.meta
+    meta = trace.record
     file_size = os.path.getsize(trace.path) if os.path.exists(trace.path) else 0
-    config = meta.get("model_config", {})
     lines = [
-        f"{trace.path}: {schema.FORMAT} v{meta.get('format_version')}, {_size(file_size)}",
-        f"created {meta.get('created', '?')} by {meta.get('producer', '?')}",
-        "model: " + " ".join(f"{k}={v}" for k, v in config.items()),
+        f"{trace.path}: {schema.FORMAT} v{meta.format_version}, {_size(file_size)}",
+        f"created {meta.created or '?'} by {meta.producer or '?'}",
+        "model: " + " ".join(f"{k}={v}" for k, v in meta.model_config.items()),
         f"  MoE layers (L={len(trace.moe_layers)}): {json.dumps(trace.moe_layers)}",
-        f"  tokenizer {meta.get('tokenizer', '?')}, device {meta.get('device', '?')}, "
-        f"dtype {meta.get('dtype', '?')}, torch {meta.get('torch_version', '?')}, "
-        f"seed {meta.get('seed', '?')}",
-        f"routing: {_knobs(meta.get('routing'))}",
-        f"kernel mode: {meta.get('kernel_mode')}",
-        *_engine_lines(meta.get("engine")),
-        "machine: " + fingerprint.short_name(meta.get("machine")),
-        *(f"  {line}" for line in fingerprint.lines(meta.get("machine"))),
+        f"  tokenizer {meta.tokenizer}, device {meta.device}, dtype {meta.dtype}, "
+        f"torch {meta.torch_version}, seed {meta.seed}",
+        f"routing: {_knobs(meta.routing)}",
+        f"kernel mode: {meta.kernel_mode}",
+        *_engine_lines(meta.engine),
+        "machine: " + fingerprint.short_name(meta.machine),
+        *(f"  {line}" for line in fingerprint.lines(meta.machine)),
         f"requests: R={len(trace.requests)}",
         f"runs: {len(trace.run_names)} complete, {len(trace.incomplete_runs)} incomplete",
     ]
@@ -132,11 +131,11 @@ def describe(trace: Trace) -> str:
             state = "incomplete" if name in trace.incomplete_runs else "unreadable"
             lines.append(f"  {name}  [{state.upper()}]: {exc.where}: {exc.expected}")
             continue
-        lines.extend(_run_lines(run, meta.get("routing"), meta.get("kernel_mode")))
+        lines.extend(_run_lines(run, meta.routing, meta.kernel_mode))
         if run.not_recorded:
             engine_runs += 1
-            if isinstance(run.attrs.get("route_check"), dict):
-                checks.append(RouteCheck.from_attr(run.attrs["route_check"]))
+            if isinstance(run.record.route_check, dict):
+                checks.append(RouteCheck.from_attr(run.record.route_check))
         storage = run.storage().values()
         total_raw += sum(r for r, _ in storage)
         total_stored += sum(s for _, s in storage)

@@ -206,7 +206,8 @@ def write_synthetic_trace(path: str | os.PathLike, n_runs: int, L: int = 8, E: i
                .astype(np.int32) for _ in range(R)]
     texts = ["".join(chr(int(t)) if 32 <= t < 127 else "?" for t in p) for p in prompts]
     meta = synthetic_meta(L, E, K, V, seed=seed, capacity_factor=capacity_factor, group_by=group_by)
-    with TraceWriter(path, meta=meta, vocab=byte_vocab(V), requests=texts, prompt_tokens=prompts,
+    with TraceWriter(path, meta=meta, vocab=byte_vocab(V), requests=texts,
+                     prompt_tokens=[p.tolist() for p in prompts],
                      compression=compression) as writer:
         for i in range(n_runs):
             request_ids = rng.integers(1, R, size=B) if R > 1 else np.zeros(B, dtype=np.int64)
@@ -218,7 +219,7 @@ def write_synthetic_trace(path: str | os.PathLike, n_runs: int, L: int = 8, E: i
             if logits_k is not None:
                 arrays = topk_arrays(arrays, logits_k)
             attrs = RunAttrs(
-                request_ids=request_ids, probe_row=probe_row, batch_size=B,
+                request_ids=tuple(int(r) for r in request_ids), probe_row=probe_row, batch_size=B,
                 max_new_tokens=int(arrays[schema.LOAD_CAPACITY].shape[0] - 1),
                 label=f"probe at row {probe_row} of {B}", condition=f"synthetic {group_by} "
                 f"cf={capacity_factor} native", experiment="synthetic",

@@ -474,7 +474,8 @@ def _validate(path: str, read_data: bool) -> list[Problem]:
             prompts = Prompts()
             for name in names or []:
                 where = f"/{schema.RUNS}/{name}"
-                group = _safe(lambda name=name: runs[name], where, problems, "a readable group")
+                group = _safe(lambda name=name: runs[name], where, problems,  # type: ignore[index]
+                              "a readable group")  # (names are listed only when `runs` is a group)
                 if recording and isinstance(group, h5py.Group) and _complete(group) is False:
                     problems.append(Problem(where, "run is being recorded (not checked)", "warning"))
                     continue

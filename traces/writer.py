@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
+from typing import cast
 
 import h5py
 import numpy as np
@@ -213,10 +214,10 @@ class TraceWriter:
                 raise TraceError(self.path, "/", f"expected a writable file ({reason}{type(exc).__name__}: "
                                                  f"{exc})") from exc
             raise
-        self._n_layers = len(json.loads(root_attrs["moe_layers"]))
+        self._n_layers = len(json.loads(str(root_attrs["moe_layers"])))
         self._n_vocab, self._n_requests, self._next_index = len(vocab), len(texts), 0
         self._version = schema.FORMAT_VERSION
-        self._references: run_table.References | None = run_table.References()
+        self._references: object = run_table.References()  # or _UNREAD: see `_summary_references`
         self._hold_metadata()
 
     @classmethod
@@ -270,7 +271,13 @@ class TraceWriter:
         know or cannot read): the runs added are not either, so a reader summarises them itself."""
         if self._references is _UNREAD:
             self._references = self._existing_references()
-        return self._references
+        return cast("run_table.References | None", self._references)
+
+    def _placed(self, summary: run_table.RunSummary) -> run_table.RunSummary:
+        """`summary` placed among the runs before it (the table is read: a summary was made for it)."""
+        references = self._summary_references()
+        assert references is not None
+        return references.place(summary)
 
     def _existing_references(self) -> run_table.References | None:
         where = f"/{schema.TABLES}/{schema.RUN_SUMMARY_TABLE}"
@@ -344,7 +351,7 @@ class TraceWriter:
             self._check_space(stored_bound(run.arrays) + extra, len(run.arrays) + (summary is not None))
             group = self._add_run(run.name, run.attrs, run.arrays)
             # Placed among the runs before it once the run is sure to be written.
-            row = run_table.row(self._references.place(summary)) if summary is not None else None
+            row = run_table.row(self._placed(summary)) if summary is not None else None
             with self._lock.changing():  # readers wait for this moment only (traces/live.py)
                 self._file.flush()
                 if row is not None:  # the row and the run's completeness reach the disk in one flush
@@ -574,6 +581,7 @@ class TraceWriter:
         chunks = schema.chunk_shape(spec, arr.shape, arr.dtype.itemsize)
         if self._filters(arr.shape, arr.dtype, chunks).get("compression") != "gzip":
             return None
+        assert chunks is not None  # gzip is chunked
         return encoded_chunks(self._chunk_pool(), arr, chunks, np.array(spec.fill, dtype=arr.dtype))
 
     def _write_dataset(self, group: h5py.Group, spec: schema.DatasetSpec, arr: np.ndarray,
@@ -621,10 +629,10 @@ def _stored(record: type[schema.Record], given) -> tuple[dict[str, object], dict
         spec = specs.get(key)
         if spec is not None and spec.json:
             stored[key] = _json_text(key, value)
-            decoded[key] = json.loads(stored[key])
+            decoded[key] = json.loads(str(stored[key]))
         else:
-            stored[key] = _attr_value(key, value)
-            decoded[key] = stored[key].item() if isinstance(stored[key], np.generic) else stored[key]
+            stored[key] = plain = _attr_value(key, value)
+            decoded[key] = plain.item() if isinstance(plain, np.generic) else plain
     return stored, decoded
 
 

@@ -82,17 +82,17 @@ def details_html(trace, run, info: RunInfo | None, reference: str | None) -> str
     """Two small key/value tables: the file (producer, model, tokenizer, kernels, device) and the run."""
     if trace is None:
         return ""
-    meta = trace.meta
+    meta = trace.record
     name = _shown(os.path.basename(trace.path))
-    device = f"{meta.get('device', '')} {meta.get('dtype', '')}".strip()
+    torch = meta.torch_version if meta.torch_version != meta.default("torch_version") else ""
     parts = [f"<b>{name}</b>", _table([
-        ("written by", f"{meta.get('producer', '')}, {meta.get('created', '')}".strip(", ")),
-        ("model", model_text(meta.get("model_config"))),
-        ("tokenizer", str(meta.get("tokenizer", ""))),
-        ("kernels", str(meta.get("kernel_mode", ""))),
-        ("device", device + (f" · torch {meta['torch_version']}" if meta.get("torch_version") else "")),
-        ("seed", str(meta.get("seed", ""))),
-        ("engine", engine_text(meta.get("engine"))),
+        ("written by", f"{meta.producer or ''}, {meta.created or ''}".strip(", ")),
+        ("model", model_text(meta.model_config)),
+        ("tokenizer", meta.tokenizer),
+        ("kernels", meta.kernel_mode),
+        ("device", f"{meta.device} {meta.dtype}" + (f" · torch {torch}" if torch else "")),
+        ("seed", str(meta.seed)),
+        ("engine", engine_text(meta.engine)),
     ])]
     if run is not None:
         dims = " ".join(f"{k}={v}" for k, v in run.dims.items())

@@ -21,7 +21,7 @@ from inspector.app.settings import Settings
 from inspector.app.welcome import WelcomePage
 from inspector.figure_data.browser import first_divergent_run
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, Signal
-from inspector.state.restore import Selection
+from inspector.state.restore import ShownPlace
 from inspector.state.signals import InspectorState
 from inspector.views import View, view_classes
 from traces import TraceError
@@ -64,7 +64,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._open_job: OpenJob | None = None
         self._summary_job: SummaryJob | None = None
         self._pending: str | None = None
-        self._restore_selection: Selection | None = None
+        self._shown_before: ShownPlace | None = None
         # Summaries reach the browser in batches (one model update per BATCH_MS, not one per run).
         self._summary_rows: list = []
         self._summary_done_count = 0
@@ -210,7 +210,7 @@ class MainWindow(QtWidgets.QMainWindow):
         path = os.path.abspath(os.fspath(path))
         self._pending = path
         model = self.browser.model
-        reloading = self._restore_selection is not None and self._restore_selection.of(path) is not None
+        reloading = self._shown_before is not None and self._shown_before.of(path) is not None
         # On a reload the runs read already need no summary again (unless the file was replaced).
         job = OpenJob(path, frozenset([*model.stats, *model.unusable]) if reloading else frozenset())
         job.signals.opened.connect(self._opened)
@@ -230,8 +230,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._stop_summary()
         self._reloading = False
         self.main.setEnabled(True)
-        selection = None if self._restore_selection is None else self._restore_selection.of(trace.path)
-        self._restore_selection = None
+        shown = None if self._shown_before is None else self._shown_before.of(trace.path)
+        self._shown_before = None
         old = self.state.trace
         self.path = trace.path
         infos = {first.name: first} if first is not None else {}
@@ -240,7 +240,7 @@ class MainWindow(QtWidgets.QMainWindow):
         infos.update({name: run.info for name, run in table.items()})
         stats.update({name: run.stats for name, run in table.items()})
         marks = {(name, run.reference): run.mark for name, run in table.items()}
-        if selection is not None and old is not None and old.version[0] == trace.version[0]:
+        if shown is not None and old is not None and old.version[0] == trace.version[0]:
             # The same file reloaded (a recording committed runs): a committed run never changes, so
             # what was read of the runs still listed stands and only the new runs are read.
             listed = set(trace.run_names)
@@ -261,12 +261,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self._update_actions()
         self.follower.follow(trace.path, trace.version)
         if first is not None:
-            name, row = (selection.run, selection.row) if selection else (None, None)
+            name, row = (shown.run, shown.row) if shown else (None, None)
             if name not in self.state.names:
                 name, row = first.name, None
-            self.state.set_run(name, row, selection.layer if selection else None)
-            if selection is not None:
-                self.tabs.setCurrentIndex(selection.tab)
+            self.state.set_run(name, row, shown.layer if shown else None)
+            if shown is not None:
+                self.tabs.setCurrentIndex(shown.tab)
             self.focus_plot()
             todo = [n for n in trace.run_names if n not in unusable and n not in stats]
             if todo:
@@ -287,7 +287,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if path != self._pending:
             return
         self._pending = None
-        self._restore_selection = None
+        self._shown_before = None
         if self._reloading:  # the old handle is closed already: nothing is left to show
             self._reloading = False
             self.main.setEnabled(True)
@@ -305,8 +305,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.path is None or self._pending is not None:
             return
         run = self.state.run.name if self.state.run is not None else None
-        self._restore_selection = Selection(self.path, run, self.state.row if run else None, self.state.layer,
-                                            self.tabs.currentIndex())
+        self._shown_before = ShownPlace(self.path, run, self.state.row if run else None, self.state.layer,
+                                        self.tabs.currentIndex())
         # HDF5 serves every handle of this process on the file from the first one's cached view, so
         # the new handle sees what the file holds now only once the old ones (the summary's too) are
         # closed; the views wait, disabled, until the new trace arrives.
@@ -320,13 +320,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def close_trace(self) -> None:
         """Close the trace; the window stays open on the welcome page."""
-        self.follower.stop()
-        self._stop_summary()
-        self._pending = None
-        trace = self.state.trace
-        self.state.set_trace(None)
-        if trace is not None:
-            trace.close()
+        self._release_trace()
         self.browser.set_runs([], {}, {})
         self.path = None
         self.setWindowTitle("moe-inspector")
@@ -336,6 +330,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self.details.show_details(None, None, None, None)
         self._update_actions()
         self._idle("")
+
+    def _release_trace(self) -> None:
+        """Stop following and summarising the trace, and close it (what closing it and closing the
+        window share)."""
+        self.follower.stop()
+        self._stop_summary()
+        self._pending = None
+        trace = self.state.trace
+        self.state.set_trace(None)
+        if trace is not None:
+            trace.close()
 
     # -- background summaries ---------------------------------------------------------------------
 
@@ -419,13 +424,12 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _trace_summary(self) -> str:
         trace = self.state.trace
-        meta = trace.meta
+        meta = trace.record
         n = len(trace.run_names)
         unusable = len(self.browser.model.unusable)
         extra = f", {unusable} incomplete or damaged" if unusable else ""
         return (f"{os.path.basename(trace.path)} · {n} runs{extra} · {len(trace.moe_layers)} MoE layers · "
-                f"vocabulary {len(trace.vocab)} · kernels {meta.get('kernel_mode', '?')} · "
-                f"{meta.get('device', '?')} {meta.get('dtype', '')}")
+                f"vocabulary {len(trace.vocab)} · kernels {meta.kernel_mode} · {meta.device} {meta.dtype}")
 
     def _show_details(self) -> None:
         run = self.state.run
@@ -608,11 +612,5 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         self.save_settings()
-        self.follower.stop()
-        self._stop_summary()
-        self._pending = None
-        trace = self.state.trace
-        self.state.set_trace(None)
-        if trace is not None:
-            trace.close()
+        self._release_trace()
         super().closeEvent(event)

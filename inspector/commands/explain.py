@@ -89,7 +89,7 @@ def _engine_name(path: str) -> str:
     from traces import open_trace
 
     with open_trace(path) as trace:
-        engine = trace.meta.get("engine")
+        engine = trace.record.engine
         return str(engine.get("name", "")) if isinstance(engine, dict) else ""
 
 
@@ -115,5 +115,5 @@ def _recorded_threads(path: str) -> int:
     from traces.steering import usable_threads
 
     with open_trace(path) as trace:
-        machine = trace.meta.get("machine")
+        machine = trace.record.machine
         return usable_threads(machine.get("threads", 1) if isinstance(machine, dict) else 1)

@@ -115,16 +115,14 @@ class RunStats:
 
 
 def run_info(run) -> RunInfo:
-    """The browser's cheap columns, from a `traces` Run's attributes."""
-    attrs = run.attrs
-    routing = attrs.get("routing")
+    """The browser's cheap columns, from a `traces` Run's record."""
+    record = run.record
     return RunInfo(
-        name=run.name, index=int(attrs.get("index", -1)), complete=bool(run.complete),
-        label=str(attrs.get("label", "")), condition=str(attrs.get("condition", "")),
-        experiment=str(attrs.get("experiment", "")), batch_size=int(run.batch_size),
-        request_ids=tuple(int(r) for r in np.asarray(run.request_ids).reshape(-1)),
-        probe_row=int(run.probe_row), **routing_texts(routing),
-        kernel_mode=str(attrs.get("kernel_mode", "")), compared_in=reference.condition_of(attrs),
+        name=run.name, index=-1 if record.index is None else int(record.index), complete=bool(run.complete),
+        label=record.label, condition=record.condition, experiment=record.experiment,
+        batch_size=int(run.batch_size), request_ids=tuple(int(r) for r in record.request_ids),
+        probe_row=int(run.probe_row), **routing_texts(record.routing),
+        kernel_mode=record.kernel_mode, compared_in=reference.condition_of(record),
     )
 
 

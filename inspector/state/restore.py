@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Selection:
+class ShownPlace:
     """The run, row, layer and tab a window showed of the trace at `path`, to show again once the
     file is read anew (a recording committed runs; File > Reload)."""
 
@@ -16,6 +16,6 @@ class Selection:
     layer: int
     tab: int             # the index of the view's tab
 
-    def of(self, path: str) -> Selection | None:
+    def of(self, path: str) -> ShownPlace | None:
         """This selection where it belongs to the trace at `path`, else None."""
         return self if path == self.path else None

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,9 +47,9 @@ from lab.counterfactual.source import (
     resolve_checkpoint,
 )
 from lab.counterfactual.store import TABLE, earlier_records, record_key, store
+from lab.experiments.progress import ProgressFn, no_progress
 from model.device import resolve_device
 from model.fingerprint import machine_fingerprint
-from model.kernels import KERNEL_VERSION
 from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
 from traces.analysis.causal_map import PairMap, format_decisive, format_links, map_text
@@ -60,19 +59,12 @@ from traces.analysis.proof import ProofKind, format_cells, necessity_text, proof
 from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import Level, weakest
 from traces.analysis.summary import CauseSummary
+from traces.records import KernelMode
 
 log = logging.getLogger(__name__)
 
 #: A divergent pair: the analysis' verdict and its table record (counterfactuals not yet filled in).
 Pair = tuple[Verdict, ExplainRecord]
-
-#: (pairs done, pairs to do, label of the last one): how progress is reported.
-ProgressFn = Callable[[int, int, str], None]
-
-
-def no_progress(done: int, total: int, label: str) -> None:
-    """A progress callback that reports nothing."""
-
 
 @dataclass
 class ExplainResult:
@@ -122,9 +114,9 @@ def explain(path: str | Path, *, checkpoint: str | None = None, device: str = "c
     if limit is not None and limit < 1:
         raise ExplainError(f"--limit: must be at least 1, got {limit}")
     with open_trace(path) as trace:
-        meta = trace.meta
+        meta = trace.record
     torch_device = resolve_device(device, ExplainError)
-    if meta.get("model_source") == "huggingface":
+    if meta.model_source == "huggingface":
         model, stem = load_hf_model(meta, checkpoint, torch_device, path)
     else:
         stem = resolve_checkpoint(meta, path, checkpoint)
@@ -153,13 +145,13 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                 raise ExplainError(f"--request: the trace holds requests 0..{len(trace.requests) - 1}, "
                                    f"not {bad[0]}")
         order = {name: i for i, name in enumerate(trace.run_names)}
-        conditions = {name: condition_of(trace.run(name).attrs) for name in order}
+        conditions = {name: condition_of(trace.run(name).record) for name in order}
         reruns = Reruns(trace, model)  # runs the trace's kernels where this build has them
         mapper = MapRunner(reruns)
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
-                               recorded_machine=dict(trace.meta.get("machine") or {}),
+                               recorded_machine=dict(trace.record.machine or {}),
                                rerun_machine=machine_fingerprint(
-                                   device, getattr(model, "kernel_version", KERNEL_VERSION)))
+                                   device, model.kernel_version))
         earlier = earlier_records(trace, checkpoint, digest)
         machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}
@@ -327,7 +319,7 @@ def _machines_text(recorded: dict, rerun: dict) -> str:
 def _evidence(v: Verdict, reruns: Reruns, mapper: MapRunner) -> tuple[Evidence, Proof, PairMap | None]:
     ref_run, ref_row, run, row = v.ref_run, v.ref_row, v.run, v.row
     ref_s, s = reruns.settings(ref_run), reruns.settings(run)
-    coupled, native = ref_s.coupled or s.coupled, "native" in (ref_s.kernel_mode, s.kernel_mode)
+    coupled, native = ref_s.coupled or s.coupled, KernelMode.NATIVE in (ref_s.kernel_mode, s.kernel_mode)
     reproductions = (reruns.reproduction(ref_run), reruns.reproduction(run))
     level = weakest(r.level for r in reproductions)
     drift = _drift_text(reproductions)

@@ -46,8 +46,8 @@ def plan_groups(trace, requests: list[int] | None = None) -> list[Group]:
 
     One pass over the runs reads their conditions and rows (linear in the runs, whatever the number of
     requests)."""
-    runs = [run for run in trace.runs() if getattr(run, "complete", True)]
-    conditions = {run.name: condition_of(run.attrs) for run in runs}
+    runs = [run for run in trace.runs() if run.complete]
+    conditions = {run.name: condition_of(run.record) for run in runs}
     holding = runs_by_request([(run.name, run.request_ids, run.probe_row) for run in runs])
     groups: list[Group] = []
     for request in request_order(trace, requests):

@@ -11,18 +11,19 @@ come from the recorded run itself, the routing policy and kernel mode from its a
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from model.generate import GenerationState, generate
+from model.protocols import GenerationModel
 from model.recorder import Recorder
 from model.replay import ReplayRouting
 from model.routing_policy import RoutingPolicy
 from traces.analysis.reproduction import Reproduction, compare_run
+from traces.reader import Trace
+from traces.records import RootMeta
 
 log = logging.getLogger(__name__)
 
@@ -95,22 +96,20 @@ def _watch(row: int, target: list[int]):
     return until
 
 
-def recorded_kernels(meta: dict) -> int:
+def recorded_kernels(meta: RootMeta) -> int:
     """The kernel version a trace was recorded with (its machine fingerprint; 1 where it has none)."""
-    machine = meta.get("machine")
-    value = machine.get("kernels") if isinstance(machine, dict) else None
+    value = (meta.machine or {}).get("kernels")
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 class Reruns:
     """Reruns of the runs of one open trace with one model; each (run, variant) is generated once."""
 
-    def __init__(self, trace, model: torch.nn.Module):
+    def __init__(self, trace: Trace, model: GenerationModel):
         self.trace = trace
         self.model = model
-        use_kernels = getattr(model, "use_kernels", None)
-        if use_kernels is not None:  # the trace's kernels where this build has them: its bits reproduce
-            use_kernels(recorded_kernels(trace.meta))
+        # The trace's kernels where this build has them: its bits reproduce.
+        model.use_kernels(recorded_kernels(trace.record))
         self._settings: dict[str, RunSettings] = {}
         self._tokens: dict[tuple[str, str], list[list[int]]] = {}
         self._reproduction: dict[str, Reproduction] = {}
@@ -127,17 +126,15 @@ class Reruns:
 
     def _read_settings(self, name: str) -> RunSettings:
         run = self.trace.run(name)
-        attrs = run.attrs
+        record = run.record
         tokens = np.asarray(run.tokens[...])
         prompt_len = np.asarray(run.prompt_len[...])
         lengths = [run.row_length(b) for b in range(run.batch_size)]
         prompts = [tokens[b, :prompt_len[b]].astype(int).tolist() for b in range(run.batch_size)]
         longest = max((n - int(p) for n, p in zip(lengths, prompt_len, strict=True)), default=0)
-        max_new = int(attrs.get("max_new_tokens", longest))
-        routing = attrs.get("routing") or self.trace.meta.get("routing") or {}
-        if isinstance(routing, str):
-            routing = json.loads(routing)
-        mode = str(attrs.get("kernel_mode", self.trace.meta.get("kernel_mode", "native")))
+        max_new = longest if record.max_new_tokens is None else int(record.max_new_tokens)
+        routing = record.routing or self.trace.record.routing
+        mode = record.kernel_mode
         config = self.model.config
         try:
             policy = RoutingPolicy.from_dict(routing) if config.is_moe else None
@@ -179,7 +176,7 @@ class Reruns:
         if name not in self._reproduction:
             s = self.settings(name)
             run = self.trace.run(name)
-            topk = getattr(run, "logits_form", "full") == "topk"
+            topk = run.logits_form == "topk"
             recorder = Recorder("topk", run.logits.k) if topk else Recorder()  # as the trace holds them
             result = self._generate(s, s.policy, s.kernel_mode, recorder=recorder)
             self._tokens[(name, "recorded")] = result.tokens

@@ -49,6 +49,7 @@ from traces.analysis import Verdict, row_trace
 from traces.analysis.displacement import displacement
 from traces.analysis.proof import CAPACITY_KIND, NUMERIC_KIND, EventKind, ProofKind, set_kind
 from traces.analysis.rows import layer_routing
+from traces.records import KernelMode
 
 #: Cells of the causal map whose events are tried alone, at most, strongest first.
 MAX_MAP_CELLS = 3
@@ -212,7 +213,8 @@ class _Pair:
                        v.run: self.b.tokens.astype(int).tolist()}
         self.through = {name: tokens[: v.t_star + 1] for name, tokens in self.tokens.items()}
         self.reference = reruns.reference_routing(v.ref_run, v.ref_row)
-        self.native = "native" in (reruns.settings(v.run).kernel_mode, reruns.settings(v.ref_run).kernel_mode)
+        self.native = KernelMode.NATIVE in (reruns.settings(v.run).kernel_mode,
+                                          reruns.settings(v.ref_run).kernel_mode)
         self._layers: dict[tuple[str, int], object] = {}
         self._steps: dict[str, set[int]] = {}        # run -> forward steps of its candidate events
         self._states: dict[str, dict] = {}           # run -> step -> GenerationState

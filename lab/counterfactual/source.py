@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from model.checkpoint import checkpoint_paths, load_checkpoint
+from traces.records import RootMeta
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +34,16 @@ class ExplainError(ValueError):
     """A bad option or an unusable input of `explain`; the command line prints it and exits with 2."""
 
 
-def named_checkpoint(meta: dict) -> str | None:
+def named_checkpoint(meta: RootMeta) -> str | None:
     """The checkpoint a trace names, if its recorder stored one."""
-    named = meta.get("checkpoint")
+    named = meta.checkpoint
     if not named:
-        extra = (meta.get("model_config") or {}).get("extra") or {}
+        extra = meta.model_config.get("extra") or {}
         named = extra.get("checkpoint") if isinstance(extra, dict) else None
     return str(named) if named else None
 
 
-def resolve_checkpoint(meta: dict, trace_path: str | Path, given: str | None) -> Path:
+def resolve_checkpoint(meta: RootMeta, trace_path: str | Path, given: str | None) -> Path:
     """The checkpoint stem to load for a trace (see the module docstring); ExplainError if absent."""
     if given:
         stem = Path(given)
@@ -50,7 +51,7 @@ def resolve_checkpoint(meta: dict, trace_path: str | Path, given: str | None) ->
             raise ExplainError(f"--checkpoint: {_weights(stem)} not found")
         return stem
     named = named_checkpoint(meta)
-    dense = meta.get("moe_layers", [0]) == []
+    dense = meta.moe_layers == []
     default = ASSETS / ("dense-control" if dense else "moe-default")
     candidates = [default]
     if named:  # the checkpoint named, or none: never the shipped model in its place
@@ -65,13 +66,13 @@ def resolve_checkpoint(meta: dict, trace_path: str | Path, given: str | None) ->
                        f"{', '.join(str(c) for c in candidates)}; give one with --checkpoint")
 
 
-def load_model(meta: dict, stem: Path, device: torch.device) -> torch.nn.Module:
+def load_model(meta: RootMeta, stem: Path, device: torch.device) -> torch.nn.Module:
     """Load the checkpoint and check its configuration against the trace's `model_config`."""
     try:
         model, _ = load_checkpoint(stem, device=device)
     except ValueError as exc:
         raise ExplainError(f"--checkpoint: {exc}") from None
-    recorded = dict(meta.get("model_config") or {})
+    recorded = dict(meta.model_config)
     loaded = model.config.to_dict()
     differ = sorted(k for k in set(recorded) | set(loaded)
                     if k != "extra" and recorded.get(k) != loaded.get(k))
@@ -86,13 +87,13 @@ def load_model(meta: dict, stem: Path, device: torch.device) -> torch.nn.Module:
 _HF_PROVENANCE = ("_name_or_path", "transformers_version", "dtype", "torch_dtype")
 
 
-def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_path: str | Path = "."):
+def load_hf_model(meta: RootMeta, given: str | None, device: torch.device, trace_path: str | Path = "."):
     """(model, name) of a Hugging Face trace (`model_source` "huggingface"): the folder or hub id given
     or the one the trace names in `checkpoint`, in the trace's dtype, checked against `model_config`.
     A relative folder the trace names is looked for from here, beside the trace and in the repository."""
     from model.hf.load import HFLoadError, load_hf
 
-    named = given or meta.get("checkpoint")
+    named = given or meta.checkpoint
     if not named:
         raise ExplainError("--checkpoint: the trace names no Hugging Face model; give its folder")
     name = named
@@ -103,12 +104,12 @@ def load_hf_model(meta: dict, given: str | None, device: torch.device, trace_pat
     if not given and (Path(name).is_absolute() or Path(name).is_dir()):
         refuse_unless_allowed(named, Path(name), trace_path)
     try:
-        model = load_hf(str(name), dtype=str(meta.get("dtype", "float32")), device=device)
+        model = load_hf(str(name), dtype=meta.dtype, device=device)
     except HFLoadError as exc:
         raise ExplainError(f"--checkpoint: {exc}") from None
     except ImportError as exc:
         raise ExplainError(f"--checkpoint: transformers is not installed ({exc})") from None
-    recorded = dict(meta.get("model_config") or {})
+    recorded = dict(meta.model_config)
     loaded = model.config.to_dict()
     differ = sorted(k for k in set(recorded) | set(loaded)
                     if k not in _HF_PROVENANCE and recorded.get(k) != loaded.get(k))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from lab.experiments import ExperimentError
 from model.routing_policy import RoutingPolicy
+from traces.records import KernelMode
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool,
     kernels (with the preset's pad counting, then without: the fix that must give U = 1), and dropless
     with batch-invariant kernels (Thinking Machines' setting, also U = 1)."""
     out: list[Condition] = []
-    if "native" in kernel_modes:
+    if KernelMode.NATIVE in kernel_modes:
         if with_dense:
             out.append(dense_control())
         out.append(dropless("native"))
@@ -107,10 +108,10 @@ def e1_conditions(presets, capacity_factors, kernel_modes, with_dense: bool,
         if mode in kernel_modes:
             out += [capacity(p, cf, mode, min_capacity=m) for p in presets for cf in capacity_factors
                     for m in min_capacities]
-    if "native" in kernel_modes:
+    if KernelMode.NATIVE in kernel_modes:
         out += [capacity(p, capacity_factors[0], "native", group_by="sequence", pads_counted=False)
                 for p in presets]
-    if "batch_invariant" in kernel_modes:
+    if KernelMode.BATCH_INVARIANT in kernel_modes:
         cf = capacity_factors[0]
         for p in presets:
             # Per-sequence groups are batch-invariant only if pads do not count toward S: a longer

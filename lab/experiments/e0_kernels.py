@@ -26,6 +26,7 @@ from lab.experiments.tables import markdown_table, ranges
 from model import kernels
 from model.recorder import Recorder
 from traces import schema
+from traces.records import KernelMode
 from traces.schema import MISSING
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class E0Result:
                  f"giving the first row bitwise equal values ({self.threads} torch thread"
                  f"{'s' if self.threads != 1 else ''}, {torch.__version__}).", "",
                  markdown_table(["weight", "shape [out x in]", *(f"{m} classes" for m in modes)], rows)]
-        if "batch_invariant" in modes:
+        if KernelMode.BATCH_INVARIANT in modes:
             lines += ["", f"batch_invariant: one class for every shape: {'yes' if self.invariant else 'NO'}"]
         return "\n".join(lines)
 

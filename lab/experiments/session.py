@@ -25,10 +25,11 @@ from model.checkpoint import checkpoint_paths, load_checkpoint
 from model.generate import GenerationResult, generate
 from model.protocols import GenerationModel
 from model.recorder import Recorder, logits_form_for, trace_meta
-from model.tokenizer import encode, vocab_strings
+from model.tokenizer import encode
 from traces import TraceWriter, schema
 from traces.background import BackgroundWriter
 from traces.chunks import default_threads
+from traces.records import KernelMode
 from traces.schema import DEFAULT_LOGITS_K
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def load_hf_models(settings, device: torch.device):
     except ImportError as exc:
         raise ExperimentError(f"--model: transformers is not installed (pip install 'moe-inspector[hf]'): "
                               f"{exc}") from None
-    if not settings.kernel_modes_given and "batch_invariant" in settings.kernel_modes:
+    if not settings.kernel_modes_given and KernelMode.BATCH_INVARIANT in settings.kernel_modes:
         settings = dataclasses.replace(settings, kernel_modes=("native",))
     note = "dense control skipped: a Hugging Face model has none"
     return Models(model, {"source": settings.hf_model}, None, note), settings
@@ -136,7 +137,7 @@ def load_hf_models(settings, device: torch.device):
 
 def adapt_policy(model, policy):
     """The policy as `model` runs it (a Hugging Face model's own K and score function)."""
-    if policy is None or not hasattr(model, "adapt_policy"):
+    if policy is None:
         return policy
     try:
         return model.adapt_policy(policy)
@@ -179,7 +180,7 @@ class Recording:
         self.runs: list[str] = []
         try:
             meta = trace_meta(model, adapt_policy(model, policy), kernel_mode=kernel_mode, seed=seed)
-            vocab = model.vocab() if hasattr(model, "vocab") else vocab_strings(model.config.vocab_size)
+            vocab = model.vocab()
             writer = TraceWriter(self.path, meta=meta, vocab=vocab, requests=list(pool.texts),
                                  prompt_tokens=[list(t) for t in pool.tokens], threads=writer_threads())
             self.writer = BackgroundWriter(writer)

@@ -30,7 +30,7 @@ from model.hf import kernels as hf_kernels
 from model.hf.families import RouterFamily
 from model.hf.moe_layers import moe_layers
 from model.hf.tap import RouterTap, StepContext
-from model.kernels import check_mode
+from model.kernels import KERNEL_VERSION, check_mode
 from model.routing import RoutingPolicy
 from model.step import StepInputs
 from model.transformer import ForwardOutput
@@ -134,6 +134,16 @@ class HFMoEModel:
     def new_cache(self, B: int) -> HFCache:
         return HFCache(self.hf.config, B, self.device)
 
+    @property
+    def kernel_version(self) -> int:
+        """The version of the project's kernels recorded for this model (its batch-invariant wrappers,
+        `model.hf.kernels`; transformers computes the rest)."""
+        return KERNEL_VERSION
+
+    def use_kernels(self, version: int) -> int:
+        """Nothing to switch: this model runs one set of kernels whatever the trace's `version`."""
+        return self.kernel_version
+
     def adapt_policy(self, policy: RoutingPolicy) -> RoutingPolicy:
         """`policy` with this model's K and score function (the candidates are the router's own)."""
         if policy.priority == "expert_choice":
@@ -194,7 +204,7 @@ class HFMoEModel:
         else:
             # As transformers' generate: every row, finished or not, attends to its new column and
             # moves one position on; a running row's position is then its own (`positions`).
-            to_left = to_right = None
+            to_left = to_right = None  # type: ignore[assignment]  # (no left pads to move)
             ids, mask = tokens, torch.ones_like(tokens)
             pos = cache.last_pos[:, None] + 1  # [B,1]
             cache.last_pos = pos[:, 0]

@@ -43,7 +43,7 @@ class RouterFamily(ABC):
     score_fn: str = "softmax"        # scores the imposed policy records (DeepSeek-V3: sigmoid)
     sentinel_ok: bool = True         # the eager experts module skips index E
 
-    def is_moe_block(self, module: torch.nn.Module) -> bool:
+    def is_moe_block(self, module: torch.nn.Module | None) -> bool:
         router = getattr(module, self.router_attr, None)
         return isinstance(router, torch.nn.Module) and hasattr(module, "experts")
 

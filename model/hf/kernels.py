@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from model import kernels
+from traces.records import KernelMode
 
 #: What each kernel mode covers for a Hugging Face model (stored in the trace's `kernel_coverage`).
 COVERAGE = {
@@ -54,7 +55,7 @@ class _TiledGemms(TorchFunctionMode):
 def kernel_mode(model, mode: str, tile: int = 4):
     """Run `model` (a transformers model) in kernel `mode` for the duration of the block."""
     kernels.check_mode(mode)
-    if mode == "native":
+    if mode == KernelMode.NATIVE:
         yield
         return
     config = model.config

@@ -101,7 +101,7 @@ def load_hf(name: str | Path, *, dtype: str = "float32", device: str | torch.dev
             first = "a pickled file holds more than weights, and pickles are not run"
         raise HFLoadError(f"{name}: the weights could not be loaded ({first})") from None
     if device_map is None:
-        model = model.to(torch.device(device))
+        model = model.to(torch.device(device))  # type: ignore[arg-type]  # (transformers' stub)
     model.eval()
     wrapped = HFMoEModel(model, tokenizer, family_of(config.model_type), source=name, impose=impose)
     if not wrapped.config.moe_layers:

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 #: Per family: the transformers config class and the fields that make it small and MoE-shaped.
-FAMILY_CONFIGS = {
+FAMILY_CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "mixtral": ("MixtralConfig", dict(num_local_experts=4, num_experts_per_tok=2, num_key_value_heads=2)),
     "qwen2_moe": ("Qwen2MoeConfig", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                          shared_expert_intermediate_size=48, norm_topk_prob=False,
@@ -69,6 +69,7 @@ def tiny_config(family: str, vocab_size: int, hidden: int = 32, experts: int | N
     import transformers
 
     name, extra = FAMILY_CONFIGS[family]
+    base: dict[str, object]
     base = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn or hidden * 3 // 2,
                 num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256, bos_token_id=0,
                 eos_token_id=1, pad_token_id=2, tie_word_embeddings=False)

@@ -21,13 +21,13 @@ import math
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from model.corpus import documents, is_held_out
+from model.train_loop import train_steps
 
 log = logging.getLogger(__name__)
 
@@ -107,14 +107,6 @@ def evaluate(model, stream: np.ndarray, seq: int, batch: int = 16) -> dict:
     }
 
 
-def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to 10% of the peak."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
 def samples(model, tokenizer, new_tokens: int = 48) -> list[dict]:
     out = []
     for prompt in SAMPLE_PROMPTS:
@@ -163,30 +155,24 @@ def train(args: argparse.Namespace) -> dict:
                             context=512, aux=args.aux)
     model = transformers.MixtralForCausalLM(config)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    data = torch.from_numpy(train_stream)
-    history = []
-    started, started_cpu = time.perf_counter(), time.process_time()
-    model.train()
-    for step in range(args.steps):
-        starts = rng.integers(0, len(data) - args.seq - 1, size=args.batch)
-        x = torch.stack([data[s:s + args.seq] for s in starts])  # [B,T]
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+    def step_loss(windows: torch.Tensor):
+        """transformers' loss (next-token cross entropy plus `aux` times its load-balancing loss)."""
+        x = windows[:, :-1]  # [B,T]: transformers shifts the labels itself
         out = model(input_ids=x, labels=x, output_router_logits=True)
-        opt.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 50 == 0 or step == args.steps - 1:
+
+        def describe(step: int, seconds: float) -> dict:
             aux = float(out.aux_loss.detach())
-            entry = {"step": step, "loss": round(float(out.loss.detach()) - args.aux * aux, 4),
-                     "aux": round(aux, 4), "seconds": round(time.perf_counter() - started, 1)}
-            history.append(entry)
-            log.info("%s", entry)
-    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
+            return {"step": step, "loss": round(float(out.loss.detach()) - args.aux * aux, 4),
+                    "aux": round(aux, 4), "seconds": seconds}
+
+        return out.loss, describe
+
+    trained = train_steps(model, opt, torch.from_numpy(train_stream), rng, steps=args.steps, batch=args.batch,
+                          seq=args.seq, lr=args.lr, warmup=args.warmup, step_loss=step_loss)
+    history, seconds, cpu_seconds = trained.history, trained.seconds, trained.cpu_seconds
 
     args.out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(args.out)
+    model.to(torch.bfloat16).save_pretrained(args.out)  # type: ignore[arg-type]  # (transformers' stub)
     tokenizer.save_pretrained(args.out)
     for path in args.out.iterdir():  # safetensors writes owner-only files; a checkpoint is for everyone
         path.chmod(0o644)

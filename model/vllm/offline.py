@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 from model.engines import EngineName
 from model.vllm.outputs import EngineOutput, from_request_output
@@ -95,7 +96,7 @@ class OfflineEngine:
     def __init__(self, model: str, *, dtype: str | None = None, logprobs: int = 20, seed: int = 0,
                  engine_args: dict | None = None, quiet: bool = False):
         package, version = vllm_package()
-        args = {} if has_cuda() else dict(CPU_DEFAULTS)
+        args: dict[str, object] = {} if has_cuda() else dict(CPU_DEFAULTS)
         args.update(engine_args or {})
         device = "cuda" if has_cuda() else "cpu"
         if args.get("enforce_eager") is False and not captures_routes(version, device, "compiled"):
@@ -120,7 +121,7 @@ class OfflineEngine:
         self.logprobs = logprobs
         self.engine_args = dict(engine_args or {})
         self.package, self.version = package, version
-        self.llm = None
+        self.llm: Any = None  # vllm.LLM, until closed
         started = time.perf_counter()
         import torch
 

@@ -72,6 +72,7 @@ class ServerEngine:
         if shown is None and dtype is None:
             raise EngineError(f"the server at {self.url} does not show its dtype: pass --dtype as it was "
                               f"started, or start it with VLLM_SERVER_DEV_MODE=1 (docs/engines.md)")
+        self.dtype: str | None
         self.dtype, self.dtype_source = (shown, "the server") if shown else (dtype, "--dtype (stated)")
         mode = self.served.get("compilation_mode")
         if not captures_routes(self.version, str(self.served.get("device")), mode):

@@ -110,7 +110,7 @@ _CAUSES = (
 )
 
 #: Every cause by name, in the order summaries list them.
-CAUSE_TABLE: dict[CauseName, Cause] = {c.name: c for c in _CAUSES}
+CAUSE_TABLE: dict[str, Cause] = {c.name: c for c in _CAUSES}
 if list(CAUSE_TABLE) != list(CauseName):   # a cause is a member of CauseName and one row here
     raise ImportError(f"the cause table and CauseName differ: {sorted(set(CauseName) ^ set(CAUSE_TABLE))}")
 

@@ -38,6 +38,8 @@ while the cause is a later capacity drop or router flip.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from traces.analysis import next_token
@@ -84,6 +86,7 @@ def explain_pair_with_differences(ref: RowTrace, other: RowTrace) -> tuple[Verdi
         p, s = np.unravel_index(int(np.argmax(stages)), stages.shape)
         root = _root(diff, int(p), int(s), L)
     first_logits = _first(diff.logits) if diff.logits is not None else -1
+    fields: dict[str, Any]  # the Verdict's fields
     fields = dict(run=other.run, row=other.row, ref_run=ref.run, ref_row=ref.row, request=ref.request,
                   is_probe=other.is_probe, ref_is_probe=ref.is_probe,
                   prompt_len=ref.prompt_len, compared=compared, t_star=t_star,
@@ -171,6 +174,7 @@ def _routing_event(ref: RowTrace, other: RowTrace, diff, p: int, l: int, fields:
     ka, kb = ref.kept[l, p], other.kept[l, p]
     za, zb = ref.router_logits[l, p], other.router_logits[l, p]
     K = ea.shape[0]
+    event: dict[str, Any]
     event = dict(position=p, layer=l, experts=_ints(eb), ref_experts=_ints(ea), kept=_bools(kb),
                  ref_kept=_bools(ka), gates=_floats(other.gate[l, p]), ref_gates=_floats(ref.gate[l, p]),
                  slots=_ints(other.slot[l, p]), ref_slots=_ints(ref.slot[l, p]),

@@ -125,18 +125,19 @@ def pair_curves(ref: RowTrace, other: RowTrace, length: int | None = None,
     nan_t = np.full(T, np.nan)
     kl, dmax, margin = nan_t, nan_t.copy(), nan_t.copy()
     exact = True
-    if ref.logits is not None and other.logits is not None and ref.log_probs is not None \
-            and other.log_probs is not None:
-        # The rows cache their log-probabilities and margins: a reference is shared by many pairs.
-        lp, lq = ref.log_probs[:T], other.log_probs[:T]
-        kl = np.where(routed, np.maximum((ref.probs[:T] * (lp - lq)).sum(axis=-1), 0.0), np.nan)
+    # The rows cache their log-probabilities and margins: a reference is shared by many pairs.
+    lp, lq, probs, ref_margin = ref.log_probs, other.log_probs, ref.probs, ref.logit_margin
+    if isinstance(ref.logits, np.ndarray) and isinstance(other.logits, np.ndarray) and lp is not None \
+            and lq is not None and probs is not None and ref_margin is not None:
+        lp, lq = lp[:T], lq[:T]
+        kl = np.where(routed, np.maximum((probs[:T] * (lp - lq)).sum(axis=-1), 0.0), np.nan)
         dmax = np.where(routed, max_logit_difference(ref.logits[:T], other.logits[:T]), np.nan)
-        margin = np.where(routed, ref.logit_margin[:T], np.nan)
-    elif ref.logits is not None and other.logits is not None:
+        margin = np.where(routed, ref_margin[:T], np.nan)
+    elif ref.logits is not None and other.logits is not None and ref_margin is not None:
         la, lb, _ = next_token.comparable(ref.logits[:T], other.logits[:T], ref.tokens, other.tokens)
         kl = np.where(routed, next_token.kl(la, lb), np.nan)
         dmax = np.where(routed, next_token.max_difference(la, lb), np.nan)
-        margin = np.where(routed, ref.logit_margin[:T], np.nan)
+        margin = np.where(routed, ref_margin[:T], np.nan)
         exact = False
     values = next_token.values_word(ref.logits, other.logits)
     za, zb = ref.router_logits[:, :T], other.router_logits[:, :T]

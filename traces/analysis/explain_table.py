@@ -31,6 +31,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -314,6 +315,7 @@ def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = 
                          invariant_same: bool | None = None, replay_same: bool | None = None,
                          confirmed_cause: str | None = None) -> ExplainRecord:
     """A copy of `record` with the counterfactual results given (the others kept)."""
+    changes: dict[str, Any]
     changes = {k: v for k, v in (("dropless_same", dropless_same), ("invariant_same", invariant_same),
                                  ("replay_same", replay_same), ("confirmed_cause", confirmed_cause))
                if v is not None}

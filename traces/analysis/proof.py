@@ -154,7 +154,7 @@ def proof_sentence(events: str, size: int, kind: str, t_star: int, new_index: in
     gives = (f"makes {label(changed)} give {label(other)}'s tokens" if changed and other
              else "restores the other run's tokens")
     if size <= 1:
-        what = f" ({EVENT_WORDS[how]})" if how in EVENT_WORDS else ""
+        what = f" ({EVENT_WORDS[EventKind(how)]})" if how in EVENT_WORDS else ""
         return f"Proven cause: {events}{what} alone {gives} {split}."
     gives = gives.replace("makes", "make").replace("restores", "restore")
     return (f"Proven cause: a 1-minimal set of {size} events ({kind.replace('_', ' ')}): {events}. Together "

@@ -10,17 +10,28 @@ replaces the first run where it is among the runs compared.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 
-def condition_of(attrs: Mapping) -> str:
-    """A run's condition from its attributes: `condition`, else its routing knobs and kernel mode."""
-    condition = str(attrs.get("condition", "") or "")
-    if condition:
-        return condition
-    routing = attrs.get("routing")
+class Conditioned(Protocol):
+    """What names a run's condition: a run's record (`traces.records.RunAttrs`) or its summary."""
+
+    @property
+    def condition(self) -> str: ...
+    @property
+    def routing(self) -> object: ...
+    @property
+    def kernel_mode(self) -> str: ...
+
+
+def condition_of(run: Conditioned) -> str:
+    """A run's condition: its `condition`, else its routing knobs and kernel mode."""
+    if run.condition:
+        return run.condition
+    routing = run.routing
     knobs = json.dumps(routing, sort_keys=True) if isinstance(routing, dict) else str(routing or "")
-    return f"routing {knobs}, {attrs.get('kernel_mode', '')}".strip(", ")
+    return f"routing {knobs}, {run.kernel_mode}".strip(", ")
 
 
 def default_references(runs: Iterable[tuple[str, int, str]],

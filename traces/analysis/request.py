@@ -96,7 +96,7 @@ def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
         pairs.append(explain_pair_with_differences(ref, row))
     new = new_tokens(tokens, prompt_lens, n_new)
     return RequestAnalysis(
-        rows=rows, reference=reference, completions=count_completions(new), new=new,
+        rows=tuple(rows), reference=reference, completions=count_completions(new), new=new,
         first_divergence=first_divergence(new, reference), tree=prefix_tree(new),
         verdicts=tuple(v for v, _ in pairs), differences=tuple(d for _, d in pairs),
         lengths=np.array([len(t) for t in tokens], dtype=np.int64),

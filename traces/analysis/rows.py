@@ -103,7 +103,7 @@ class RunArrays:
         missing = [p for p, n in RUN_ARRAY_NAMES.items() if p not in arrays and n != "logits"]
         if missing:
             raise ValueError(f"run {name!r}: dataset {missing[0]} missing")
-        named = {RUN_ARRAY_NAMES[p]: a for p, a in arrays.items() if p not in topk}
+        named: dict[str, Any] = {RUN_ARRAY_NAMES[p]: a for p, a in arrays.items() if p not in topk}
         if any(p in arrays for p in topk):
             only = topk_values(attrs or {}) == "log_probs"
             named["logits"] = TopLogits.from_schema(arrays, logprobs_only=only)
