@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import torch
 from torch import nn
@@ -81,7 +82,7 @@ def unavailable(path: str) -> str | None:
 
 # -- the backends ---------------------------------------------------------------------------------
 
-def packed_weights(moe: nn.Module, module: ModuleType, x: torch.Tensor,
+def packed_weights(moe: Any, module: ModuleType, x: torch.Tensor,
                    gate: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int] | None:
     """The block's expert weights in `module`'s layout, packed again whenever they change (a load, an
     optimiser step), or None where the compiled kernels do not run: not the CPU, not float32,
@@ -127,7 +128,7 @@ EXPERTS: dict[tuple[int, str, str], Experts] = {
 }
 
 
-def compiled_step(moe: nn.Module, x: torch.Tensor, valid: torch.Tensor, policy, pad: torch.Tensor | None,
+def compiled_step(moe: Any, x: torch.Tensor, valid: torch.Tensor, policy, pad: torch.Tensor | None,
                   tile: int):
     """A step of a few tokens in one compiled call: (y, logits, probs, decision fields), or None where
     the compiled kernels or the block's `routing.StepPlan` do not apply (tile 0: native mode's router

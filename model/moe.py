@@ -97,10 +97,11 @@ class MoE(nn.Module):
         `before_route` may replace router logits, its `after_route` the decision.
         """
         if forced is None and edit is None:
-            step = backends.compiled_step(self, x, valid, policy, pad, 0 if mode == KernelMode.NATIVE else tile)
+            tiles = 0 if mode == KernelMode.NATIVE else tile
+            step = backends.compiled_step(self, x, valid, policy, pad, tiles)
             if step is not None:
                 y, logits, probs, *decision = step
-                return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))
+                return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))  # type: ignore[misc]
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
         if edit is not None:
             router_logits = edit.before_route(router_logits)
@@ -155,12 +156,12 @@ class MoE(nn.Module):
         E = self.n_experts
         if host:
             flat = np.where(kept.reshape(-1).numpy(), expert.reshape(-1).numpy(), E)  # [N*K], E = dropped
-            counts = np.bincount(flat, minlength=E + 1)
-            cand = np.argsort(flat, kind="stable")[:flat.size - int(counts[E])]
-            return torch.from_numpy(cand), counts[:E].tolist()
+            per_expert = np.bincount(flat, minlength=E + 1)  # [E+1]
+            cand = np.argsort(flat, kind="stable")[:flat.size - int(per_expert[E])]
+            return torch.from_numpy(cand), per_expert[:E].tolist()
         flat_expert = torch.where(kept, expert, E).reshape(-1)  # [N*K], E = dropped
         order = torch.sort(flat_expert, stable=True).indices
-        counts = torch.bincount(flat_expert, minlength=E + 1).tolist()
+        counts: list[int] = torch.bincount(flat_expert, minlength=E + 1).tolist()
         return order[:flat_expert.numel() - counts[-1]], counts[:-1]
 
     def _groupable(self, xs: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -100,9 +100,15 @@ class GenerationModel(Protocol):
     @property
     def kernel_version(self) -> int: ...
 
-    def use_kernels(self, version: int) -> int:
-        """Run the kernels of a trace's `version` where this build has them (so a rerun reproduces its
-        bits); returns the version now run."""
+    @property
+    def kernel_path(self) -> str:
+        """The kernels' version and instruction-set path, as the fingerprint records them (`3-avx512`)."""
+        ...
+
+    def use_kernels(self, version: int, isa: str | None = None) -> int:
+        """Run the kernels of a trace's `version` (on its instruction-set path `isa` where given and
+        available) where this build has them (so a rerun reproduces its bits); returns the version now
+        run."""
         ...
 
     def adapt_policy(self, policy: RoutingPolicy) -> RoutingPolicy:

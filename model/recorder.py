@@ -274,7 +274,7 @@ def trace_meta(model: GenerationModel, policy: RoutingPolicy | None, *, kernel_m
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_version": str(torch.__version__),  # TorchVersion is a str subclass h5py cannot store
         "seed": int(seed),
-        "machine": machine_fingerprint(model.device, model.kernel_version),
+        "machine": machine_fingerprint(model.device, model.kernel_version, model.kernel_path),
         **extra,  # a Hugging Face model: its tokenizer, where to load it from, what the kernel mode covers
     }
     return RootMeta(**fields)

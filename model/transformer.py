@@ -78,12 +78,12 @@ class MoETransformer(nn.Module):
 
     def _kernel_parts(self) -> list[nn.Module]:
         """The modules that run the project's kernels (attention, MoE blocks)."""
-        return [block.attn for block in self.blocks] + [block.ffn for block in self.blocks if block.is_moe]
+        return [block.attn for block in self.layers] + [block.ffn for block in self.layers if block.is_moe]
 
     @property
     def kernels(self) -> backends.Kernels:
         """The kernels this model runs (`model.experts.Kernels`): one choice for all its parts."""
-        return self.blocks[0].attn.kernels
+        return self.layers[0].attn.kernels
 
     @property
     def layers(self) -> list[Block]:
@@ -106,7 +106,7 @@ class MoETransformer(nn.Module):
         version 3 on where built, else the pure-PyTorch path (versions 1-2 share it)."""
         chosen = backends.choose(version, isa)
         for m in self._kernel_parts():
-            m.kernels = chosen
+            setattr(m, "kernels", chosen)  # noqa: B010 - every part has it (`_kernel_parts`)
         return self.kernel_version
 
     @property

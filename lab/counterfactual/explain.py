@@ -151,7 +151,7 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
         result = ExplainResult(path, checkpoint, device, TABLE, [], conditions,
                                recorded_machine=dict(trace.record.machine or {}),
                                rerun_machine=machine_fingerprint(
-                                   device, model.kernel_version))
+                                   device, model.kernel_version, model.kernel_path))
         earlier = earlier_records(trace, checkpoint, digest)
         machines = _machines_text(result.recorded_machine, result.rerun_machine)
         fresh: dict = {}

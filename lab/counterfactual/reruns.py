@@ -102,6 +102,12 @@ def recorded_kernels(meta: RootMeta) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
+def recorded_isa(meta: RootMeta) -> str | None:
+    """The instruction-set path of a trace's compiled kernels (`avx512` of `3-avx512`), or None."""
+    path = (meta.machine or {}).get("kernel_path")
+    return path.partition("-")[2] or None if isinstance(path, str) else None
+
+
 class Reruns:
     """Reruns of the runs of one open trace with one model; each (run, variant) is generated once."""
 
@@ -109,7 +115,7 @@ class Reruns:
         self.trace = trace
         self.model = model
         # The trace's kernels where this build has them: its bits reproduce.
-        model.use_kernels(recorded_kernels(trace.record))
+        model.use_kernels(recorded_kernels(trace.record), recorded_isa(trace.record))
         self._settings: dict[str, RunSettings] = {}
         self._tokens: dict[tuple[str, str], list[list[int]]] = {}
         self._reproduction: dict[str, Reproduction] = {}

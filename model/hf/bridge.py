@@ -140,7 +140,12 @@ class HFMoEModel:
         `model.hf.kernels`; transformers computes the rest)."""
         return KERNEL_VERSION
 
-    def use_kernels(self, version: int) -> int:
+    @property
+    def kernel_path(self) -> str:
+        """The kernel version and its path: transformers' own operators (no compiled path)."""
+        return f"{self.kernel_version}-torch"
+
+    def use_kernels(self, version: int, isa: str | None = None) -> int:
         """Nothing to switch: this model runs one set of kernels whatever the trace's `version`."""
         return self.kernel_version
 

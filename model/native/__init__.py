@@ -104,6 +104,8 @@ def library(name: str) -> Path | None:
 
 def _import(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a loadable extension")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

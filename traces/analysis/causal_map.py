@@ -15,6 +15,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -233,7 +234,7 @@ def cells_from_columns(columns: Mapping[str, np.ndarray]) -> dict[PairKey, list[
     lengths = {len(columns[c]) for c in CELL_COLUMNS}
     if len(lengths) > 1:
         raise ValueError("causal map table columns differ in length")
-    values = {}
+    values: dict[str, list] = {}
     for name in CELL_COLUMNS:
         raw = np.asarray(columns[name]).tolist()
         if name in _STR:
@@ -246,7 +247,7 @@ def cells_from_columns(columns: Mapping[str, np.ndarray]) -> dict[PairKey, list[
             values[name] = [float(v) for v in raw]
     out: dict[tuple[str, int, str, int], list[CellEffect]] = {}
     for i in range(lengths.pop() if lengths else 0):
-        key = tuple(values[n][i] for n in PAIR_COLUMNS)
+        key = cast("tuple[str, int, str, int]", tuple(values[n][i] for n in PAIR_COLUMNS))
         cell = CellEffect(**{n: values[n][i] for n in CELL_COLUMNS[len(PAIR_COLUMNS):]})
         out.setdefault(key, []).append(cell)
     return out

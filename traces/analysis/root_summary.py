@@ -62,8 +62,8 @@ def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
     tops = []
     for r in mapped:
         if r.decisive_cells:
-            _, layer, position = r.decisive_cells.split()[0].split(":")
-            tops.append((r, int(layer), int(position)))
+            _, layer_text, position_text = r.decisive_cells.split()[0].split(":")
+            tops.append((r, int(layer_text), int(position_text)))
     layers: dict[int, int] = {}
     for _, layer, _ in tops:
         layers[layer] = layers.get(layer, 0) + 1
