@@ -38,7 +38,7 @@ def example(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)   # the trace was recorded with one thread
     with open_trace(copy) as trace:
-        model = load_model(trace.meta, resolve_checkpoint(trace.meta, copy, None), torch.device("cpu"))
+        model = load_model(trace.record, resolve_checkpoint(trace.record, copy, None), torch.device("cpu"))
         reruns = Reruns(trace, model)
         a = row_trace(trace.run(REFERENCE[0]), REFERENCE[1])
         b = row_trace(trace.run(DIVERGENT[0]), DIVERGENT[1])

@@ -133,6 +133,11 @@ OTHER_WORDS = {
     ("lab/counterfactual/search.py", "cell"): 1,         # a proof's scope
     ("model/vllm/offline.py", "vllm"): 2,                # the vllm package and its logger
     ("model/vllm/server.py", "vllm"): 1,                 # the vllm package
+    # The glossary's terms as a reader sees them (words, `inspector.figure_data.words.as_words`).
+    ("inspector/views/glossary.py", "mixed"): 1,
+    ("inspector/views/glossary.py", "renormalization"): 1,
+    ("inspector/views/glossary.py", "unconfirmed"): 1,
+    ("inspector/views/glossary.py", "unexplained"): 1,
 }
 
 #: Names whose value is a cause, event, engine or level: never compared with a literal but ''.

@@ -8,8 +8,10 @@ it), and docs/glossary.md explains each word.
 
 from __future__ import annotations
 
+from traces.analysis.cause_table import CauseName
+
 #: Members whose words are not their spelling with spaces.
-WORDS = {"token_near_tie": "token near-tie"}
+WORDS = {CauseName.TOKEN_NEAR_TIE.value: "token near-tie"}
 
 
 def as_words(name: object) -> str:

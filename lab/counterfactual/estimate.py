@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.experts import TORCH_VERSION, choose
 from model.replay import ReplayRouting, forced_for_step
 from model.step import StepInputs
 
@@ -37,21 +38,22 @@ class Linearized:
 
 def supports_estimates(model) -> bool:
     """Whether the model exposes its MoE blocks for estimates (the project's own model)."""
-    return hasattr(model, "blocks") and hasattr(model, "_compiled_parts")
+    return hasattr(model, "blocks") and hasattr(model, "_kernel_parts")
 
 
 @contextlib.contextmanager
 def _autograd_kernels(model):
     """The pure-PyTorch path (differentiable) for the duration; the compiled kernels after."""
-    parts = model._compiled_parts()
-    before = [m.compiled for m in parts]
+    parts = model._kernel_parts()
+    before = [m.kernels for m in parts]
+    torch_path = choose(TORCH_VERSION)
     for m in parts:
-        m.compiled = False
+        m.kernels = torch_path
     try:
         yield
     finally:
-        for m, c in zip(parts, before, strict=True):
-            m.compiled = c
+        for m, k in zip(parts, before, strict=True):
+            m.kernels = k
 
 
 def linearize(model, policy, tokens: list[int], routing: ReplayRouting, target) -> Linearized:

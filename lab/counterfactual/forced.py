@@ -22,6 +22,7 @@ import torch
 
 from model.intervention import InterventionSet
 from model.replay import ReplayRouting, forced_for_step
+from model.protocols import SnapshotCache
 from model.step import StepInputs
 
 
@@ -89,6 +90,9 @@ class ForcedRun:
         self.L = len(model.config.moe_layers)
         self.K = int(np.asarray(run.expert).shape[-1])
         self._states: dict[int, object] = {}
+        # A cache that keeps states (`model.protocols.SnapshotCache`) lets a rerun resume at the step a
+        # change touches; another (a Hugging Face model's) reruns from the first step.
+        self.snapshots = isinstance(model.new_cache(1), SnapshotCache)
         self.reruns = 0     # steps run by changed reruns
 
     def step_of(self, row: int, position: int) -> int:
@@ -97,7 +101,7 @@ class ForcedRun:
     def prepare(self, last: int) -> None:
         """Run steps 0..last unchanged and keep the cache at the start of each (once per run)."""
         have = max(self._states, default=-1)
-        if have >= last:
+        if have >= last or not self.snapshots:
             return
         cache = self._states[have].clone() if have >= 0 else self.model.new_cache(self.step.shape[0])
         start = max(have, 0)
@@ -124,7 +128,10 @@ class ForcedRun:
             for iv in edits:
                 start = min(start, iv.step)
         edit = InterventionSet(tuple(edits)) if edits else None
-        cache = self._states[start].clone()
+        if self.snapshots:
+            cache = self._states[start].clone()
+        else:
+            start, cache = 0, self.model.new_cache(self.step.shape[0])
         with torch.no_grad():
             for s in range(start, last + 1):
                 logits = self._forward(s, cache, replay, edit)
