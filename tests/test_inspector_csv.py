@@ -89,6 +89,9 @@ def test_every_field_is_of_its_documented_type(exported, trace, view):
     header, rows = read(exported[trace, view])
     listed = documented()[view]
     assert header == [name for name, _, _ in listed] == [c.name for c in SPECS[view].columns.columns]
+    if view == "causal_map" and trace != "example":  # only `explain` stores maps: these hold none
+        assert rows == []
+        return
     assert rows, "a table with no row says nothing"
     for name, kind, empty in listed:
         values = [r[name] for r in rows]
@@ -199,7 +202,8 @@ def test_text_from_a_trace_reads_back_whatever_it_holds():
 
 @pytest.mark.parametrize("argv, said", [
     (["export", "{t}", "--view", "rotuing", "-o", "{o}"],
-     "--view must be one of routing, layers, load, pair, runs, compare, text, overview, divergence, got "
+     "--view must be one of routing, layers, load, pair, runs, compare, causal_map, text, overview, "
+     "divergence, got "
      "'rotuing' (did you mean 'routing'?)"),
     (["export", "{t}", "--size", "colum", "-o", "{o}"],
      "--size must be one of column, page, slide, got 'colum' (did you mean 'column'?)"),

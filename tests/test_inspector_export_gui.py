@@ -61,6 +61,8 @@ def command_options(v) -> list[str]:
         return ["--run", s.run, "--layer", str(s.layer), "--step", str(s.step), "--group", str(s.group)]
     if ex.view in ("pair", "compare"):
         return ["--request", str(s.request), "--pair", ",".join(s.pair), "--layer", str(s.layer)]
+    if ex.view == "causal_map":
+        return ["--run", s.run] + ([] if s.row is None else ["--row", str(s.row)])
     return ["--request", str(s.request), "--run", s.run, "--condition", s.condition]
 
 

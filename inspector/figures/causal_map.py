@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import math
-import textwrap
 
 import numpy as np
 
@@ -108,14 +107,14 @@ class CausalMapFigure:
 
     def _title(self, side: str, limit: float) -> str:
         d = self.data
-        if d.message:   # lines of a few words: a title is as wide as its longest line
-            return "<br>".join(html.escape(line) for line in textwrap.wrap(d.message, 48))
-        patched, other = (d.run, d.ref_run) if side == "B" else (d.ref_run, d.run)
+        if d.message:   # what is missing, in a few words (the caption and the app's notice say what to do)
+            return html.escape(d.message.split(":")[0])
+        other = "A" if side == "B" else "B"
         base = d.baseline[SIDES.index(side)]
         tie = " · a near-tie" if d.near_tie else ""
-        row = d.row if side == "B" else d.ref_row
-        return (f"{side}{NB}= {html.escape(patched)} row{NB}{row}<br>patched toward {html.escape(other)}{tie}"
-                f"<br>logit difference at t*{NB}={NB}{d.t_star}: {base:+.3g} unpatched · colour ±{limit:.3g}")
+        # The runs by letter (their names: the caption and the key): a title as wide as its plot.
+        return (f"{side} patched toward {other}{tie}<br>logit difference at t*{NB}={NB}{d.t_star}: "
+                f"{base:+.3g} unpatched · colour ±{limit:.3g}")
 
     def _draw_chain(self) -> None:
         """Arrows from each link of the chain to the next, from the batch event to the decisive cell."""

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from model.intervention import InterventionSet
-from model.replay import ReplayRouting, forced_for_step
 from model.protocols import SnapshotCache
+from model.replay import ReplayRouting, forced_for_step
 from model.step import StepInputs
 
 
