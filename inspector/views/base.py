@@ -183,6 +183,11 @@ class View(QtWidgets.QWidget):
         pad = 2 * graphics.frameWidth() + 4
         graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),
                                 max(height, math.ceil(need.height()) + pad))
+        # A layout laid out while its content needed more room than the graphics had (a resize that
+        # arrives with new data, before the view shortens its titles) stays that large: nothing resizes
+        # the graphics again. Lay it out in the graphics' own rectangle, now that it fits.
+        if graphics.ci.geometry() != graphics.range:
+            graphics.ci.setGeometry(graphics.range)
         splitter = graphics.parentWidget()
         if isinstance(splitter, QtWidgets.QSplitter):  # a splitter keeps its sizes: give the graphics
             sizes = splitter.sizes()                     # their new minimum from the other panes
