@@ -11,6 +11,10 @@ expert slots). With no change, the rerun takes the recorded decisions again
 States: `ForcedRun.prepare(last)` runs the batch once to the step `last` and keeps the KV cache at
 the start of every step; a change at step s resumes from the state kept there and runs steps
 s..last only.
+
+A run generated with interventions (a planted event: `model.generate.generate(intervention=...)`)
+is rerun with them (`edits`): they act in every rerun, the unchanged one included, so its kept
+states are the planted run's.
 """
 
 from __future__ import annotations
@@ -79,8 +83,9 @@ def step_specs(run, filler: int) -> list[StepSpec]:
 class ForcedRun:
     """One recorded run of a trace, rerun with teacher-forced tokens (see the module docstring)."""
 
-    def __init__(self, model, run, policy, kernel_mode: str):
+    def __init__(self, model, run, policy, kernel_mode: str, edits: tuple = ()):
         self.model = model
+        self.edits = tuple(edits)   # interventions the run was generated with, applied in every rerun
         self.policy = policy
         self.kernel_mode = kernel_mode
         filler = model.fill_id if model.fill_id is not None else (model.pad_id or 0)
@@ -105,7 +110,7 @@ class ForcedRun:
             for s in range(start, last + 1):
                 if s not in self._states:
                     self._states[s] = cache.compact()
-                self._forward(s, cache, None, None)
+                self._forward(s, cache, None, self._edit(()))
 
     def logit_difference(self, row: int, position: int, plus: int, minus: int, *,
                          replay: dict[int, ReplayRouting] | None = None, edits=(),
@@ -123,7 +128,7 @@ class ForcedRun:
                     start = min(start, int(self.step[r, has[1]].min()))
             for iv in edits:
                 start = min(start, iv.step)
-        edit = InterventionSet(tuple(edits)) if edits else None
+        edit = self._edit(tuple(edits))
         cache = self._states[start].clone()
         with torch.no_grad():
             for s in range(start, last + 1):
@@ -132,6 +137,10 @@ class ForcedRun:
         col = int(torch.nonzero(self.specs[last].positions[row] == position)[0])
         out = logits[row, col]
         return float(out[plus] - out[minus])
+
+    def _edit(self, extra: tuple) -> InterventionSet | None:
+        both = (*self.edits, *extra)
+        return InterventionSet(both) if both else None
 
     def _forward(self, s: int, cache, replay, edit) -> torch.Tensor:
         spec = self.specs[s]
