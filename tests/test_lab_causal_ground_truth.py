@@ -1,5 +1,6 @@
-"""The causal map against known causes: a planted capacity event upstream of the split is where the
-chain leads, and a bare logit tie is a near-tie."""
+"""The causal map against known causes, on a tiny model's batch generated as it is and with one planted
+withdraw: where the plant decides the split, the chain leads to it; where the split is a bare logit
+tie, the map says near-tie."""
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from model.routing import RoutingPolicy
 from model.tokenizer import encode, vocab_strings
 from traces import TraceWriter, open_trace
 from traces.analysis import explain_pair, row_trace
+from traces.analysis.causal_map import map_text
 
 REQUESTS = ["The probe: def f(x):", "import os", "x = [1, 2, 3]", "print('hello')"]
 POLICY = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=0.5)
@@ -88,3 +90,20 @@ def test_a_planted_capacity_event_is_where_the_chain_leads(tmp_path, tiny_model,
     assert m.reaches_batch
     end = m.chain[-1]
     assert (end.kind, end.layer, end.position, end.step) == ("capacity", iv.layer, iv.position, iv.step)
+
+
+def test_a_split_at_a_bare_logit_tie_is_a_near_tie(tmp_path, tiny_model, one_thread):
+    model = tiny_model(1)
+    recorder = Recorder()
+    natural = generate(model, [encode(r) for r in REQUESTS], NEW_TOKENS, POLICY, MODE, recorder=recorder)
+    iv = probe_drop(recorder.arrays(natural), step=2, layer=1)
+    planted_trace(tmp_path / "tie.h5", model, iv)
+    v, m = mapped(tmp_path / "tie.h5", model, iv)
+    assert v.diverged and v.t_star == iv.position + 1
+    # The planted run's own token is ahead by a few hundredths of a logit: a bare tie.
+    assert -0.05 < m.baseline["A"] < 0
+    # No cell moves the split more than a random change of its size at its position: a near-tie, with
+    # the share of random changes that flip the token (stated in its words).
+    assert m.cells and m.near_tie and not m.decisive() and not m.chain
+    assert 0 < m.null_flip() <= 1
+    assert "near-tie" in map_text(m, "natural", "planted")
