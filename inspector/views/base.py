@@ -183,10 +183,9 @@ class View(QtWidgets.QWidget):
         pad = 2 * graphics.frameWidth() + 4
         graphics.setMinimumSize(max(width, math.ceil(need.width()) + pad),
                                 max(height, math.ceil(need.height()) + pad))
-        # A layout laid out while its content needed more room than the graphics had (a resize that
-        # arrives with new data, before the view shortens its titles) stays that large: nothing resizes
-        # the graphics again. Lay it out in the graphics' own rectangle, now that it fits.
-        if graphics.ci.geometry() != graphics.range:
+        # A layout grown while the view was hidden keeps that size until the view is resized: give it
+        # the view's size again (else its bottom lies past the view, out of reach).
+        if graphics.ci.geometry().size() != graphics.range.size():
             graphics.ci.setGeometry(graphics.range)
         splitter = graphics.parentWidget()
         if isinstance(splitter, QtWidgets.QSplitter):  # a splitter keeps its sizes: give the graphics
