@@ -110,7 +110,7 @@ class ForcedRun:
             for s in range(start, last + 1):
                 if s not in self._states:
                     self._states[s] = cache.compact()
-                self._forward(s, cache, None, self._edit(()))
+                self._forward(s, cache, None, None)
 
     def logit_difference(self, row: int, position: int, plus: int, minus: int, *,
                          replay: dict[int, ReplayRouting] | None = None, edits=(),
@@ -128,7 +128,7 @@ class ForcedRun:
                     start = min(start, int(self.step[r, has[1]].min()))
             for iv in edits:
                 start = min(start, iv.step)
-        edit = self._edit(tuple(edits))
+        edit = InterventionSet(tuple(edits)) if edits else None
         cache = self._states[start].clone()
         with torch.no_grad():
             for s in range(start, last + 1):
@@ -138,12 +138,10 @@ class ForcedRun:
         out = logits[row, col]
         return float(out[plus] - out[minus])
 
-    def _edit(self, extra: tuple) -> InterventionSet | None:
-        both = (*self.edits, *extra)
-        return InterventionSet(both) if both else None
-
-    def _forward(self, s: int, cache, replay, edit) -> torch.Tensor:
+    def _forward(self, s: int, cache, replay, edit: InterventionSet | None) -> torch.Tensor:
         spec = self.specs[s]
+        if self.edits:   # the run's own interventions first, then the change tried
+            edit = InterventionSet((*self.edits, *(edit.interventions if edit is not None else ())))
         forced = forced_for_step(replay, spec.positions, spec.valid, self.L, self.K) if replay else None
         layer_edit = edit.for_step(s, spec.positions, spec.valid) if edit is not None else None
         inputs = StepInputs(valid=spec.valid, positions=spec.positions, pad=spec.pad, cache=cache,
