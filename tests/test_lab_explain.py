@@ -1,6 +1,7 @@
 """Counterfactual reruns confirm the causes of divergences and store them in the trace."""
 
 import argparse
+import dataclasses
 import shutil
 import time
 
@@ -15,7 +16,7 @@ from inspector.commands.errors import UsageError
 from lab.counterfactual import TABLE, Evidence, ExplainError, decide, explain, explain_trace
 from lab.counterfactual.reruns import Reruns
 from lab.counterfactual.source import ASSETS, checkpoint_digest
-from lab.counterfactual.store import same_checkpoint
+from lab.counterfactual.store import same_checkpoint, store
 from model.checkpoint import checkpoint_paths, load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.generate import generate
@@ -218,6 +219,25 @@ def test_limit_and_request_fill_the_table_step_by_step(trace_copy):
     assert len(records) == second.compared and sum(r.diverged for r in records) == second.divergent
     assert all(r.confirmed_cause for r in records if r.diverged)
     assert explain_trace(path, model, checkpoint=str(stem), redo=True, limit=2).rerun == 2
+
+
+def test_a_pair_stored_before_the_causal_map_is_mapped_without_redo(trace_copy):
+    stem, path, model = trace_copy
+    explain_trace(path, model, checkpoint=str(stem), requests=[0], limit=1)
+    records = stored(path)[0]
+    (done,) = [r for r in records if r.diverged and r.confirmed_cause]
+    assert done.map_cells >= 0
+    # The same record as a table older than the causal map holds it: confirmed, proven, not mapped.
+    unmapped = [dataclasses.replace(r, map_cells=-1, map_exact=-1, decisive_cells="", map_chain="")
+                if r is done else r for r in records]
+    store(str(path), unmapped, checkpoint=str(stem), device="cpu")
+    assert next(r for r in stored(path)[0] if r.run == done.run and r.row == done.row).map_cells == -1
+    again = explain_trace(path, model, checkpoint=str(stem), requests=[0], limit=1)
+    assert again.rerun == 1 and again.reused == 0   # rerun and mapped, not kept
+    mapped = next(r for r in stored(path)[0] if r.run == done.run and r.row == done.row)
+    assert mapped.map_cells == done.map_cells and mapped.decisive_cells == done.decisive_cells
+    third = explain_trace(path, model, checkpoint=str(stem), requests=[0], limit=1)
+    assert third.reused == 1   # mapped now: kept
 
 
 def test_limit_takes_divergent_runs_in_turns_across_conditions(trace_copy):

@@ -205,18 +205,20 @@ def _chain(side_b: Side, side_a: Side, result: PairMap, t_star: int, prompt_len:
 
 class MapRunner:
     """Causal maps of the pairs of one trace: one teacher-forced rerun (`ForcedRun`) per run, whose
-    kept states every pair it belongs to resumes from."""
+    kept states every pair it belongs to resumes from. `edits` maps a run generated with interventions
+    (a planted event) to them: its reruns apply them too."""
 
-    def __init__(self, reruns, *, exact_all: bool = False):
+    def __init__(self, reruns, *, exact_all: bool = False, edits: dict[str, tuple] | None = None):
         self.reruns = reruns            # `lab.counterfactual.reruns.Reruns`: settings and the model
         self.exact_all = exact_all
+        self.edits = edits or {}
         self._forced: dict[str, ForcedRun] = {}
 
     def forced(self, name: str) -> ForcedRun:
         if name not in self._forced:
             s = self.reruns.settings(name)
             self._forced[name] = ForcedRun(self.reruns.model, self.reruns.trace.run(name), s.policy,
-                                           s.kernel_mode)
+                                           s.kernel_mode, self.edits.get(name, ()))
         return self._forced[name]
 
     def side(self, name: str, run: str, row: int, other_run: str, other_row: int, t_star: int) -> Side:

@@ -18,9 +18,10 @@ more than bitwise reruns without one (`evidence_rank`).
 
 Divergent pairs are taken in turns across the groups (the first of every request and condition,
 then the second of each, ...), so `--limit` samples every condition. Pairs an earlier call already
-confirmed with the same checkpoint are kept rather than rerun (unless `redo`, or the table predates
-the search for a proven cause), so a call stopped by Ctrl-C or `--limit` resumes where it stopped;
-Ctrl-C stores the pairs done so far. Progress counts the comparisons, then the reruns, as one bar.
+confirmed and mapped with the same checkpoint are kept rather than rerun (unless `redo`); a pair whose
+record predates the complete search or the causal map is rerun and mapped. So a call stopped by
+Ctrl-C or `--limit` resumes where it stopped; Ctrl-C stores the pairs done so far. Progress counts
+the comparisons, then the reruns, as one bar.
 """
 
 from __future__ import annotations
@@ -167,7 +168,8 @@ def explain_trace(path: str | Path, model, *, checkpoint: str = "", device: str 
                     log.info("kept the earlier verdict of run %s row %d (%s, %s) over this rerun's (%s, %s)",
                              record.run, record.row, old.confirmed_cause, old.reproduction,
                              new.confirmed_cause, new.reproduction)
-                    new = old
+                    # The map measured now still belongs to the pair: the kept verdict gets it.
+                    new = with_map(old, result.maps[key]) if key in result.maps else old
                     result.kept_stronger += 1
                 fresh[key] = new
                 result.rerun += 1
@@ -222,15 +224,14 @@ def _compare(trace, groups: list[Group], result: ExplainResult, out: dict,
 
 def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | None,
            redo: bool) -> list[Pair]:
-    """Keep the pairs an earlier call confirmed (a pair it could not reproduce is tried again; one a
-    table older than the causal map holds is kept until `redo`), cap the rest at `limit`; return those
-    to rerun."""
+    """Keep the pairs an earlier call confirmed and mapped (a pair it could not reproduce is tried again,
+    and so is one whose record predates the complete search or the causal map), cap the rest at `limit`;
+    return those to rerun."""
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        # A record from before the causal map (version 4 or older) is kept too: `redo` maps it.
-        searched = old is not None and old.proof_reruns >= 0
-        if searched and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
+        current = old is not None and old.proof_reruns >= 0 and old.map_cells >= 0
+        if current and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1
         elif limit is not None and len(rerun) >= limit:

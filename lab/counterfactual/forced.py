@@ -11,6 +11,10 @@ expert slots). With no change, the rerun takes the recorded decisions again
 States: `ForcedRun.prepare(last)` runs the batch once to the step `last` and keeps the KV cache at
 the start of every step; a change at step s resumes from the state kept there and runs steps
 s..last only.
+
+A run generated with interventions (a planted event: `model.generate.generate(intervention=...)`)
+is rerun with them (`edits`): they act in every rerun, the unchanged one included, so its kept
+states are the planted run's.
 """
 
 from __future__ import annotations
@@ -80,8 +84,9 @@ def step_specs(run, filler: int) -> list[StepSpec]:
 class ForcedRun:
     """One recorded run of a trace, rerun with teacher-forced tokens (see the module docstring)."""
 
-    def __init__(self, model, run, policy, kernel_mode: str):
+    def __init__(self, model, run, policy, kernel_mode: str, edits: tuple = ()):
         self.model = model
+        self.edits = tuple(edits)   # interventions the run was generated with, applied in every rerun
         self.policy = policy
         self.kernel_mode = kernel_mode
         filler = model.fill_id if model.fill_id is not None else (model.pad_id or 0)
@@ -140,8 +145,10 @@ class ForcedRun:
         out = logits[row, col]
         return float(out[plus] - out[minus])
 
-    def _forward(self, s: int, cache, replay, edit) -> torch.Tensor:
+    def _forward(self, s: int, cache, replay, edit: InterventionSet | None) -> torch.Tensor:
         spec = self.specs[s]
+        if self.edits:   # the run's own interventions first, then the change tried
+            edit = InterventionSet((*self.edits, *(edit.interventions if edit is not None else ())))
         forced = forced_for_step(replay, spec.positions, spec.valid, self.L, self.K) if replay else None
         layer_edit = edit.for_step(s, spec.positions, spec.valid) if edit is not None else None
         inputs = StepInputs(valid=spec.valid, positions=spec.positions, pad=spec.pad, cache=cache,

@@ -52,8 +52,12 @@ class MapSummary:
 
 
 def _median(values: list[float]) -> float:
+    """The median of the values that are not nan (the mean of the middle two of an even count)."""
     values = sorted(v for v in values if not math.isnan(v))
-    return values[len(values) // 2] if values else math.nan
+    if not values:
+        return math.nan
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
