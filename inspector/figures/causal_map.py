@@ -109,12 +109,13 @@ class CausalMapFigure:
         d = self.data
         if d.message:   # what is missing, in a few words (the caption and the app's notice say what to do)
             return html.escape(d.message.split(":")[0])
+        patched, row = (d.run, d.row) if side == "B" else (d.ref_run, d.ref_row)
         other = "A" if side == "B" else "B"
         base = d.baseline[SIDES.index(side)]
         tie = " · a near-tie" if d.near_tie else ""
-        # The runs by letter (their names: the caption and the key): a title as wide as its plot.
-        return (f"{side} patched toward {other}{tie}<br>logit difference at t*{NB}={NB}{d.t_star}: "
-                f"{base:+.3g} unpatched · colour ±{limit:.3g}")
+        # Each panel names its own run once and the other by letter: two lines, as wide as the plot.
+        return (f"{side}{NB}= {html.escape(patched)} row{NB}{row}, patched toward {other}{tie}<br>"
+                f"logit difference at t*{NB}={NB}{d.t_star}: {base:+.3g} unpatched · colour ±{limit:.3g}")
 
     def _draw_chain(self) -> None:
         """Arrows from each link of the chain to the next, from the batch event to the decisive cell."""
