@@ -65,7 +65,7 @@ def main() -> int:
     copy = folder / "example.h5"
     shutil.copy(ROOT / "traces" / "examples" / "example.h5", copy)
     with open_trace(copy) as trace:
-        model = load_model(trace.meta, resolve_checkpoint(trace.meta, copy, None), torch.device("cpu"))
+        model = load_model(trace.record, resolve_checkpoint(trace.record, copy, None), torch.device("cpu"))
         probe = probe_request(trace)
         pairs = []
         for group in plan_groups(trace, [probe]):
