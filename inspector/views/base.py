@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from inspector.qt import QtCore, QtWidgets, Signal, pg
 from inspector.specs.registry import Export, ViewSpec
+from inspector.specs.selection import Selection
 from inspector.views.hover import HoverLine
 from traces import TraceError
 
@@ -67,6 +68,7 @@ class View(QtWidgets.QWidget):
     area = "tab"          # "tab": a tab of the main area; "bottom": below the tabs, always visible
     shortcut = ""         # key sequence that shows this view (tabs only)
     defer_ms = 0          # wait this long before redrawing, so that more important views paint first
+    figure: Any = None    # the view's figure (`inspector.figures`); what it shows is `figure.data`
     drawn = Signal()      # after each redraw, for tests and benchmarks
     export_requested = Signal(object)  # the view's Export… button: the window opens the dialog on it
 
@@ -219,16 +221,36 @@ class View(QtWidgets.QWidget):
 
     # -- what an export needs ---------------------------------------------------------------------
 
+    @property
+    def data(self) -> Any:
+        """What the view shows: its figure's data (None before the first drawing, or without a figure)."""
+        return self.figure.data if self.figure is not None else None
+
     def export_state(self) -> Export | None:
         """What the view shows now, as the `Export` the `export` command would read: its figure data
-        and the choices made in it. None when it shows nothing (subclasses)."""
-        return None
+        and the choices made in it (`selection`). None when it shows nothing."""
+        d = self.data
+        if d is None or not self.exportable():
+            return None
+        return Export(self.name, self.exported(d), self.selection(d))
+
+    def exportable(self) -> bool:
+        """Whether what the view shows can be exported now (a view hiding its panels says why)."""
+        return True
+
+    def exported(self, data: Any) -> Any:
+        """The figure data an export draws (the data shown, unless a view shows a part of it)."""
+        return data
+
+    def selection(self, data: Any) -> Selection:
+        """The choices made in the view that an export repeats: the run and row by default."""
+        return Selection(run=data.run, row=data.row)
 
     def shown_positions(self) -> tuple[int, int] | None:
         """Positions [T0, T1) the view's plot shows now; None when it shows them all (or has no x
         axis of positions)."""
         export = self.export_state()
-        plot = getattr(getattr(self, "figure", None), "plot", None)
+        plot = getattr(self.figure, "plot", None)
         if export is None or plot is None or "range" not in self.spec.options:
             return None
         n = int(getattr(export.data, "n_positions", getattr(export.data, "length", 0)))

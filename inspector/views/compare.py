@@ -10,17 +10,14 @@ selected in the browser, A is its reference); a click selects the position in ev
 from __future__ import annotations
 
 from inspector.figure_data.compare import CompareData, compare_data
-from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.compare import CompareFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
-from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
-from inspector.views.base import MIN_PLOT_PX, View
+from inspector.views.base import MIN_PLOT_PX
 from inspector.views.glossary import tip
 from inspector.views.hover import HoverLine
-from inspector.views.notice import Notice
-from inspector.views.pair_picker import PairPicker
+from inspector.views.pair_choice import PairChoiceView
 
 HINT = ("Hover over a panel: one crosshair through both, and A's and B's router probability at that layer, "
         "position and expert. Drag the split or flicker to see A and B over the same cells.")
@@ -30,7 +27,7 @@ FLICKER_MS = 600
 SHOWN = {"A | B split": "split", "A": "A", "B": "B"}
 
 
-class CompareView(View):
+class CompareView(PairChoiceView):
     """Two runs of one request over the same axes: their difference, a split between them, a crosshair."""
 
     name = "compare"
@@ -38,8 +35,6 @@ class CompareView(View):
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
         self.style = FigureStyle()
-        self.source: DivergenceSource | None = None
-        self.picker = PairPicker()
         self.split = QtWidgets.QSlider(Qt.Orientation.Horizontal)
         self.split.setToolTip(tip("split"))
         self.split.setMinimumWidth(160)
@@ -70,8 +65,7 @@ class CompareView(View):
         show_label.setToolTip(self.shown.toolTip())
         for widget in (show_label, self.shown, self.flicker, reset, self.export_button()):
             bar.addWidget(widget)
-        self.notice = Notice()
-        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics = self.panels = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(self.style.background)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.figure = CompareFigure(self.graphics.ci, self.style)
@@ -88,80 +82,28 @@ class CompareView(View):
         layout.addWidget(self.notice)
         layout.addWidget(self.graphics, 1)
         self.pin_below(self.hover)
-        self._shown: tuple | None = None
         self._cell: tuple[int, int] | None = None
-        self.picker.changed.connect(self.invalidate)
-        state.trace_changed.connect(self._trace_changed)
-        state.run_changed.connect(self._follow_run)
-        state.row_changed.connect(self._follow_run)
-        state.reference_changed.connect(self._follow_reference)
-        state.layer_changed.connect(self.invalidate)
-        state.position_changed.connect(self._follow_position)
+        self.follow_state(self._follow_position)
 
-    @property
-    def data(self) -> CompareData | None:
-        return self.figure.data
+    def exported(self, d: CompareData) -> CompareData:
+        return {"A": d.with_split(d.length), "B": d.with_split(0)}.get(self.figure.shown, d)
 
-    def export_state(self) -> Export | None:
-        d = self.data
-        if d is None or self.graphics.isHidden():
-            return None
-        shown = {"A": d.with_split(d.length), "B": d.with_split(0)}.get(self.figure.shown, d)
-        return Export(self.name, shown, Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer))
-
-    # -- following the shared state (as Side by side does) ----------------------------------------
-
-    def _trace_changed(self) -> None:
-        self.source = None
-        self._shown = None
-        self.picker.set_source(None)
-        self.invalidate()
-
-    def _ensure_source(self) -> DivergenceSource | None:
-        if self.source is None and self.state.trace is not None:
-            self.source = self.state.divergence()  # shared with Side by side and N runs
-            self.picker.set_source(self.source)
-            self._follow_run(invalidate=False)
-        return self.source
-
-    def _follow_run(self, *args, invalidate: bool = True) -> None:
-        source, run = self.source, self.state.run
-        if source is not None and run is not None:
-            request = source.default_request(run.name, self.state.row)
-            if request is not None:
-                self.picker.set_request(request)
-                self.picker.select(run.name, self.state.reference)
-        if invalidate:
-            self.invalidate()
-
-    def _follow_reference(self) -> None:
-        if self.source is not None and self.state.reference is not None:
-            pair = self.picker.pair()
-            self.picker.select(pair[1].run if pair else None, self.state.reference)
-            self.invalidate()
+    def selection(self, d: CompareData) -> Selection:
+        return Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer)
 
     # -- drawing --------------------------------------------------------------------------------
 
     def redraw(self) -> None:
-        source = self._ensure_source()
-        pair = self.picker.pair()
-        if source is None or pair is None:
-            self.notice.say("No request of this trace is held by more than one run: there is nothing to "
-                            "compare. Record several batch compositions of one prompt to compare them here.",
-                            self.graphics, True)
+        chosen = self.chosen_pair()
+        if chosen is None:
             return
-        a, b = pair
-        if a.key == b.key:
-            self.notice.say("A and B are the same run: pick two different runs to compare.", self.graphics,
-                            True)
-            return
-        n_layers = source.row(a.run, a.row).n_layers
+        source, a, b, layer = chosen
         try:
-            data = compare_data(source.pair(a, b, min(self.state.layer, n_layers - 1)))
+            data = compare_data(source.pair(a, b, layer))
         except ValueError as exc:
-            self.notice.say(f"A and B cannot be compared: {exc}", self.graphics, True)
+            self.say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
             return
-        self.notice.say(None, self.graphics, False)
+        self.say(None, blank=False)
         key = (a.key, b.key, data.request)
         if key == self._shown and self.figure.data is not None:
             data = data.with_split(self.figure.data.split)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from inspector.figures.layers import LayersFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtWidgets, pg
-from inspector.specs.registry import Export
-from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
 
@@ -53,14 +51,6 @@ class LayersView(View):
             signal.connect(self.invalidate)
         state.layer_changed.connect(self._show_layer)
         state.position_changed.connect(self._show_focus)
-
-    @property
-    def data(self):
-        return self.figure.data
-
-    def export_state(self) -> Export | None:
-        d = self.data
-        return None if d is None else Export(self.name, d, Selection(run=d.run, row=d.row))
 
     def redraw(self) -> None:
         data = self.state.layers_data()

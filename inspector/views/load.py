@@ -7,7 +7,6 @@ from inspector.figure_data.load import load_data, step_positions
 from inspector.figures.load import LoadFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import QtCore, QtWidgets, pg
-from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View
 from inspector.views.hover import HoverLine, connect_hover
@@ -61,15 +60,8 @@ class LoadView(View):
         state.trace_changed.connect(self._reset_step)
         state.position_changed.connect(self._follow_position)
 
-    @property
-    def data(self):
-        return self.figure.data
-
-    def export_state(self) -> Export | None:
-        d = self.data
-        if d is None:
-            return None
-        return Export(self.name, d, Selection(run=d.run, layer=d.layer, step=d.step, group=d.group))
+    def selection(self, d) -> Selection:
+        return Selection(run=d.run, layer=d.layer, step=d.step, group=d.group)
 
     def _reset_step(self) -> None:
         self._group_choice = None

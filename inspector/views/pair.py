@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.figure_data.divergence_source import DivergenceSource
 from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, completion_html
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
-from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
-from inspector.views.base import MIN_PLOT_PX, View
+from inspector.views.base import MIN_PLOT_PX
 from inspector.views.cause_box import CauseBox
 from inspector.views.hover import HoverLine
-from inspector.views.notice import Notice
-from inspector.views.pair_picker import PairPicker
+from inspector.views.pair_choice import PairChoiceView
 from inspector.views.token_text import TokenText
 
 HINT = ("Hover over a panel: tokens, experts kept or dropped, what differs, KL and margins. Click a token "
@@ -40,7 +37,7 @@ CAUSE_SHARE = 0.45
 SHORT_VIEW_PX = 680
 
 
-class PairView(View):
+class PairView(PairChoiceView):
     """Two runs of one request side by side: texts, heatmaps at the layer, differences, curves, cause."""
 
     name = "pair"
@@ -48,8 +45,6 @@ class PairView(View):
     def __init__(self, state, parent=None) -> None:
         super().__init__(state, parent)
         self.style = FigureStyle()
-        self.source: DivergenceSource | None = None
-        self.picker = PairPicker()
         reset = QtWidgets.QPushButton("Reset zoom")
         reset.setToolTip("Show every position (mouse wheel zooms, drag pans; all panels follow)")
         reset.clicked.connect(self.reset_zoom)
@@ -63,7 +58,6 @@ class PairView(View):
         self.picker.top.addWidget(self.details)
         self.picker.top.addWidget(reset)
         self.picker.top.addWidget(self.export_button())
-        self.notice = Notice()
         self.text_a, self.text_b = TokenText(), TokenText()
         self.cause_box = CauseBox()
         self.texts = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
@@ -73,7 +67,7 @@ class PairView(View):
         self.graphics.setBackground(self.style.background)
         self.figure = PairFigure(self.graphics.ci, self.style)
         # The cause across the whole width on top, the completions below it, then the plots.
-        self.splitter = QtWidgets.QSplitter(Qt.Orientation.Vertical)
+        self.splitter = self.panels = QtWidgets.QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("divergence")
         self.splitter.setChildrenCollapsible(False)
         self.splitter.addWidget(self.cause_box)
@@ -107,22 +101,11 @@ class PairView(View):
         layout.addWidget(self.notice)
         layout.addWidget(self.splitter, 1)
         self.pin_below(self.hover)
-        self._shown: tuple | None = None
         self._pair_shown: tuple | None = None   # the (A, B) drawn last: a new pair opens on its cause
-        self.picker.changed.connect(self.invalidate)
         for box in (self.text_a, self.text_b):
             box.token_clicked.connect(self.state.set_position)
             box.token_hovered.connect(self._token_hovered)
-        state.trace_changed.connect(self._trace_changed)
-        state.run_changed.connect(self._follow_run)
-        state.row_changed.connect(self._follow_run)
-        state.reference_changed.connect(self._follow_reference)
-        state.layer_changed.connect(self.invalidate)
-        state.position_changed.connect(self._show_selected)
-
-    @property
-    def data(self):
-        return self.figure.data
+        self.follow_state(self._show_selected)
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
         if watched is self.splitter and event.type() == QtCore.QEvent.Type.Resize:
@@ -178,76 +161,27 @@ class PairView(View):
             self.splitter.setSizes(sizes)
             self._arranging = False
 
-    def export_state(self) -> Export | None:
-        d = self.data
-        if d is None or self.splitter.isHidden():  # hidden panels: the view says why there is no pair
-            return None
-        return Export(self.name, d, Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer))
-
-    # -- following the shared state ---------------------------------------------------------------
-
-    def _trace_changed(self) -> None:
-        self.source = None
-        self._shown = None
-        self.picker.set_source(None)
-        self.invalidate()
-
-    def _ensure_source(self) -> DivergenceSource | None:
-        if self.source is None and self.state.trace is not None:
-            self.source = self.state.divergence()  # shared with the runs view
-            self.picker.set_source(self.source)
-            self._follow_run(invalidate=False)
-        return self.source
-
-    def _follow_run(self, *args, invalidate: bool = True) -> None:
-        """Show the request of the selected (run, row) with that run as B, when several runs hold it."""
-        source, run = self.source, self.state.run
-        if source is None or run is None:
-            if invalidate:
-                self.invalidate()
-            return
-        request = source.default_request(run.name, self.state.row)
-        if request is not None:
-            self.picker.set_request(request)
-            self.picker.select(run.name, self.state.reference)
-        if invalidate:
-            self.invalidate()
-
-    def _follow_reference(self) -> None:
-        if self.source is not None and self.state.reference is not None:
-            pair = self.picker.pair()
-            self.picker.select(pair[1].run if pair else None, self.state.reference)
-            self.invalidate()
+    def selection(self, d) -> Selection:
+        return Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer)
 
     # -- drawing --------------------------------------------------------------------------------
 
-    def _say(self, text: str | None, blank: bool = True) -> None:
-        """Show a notice (None hides it); `blank` hides the panels, which would show another pair."""
-        self.notice.say(text, self.splitter, blank)
-
     def redraw(self) -> None:
-        source = self._ensure_source()
-        pair = self.picker.pair()
-        if source is None or pair is None:
-            self._say("No request of this trace is held by more than one run: there is nothing to compare. "
-                      "Record several batch compositions of one prompt to compare them here.")
+        chosen = self.chosen_pair()
+        if chosen is None:
             return
-        a, b = pair
-        if a.key == b.key:
-            self._say("Runs A and B are the same run: pick two different runs to compare.")
-            return
-        n_layers = source.row(a.run, a.row).n_layers
+        source, a, b, layer = chosen
         try:
-            data = source.pair(a, b, min(self.state.layer, n_layers - 1))
+            data = source.pair(a, b, layer)
             pair_key = (a.key, b.key)
             if pair_key != self._pair_shown and self.go_to_cause(data):  # a new pair opens on its cause
-                data = source.pair(a, b, min(self.state.layer, n_layers - 1))
+                data = source.pair(a, b, min(self.state.layer, source.row(a.run, a.row).n_layers - 1))
             self._pair_shown = pair_key
         except ValueError as exc:
-            self._say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
+            self.say(f"Runs {a.run} and {b.run} cannot be compared: {exc}")
             return
         problems = "; ".join(source.table_problems)
-        self._say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
+        self.say(f"Explanation tables left out: {problems}" if problems else None, blank=False)
         key = (data.request, data.length)
         self.figure.set_data(data, keep_view=key == self._shown, selected=self.state.position)
         self._shown = key

@@ -7,7 +7,6 @@ import numpy as np
 from inspector.figures.routing import RoutingFigure
 from inspector.figures.style import COLORMAPS, FigureStyle
 from inspector.qt import QtWidgets, pg
-from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, View, ViewSettings
 from inspector.views.hover import HoverLine, connect_hover
@@ -70,18 +69,10 @@ class RoutingView(View):
             signal.connect(self.invalidate)
         state.position_changed.connect(self._show_focus)
 
-    @property
-    def data(self):
-        return self.figure.data
-
-    def export_state(self) -> Export | None:
-        d = self.data
-        if d is None:
-            return None
+    def selection(self, d) -> Selection:
         low, high = self.figure.colorbar.levels()
-        sel = Selection(run=d.run, row=d.row, layer=d.layer, colormap=self.colormap.currentText(),
-                        levels=(float(low), float(high)))
-        return Export(self.name, d, sel)
+        return Selection(run=d.run, row=d.row, layer=d.layer, colormap=self.colormap.currentText(),
+                         levels=(float(low), float(high)))
 
     def redraw(self) -> None:
         data = self.state.routing_data()

@@ -9,7 +9,6 @@ from inspector.figure_data.words import as_words
 from inspector.figures.runs import RunsFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtWidgets, pg, plain_tip
-from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX, MIN_TABLE_PX, View
 from inspector.views.fit_combo import FitComboBox
@@ -149,15 +148,11 @@ class RunsView(View):
             self.side.setMinimumHeight(2 * MIN_TABLE_PX + 40 if below else 0)
             self._fit_timer.start()
 
-    @property
-    def data(self) -> RunsData | None:
-        return self.figure.data
+    def exportable(self) -> bool:
+        return not self.splitter.isHidden()
 
-    def export_state(self) -> Export | None:
-        d = self.data
-        if d is None or self.splitter.isHidden():
-            return None
-        return Export(self.name, d, Selection(run=d.reference_run, request=d.request, condition=d.condition))
+    def selection(self, d: RunsData) -> Selection:
+        return Selection(run=d.reference_run, request=d.request, condition=d.condition)
 
     # -- choices --------------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from inspector.figure_data.text import SHADE_MODES
 from inspector.figures.style import FigureStyle
 from inspector.figures.text import TextFigure
 from inspector.qt import Qt, QtCore, QtWidgets, pg
-from inspector.specs.registry import Export
 from inspector.specs.selection import Selection
 from inspector.views.base import View, ViewSettings
 from inspector.views.hover import HoverLine
@@ -56,16 +55,8 @@ class TextView(View):
             signal.connect(self.invalidate)
         state.layer_changed.connect(self._layer_changed)
 
-    @property
-    def data(self):
-        return self.figure.data
-
-    def export_state(self) -> Export | None:
-        d = self.data
-        if d is None:
-            return None
-        return Export(self.name, d, Selection(run=d.run, row=d.row, layer=self.state.layer,
-                                              shade=self.mode.currentText()))
+    def selection(self, d) -> Selection:
+        return Selection(run=d.run, row=d.row, layer=self.state.layer, shade=self.mode.currentText())
 
     def redraw(self) -> None:
         self.figure.set_data(self.state.text_data(), self.mode.currentText(), self.state.layer)
