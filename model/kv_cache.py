@@ -23,6 +23,7 @@ class KVCache:
         self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layers)]
         self.context = context
         self.filled = 0
+        self._flat: list[torch.Tensor] = []   # a repeated cache's memory (`repeat`), for the next to reuse
 
     def compact(self) -> KVCache:
         """A copy of the positions written so far only (`filled`): the generation's state at a step, kept
@@ -45,6 +46,36 @@ class KVCache:
         copy.k = [full(t) for t in self.k]
         copy.v = [full(t) for t in self.v]
         copy.context, copy.filled = self.context, self.filled
+        return copy
+
+    def repeat(self, copies: int, context: int | None = None, reuse: KVCache | None = None) -> KVCache:
+        """An independent cache of `copies` stacked copies of this one's rows (copy-major: copy i holds
+        rows i*B..(i+1)*B-1), with `context` positions (default this one's; at least `filled`), to run
+        several counterfactual reruns of one batch in one forward (`model.step.StepInputs.copies`).
+        `reuse`: an earlier repeated cache, no longer used, whose memory it takes where large enough
+        (a fresh large allocation costs more than the copy itself)."""
+        context = self.context if context is None else context
+        if not self.filled <= context <= self.context:
+            raise ValueError(f"a repeated cache holds {self.filled}..{self.context} positions, got {context}")
+        copy = KVCache.__new__(KVCache)
+        old = getattr(reuse, "_flat", None)
+        copy._flat = []
+
+        def stacked(t: torch.Tensor, i: int) -> torch.Tensor:
+            B, H, _, D = t.shape
+            n = copies * B * H * context * D
+            flat = old[i] if old is not None and old[i].numel() >= n and old[i].dtype == t.dtype \
+                and old[i].device == t.device else t.new_empty(n)
+            copy._flat.append(flat)
+            out = flat[:n].view(copies, B, H, context, D)
+            out[:, :, :, :self.filled] = t[:, :, :self.filled]
+            out[:, :, :, self.filled:] = 0
+            return out.view(copies * B, H, context, D)
+
+        n_layers = len(self.k)
+        copy.k = [stacked(t, i) for i, t in enumerate(self.k)]
+        copy.v = [stacked(t, n_layers + i) for i, t in enumerate(self.v)]
+        copy.context, copy.filled = context, self.filled
         return copy
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,

@@ -34,7 +34,7 @@ import torch
 
 from lab.counterfactual.chain import follow_chain
 from lab.counterfactual.estimate import effects, gates, linearize, supports_estimates
-from lab.counterfactual.forced import ForcedRun
+from lab.counterfactual.forced import Change, ForcedRun
 from lab.counterfactual.nulls import null_test
 from lab.counterfactual.reruns import replay_cells
 from model.intervention import SetKept
@@ -128,17 +128,22 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
                                     np.asarray(side.other.gate)[layer, pos], policy.norm)
     exact = np.full(n, math.nan)
     queue = np.full(n, math.nan)
+    # every exact patch of the direction in one call: those resuming from one kept state run together
+    everything = [(c[0], c[1]) for c in side.cells]
+    changes = [Change({row: replay_cells(side.other, everything)})]     # the joint patch first
+    slots: list[tuple[np.ndarray, int]] = []
     for i in _exact_order(side.cells, estimate, prompt_len, baseline, exact_all or lin is None):
         layer, p, _ = side.cells[i]
-        exact[i] = f.logit_difference(row, q, plus, minus,
-                                      replay={row: replay_cells(side.other, [(layer, p)])}) - baseline
+        changes.append(Change({row: replay_cells(side.other, [(layer, p)])}))
+        slots.append((exact, i))
         kept = queue_kept(side.own, side.other, layer, p)
         if kept is not None:
-            change = SetKept(f.step_of(row, p), layer, row, p, kept)
-            queue[i] = f.logit_difference(row, q, plus, minus, edits=(change,)) - baseline
-    everything = [(c[0], c[1]) for c in side.cells]
-    joint = f.logit_difference(row, q, plus, minus, replay={row: replay_cells(side.other, everything)})
-    result.joint[side.name] = joint - baseline
+            changes.append(Change(edits=(SetKept(f.step_of(row, p), layer, row, p, kept),)))
+            slots.append((queue, i))
+    values = f.logit_differences(row, q, plus, minus, changes) - baseline
+    result.joint[side.name] = float(values[0])
+    for (target, i), v in zip(slots, values[1:], strict=True):
+        target[i] = v
     value = np.where(np.isnan(exact), estimate, exact)
     result.sum_singles[side.name] = float(np.nansum(value))
     rerun = functools.partial(_exact_draws, side, lin, q, policy.norm, baseline)
@@ -156,21 +161,25 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
 
 
 def _exact_draws(side: Side, lin, q: int, norm: str, baseline: float, draws) -> np.ndarray:
-    """Exact effects of null draws: each draw's cell replayed with its random decision."""
+    """Exact effects of null draws: each draw's cell replayed with its random decision (gates as the
+    policy gives them from the row's scores), the draws rerun together as stacked copies of the
+    batch (`ForcedRun.logit_differences`)."""
     L, T, K = np.asarray(side.own.expert).shape
-    out = np.zeros(len(draws.effect))
-    for i in range(len(out)):
+    n = len(draws.effect)
+    gate = np.zeros((n, K), dtype=np.float32)
+    for layer in np.unique(draws.layer):
+        idx = np.nonzero(draws.layer == layer)[0]
+        gate[idx] = gates(lin.probs[int(layer)][draws.position[idx]], torch.as_tensor(draws.expert[idx]).long(),
+                          torch.as_tensor(draws.kept[idx]), norm).numpy()
+    changes = []
+    for i in range(n):
         layer, p = int(draws.layer[i]), int(draws.position[i])
         expert = np.full((L, T, K), -1, dtype=np.int64)
         kept = np.zeros((L, T, K), dtype=bool)
-        gate = np.zeros((L, T, K), dtype=np.float32)
-        expert[layer, p], kept[layer, p] = draws.expert[i], draws.kept[i]
-        e = torch.as_tensor(draws.expert[i]).long()[None]
-        k = torch.as_tensor(draws.kept[i])[None]
-        gate[layer, p] = gates(lin.probs[layer][p][None], e, k, norm)[0].numpy()
-        out[i] = side.forced.logit_difference(side.row, q, side.other_token, side.own_token,
-                                              replay={side.row: ReplayRouting(expert, kept, gate)}) - baseline
-    return out
+        gates_i = np.zeros((L, T, K), dtype=np.float32)
+        expert[layer, p], kept[layer, p], gates_i[layer, p] = draws.expert[i], draws.kept[i], gate[i]
+        changes.append(Change({side.row: ReplayRouting(expert, kept, gates_i)}))
+    return side.forced.logit_differences(side.row, q, side.other_token, side.own_token, changes) - baseline
 
 
 def _exact_order(cells, estimate: np.ndarray, prompt_len: int, baseline: float, every: bool) -> list[int]:
@@ -213,12 +222,13 @@ class MapRunner:
         self.exact_all = exact_all
         self.edits = edits or {}
         self._forced: dict[str, ForcedRun] = {}
+        self._scratch: list = [None]    # the stacked caches' memory, shared by the runs' reruns
 
     def forced(self, name: str) -> ForcedRun:
         if name not in self._forced:
             s = self.reruns.settings(name)
             self._forced[name] = ForcedRun(self.reruns.model, self.reruns.trace.run(name), s.policy,
-                                           s.kernel_mode, self.edits.get(name, ()))
+                                           s.kernel_mode, self.edits.get(name, ()), self._scratch)
         return self._forced[name]
 
     def side(self, name: str, run: str, row: int, other_run: str, other_row: int, t_star: int) -> Side:

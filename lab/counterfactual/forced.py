@@ -19,15 +19,21 @@ states are the planted run's.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from model.intervention import InterventionSet
+from model.intervention import InterventionSet, SetKept
+from model.kernels import KEY_BLOCK
 from model.protocols import SnapshotCache
 from model.replay import ReplayRouting, forced_for_step
 from model.step import StepInputs
+from traces.analysis.proof import EventKind
+
+#: Cache bytes of the stacked copies of one batched rerun, at most (`ForcedRun.logit_differences`).
+MAX_COPIES_BYTES = 128 * 2**20
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def step_specs(run, filler: int) -> list[StepSpec]:
 class ForcedRun:
     """One recorded run of a trace, rerun with teacher-forced tokens (see the module docstring)."""
 
-    def __init__(self, model, run, policy, kernel_mode: str, edits: tuple = ()):
+    def __init__(self, model, run, policy, kernel_mode: str, edits: tuple = (), scratch: list | None = None):
         self.model = model
         self.edits = tuple(edits)   # interventions the run was generated with, applied in every rerun
         self.policy = policy
@@ -98,7 +104,9 @@ class ForcedRun:
         # A cache that keeps states (`model.protocols.SnapshotCache`) lets a rerun resume at the step a
         # change touches; another (a Hugging Face model's) reruns from the first step.
         self.snapshots = isinstance(model.new_cache(1), SnapshotCache)
-        self.reruns = 0     # steps run by changed reruns
+        self.reruns = 0     # steps run by changed reruns (a step of D copies counts D)
+        # the last stacked cache, whose memory the next one takes (a list shared by several runs' reruns)
+        self.scratch = scratch if scratch is not None else [None]
 
     def step_of(self, row: int, position: int) -> int:
         return int(self.step[row, position])
@@ -122,35 +130,110 @@ class ForcedRun:
         """logits[plus] - logits[minus] of row `row` at `position` (the token that predicts the next),
         with `replay` ({row: routing}, only its recorded cells) and `edits` (interventions) applied,
         resumed from the kept state at step `start` (default: the first step any change touches)."""
+        change = Change(replay, tuple(edits))
+        return float(self.logit_differences(row, position, plus, minus, [change], start=start)[0])
+
+    def logit_differences(self, row: int, position: int, plus: int, minus: int, changes: list[Change], *,
+                          start: int | None = None) -> np.ndarray:
+        """`logit_difference` of each change [n]: the changes that resume from one kept state run as
+        stacked copies of the batch in one forward per step (`model.step.StepInputs.copies`: each copy
+        its own capacity groups), at most `MAX_COPIES_BYTES` of cache at once. Each value is its change's
+        own rerun, up to the kernels' drift with the batch's shape; a model without kept states, or a
+        change the copies cannot address (an intervention on a group), reruns one change at a time."""
         last = self.step_of(row, position)
         self.prepare(last)
-        if start is None:
-            start = last
-            for r, rec in (replay or {}).items():
-                has = np.nonzero(np.asarray(rec.expert)[..., 0] >= 0)
-                if has[1].size:
-                    start = min(start, int(self.step[r, has[1]].min()))
-            for iv in edits:
-                start = min(start, iv.step)
-        edit = InterventionSet(tuple(edits)) if edits else None
+        col = int(torch.nonzero(self.specs[last].positions[row] == position)[0])
+        out = np.zeros(len(changes))
+        by_start: dict[int, list[int]] = {}
+        for i, c in enumerate(changes):
+            by_start.setdefault(self._start(c, last) if start is None else start, []).append(i)
+        for s, idx in sorted(by_start.items()):
+            if not self.snapshots:
+                s = 0
+            chunk = self._chunk(s, last) if self.snapshots and _stackable(self.edits) else 1
+            for k in range(0, len(idx), chunk):
+                part = [changes[i] for i in idx[k:k + chunk]]
+                if len(part) > 1 and not all(_stackable(c.edits) for c in part):
+                    values = [self._rerun(s, last, [c], row, col, plus, minus)[0] for c in part]
+                else:
+                    values = self._rerun(s, last, part, row, col, plus, minus)
+                out[idx[k:k + chunk]] = values
+        return out
+
+    def _start(self, change: Change, last: int) -> int:
+        """The first step the change touches (`last` when none earlier)."""
+        start = last
+        for r, rec in (change.replay or {}).items():
+            has = np.nonzero(np.asarray(rec.expert)[..., 0] >= 0)
+            if has[1].size:
+                start = min(start, int(self.step[r, has[1]].min()))
+        for iv in change.edits:
+            start = min(start, iv.step)
+        return start
+
+    def _context(self, start: int, last: int) -> int:
+        """Cache positions the steps start..last need: whole key blocks past the last one they write."""
+        top = max(int(self.specs[s].positions.max()) + 1 for s in range(start, last + 1))
+        return min(self.model.config.context, -(-top // KEY_BLOCK) * KEY_BLOCK)
+
+    def _chunk(self, start: int, last: int) -> int:
+        """Copies per forward that keep their caches within `MAX_COPIES_BYTES`."""
+        state = self._states[start]
+        B, H, _, D = state.k[0].shape
+        per_copy = 2 * len(state.k) * B * H * self._context(start, last) * D * state.k[0].element_size()
+        return max(1, MAX_COPIES_BYTES // per_copy)
+
+    def _rerun(self, start: int, last: int, changes: list[Change], row: int, col: int, plus: int,
+               minus: int) -> np.ndarray:
+        """Steps start..last of len(changes) stacked copies, copy i with change i; the logit difference
+        of each copy's row `row` at column `col` of step `last`."""
+        D = len(changes)
+        B0 = self.step.shape[0]
         if self.snapshots:
-            cache = self._states[start].clone()
+            cache = self._states[start].repeat(D, self._context(start, last), reuse=self.scratch[0])
+            self.scratch[0] = cache
         else:
-            start, cache = 0, self.model.new_cache(self.step.shape[0])
+            cache = self.model.new_cache(B0)
+        replay = {r + i * B0: rec for i, c in enumerate(changes) for r, rec in (c.replay or {}).items()}
+        own = tuple(_for_copy(iv, i, B0) for i in range(D) for iv in self.edits)
+        tried = tuple(_for_copy(iv, i, B0) for i, c in enumerate(changes) for iv in c.edits)
+        edit = InterventionSet(own + tried) if own or tried else None
         with torch.no_grad():
             for s in range(start, last + 1):
-                logits = self._forward(s, cache, replay, edit)
-                self.reruns += 1
-        col = int(torch.nonzero(self.specs[last].positions[row] == position)[0])
-        out = logits[row, col]
-        return float(out[plus] - out[minus])
+                logits = self._forward(s, cache, replay or None, edit, D)
+                self.reruns += D
+        out = logits[torch.arange(D) * B0 + row, col]       # [D,V]
+        return (out[:, plus] - out[:, minus]).double().numpy()
 
-    def _forward(self, s: int, cache, replay, edit: InterventionSet | None) -> torch.Tensor:
+    def _forward(self, s: int, cache, replay, edit: InterventionSet | None, copies: int = 1) -> torch.Tensor:
+        """Step s of `copies` stacked copies of the batch; `edit` holds the run's own interventions
+        (`prepare`) or, in a rerun, everything `_rerun` resolved for the copies."""
         spec = self.specs[s]
-        if self.edits:   # the run's own interventions first, then the change tried
-            edit = InterventionSet((*self.edits, *(edit.interventions if edit is not None else ())))
-        forced = forced_for_step(replay, spec.positions, spec.valid, self.L, self.K) if replay else None
-        layer_edit = edit.for_step(s, spec.positions, spec.valid) if edit is not None else None
-        inputs = StepInputs(valid=spec.valid, positions=spec.positions, pad=spec.pad, cache=cache,
-                            forced=forced, index=s, edit=layer_edit)
-        return self.model(spec.tokens, self.policy, kernel_mode=self.kernel_mode, step=inputs).logits
+        if edit is None and self.edits:
+            edit = InterventionSet(self.edits)
+        tokens, positions, valid = (t.repeat(copies, 1) for t in (spec.tokens, spec.positions, spec.valid))
+        pad = None if spec.pad is None else spec.pad.repeat(copies, 1)
+        forced = forced_for_step(replay, positions, valid, self.L, self.K) if replay else None
+        layer_edit = edit.for_step(s, positions, valid) if edit is not None else None
+        inputs = StepInputs(valid=valid, positions=positions, pad=pad, cache=cache,
+                            forced=forced, index=s, edit=layer_edit, copies=copies)
+        return self.model(tokens, self.policy, kernel_mode=self.kernel_mode, step=inputs).logits
+
+
+@dataclass(frozen=True)
+class Change:
+    """One counterfactual of a rerun: `replay` ({row: routing}, only its recorded cells) and `edits`
+    (interventions, or the causal map's `SetKept`)."""
+
+    replay: dict[int, ReplayRouting] | None = None
+    edits: tuple = ()
+
+
+def _stackable(edits) -> bool:
+    """Whether every edit addresses one row (it can be moved to a copy's row): not a whole group."""
+    return all(isinstance(e, SetKept) or e.kind in (EventKind.KEEP, EventKind.LOGITS) for e in edits)
+
+
+def _for_copy(edit, copy: int, rows: int):
+    """`edit` addressed to copy `copy` of a batch of `rows` rows (its row moved by copy * rows)."""
+    return edit if copy == 0 else dataclasses.replace(edit, row=edit.row + copy * rows)
