@@ -161,9 +161,15 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
 
 
 def _exact_draws(side: Side, lin, q: int, norm: str, baseline: float, draws) -> np.ndarray:
-    """Exact effects of null draws: each draw's cell replayed with its random decision (gates as the
-    policy gives them from the row's scores), the draws rerun together as stacked copies of the
-    batch (`ForcedRun.logit_differences`)."""
+    """Exact effects of null draws, rerun together as stacked copies of the batch
+    (`ForcedRun.logit_differences`)."""
+    changes = draw_changes(side, lin, norm, draws)
+    return side.forced.logit_differences(side.row, q, side.other_token, side.own_token, changes) - baseline
+
+
+def draw_changes(side: Side, lin, norm: str, draws) -> list[Change]:
+    """Each null draw as a change of the side's row: its cell replayed with its random decision, gates
+    as the policy gives them from the row's scores."""
     L, T, K = np.asarray(side.own.expert).shape
     n = len(draws.effect)
     gate = np.zeros((n, K), dtype=np.float32)
@@ -179,7 +185,7 @@ def _exact_draws(side: Side, lin, q: int, norm: str, baseline: float, draws) -> 
         gates_i = np.zeros((L, T, K), dtype=np.float32)
         expert[layer, p], kept[layer, p], gates_i[layer, p] = draws.expert[i], draws.kept[i], gate[i]
         changes.append(Change({side.row: ReplayRouting(expert, kept, gates_i)}))
-    return side.forced.logit_differences(side.row, q, side.other_token, side.own_token, changes) - baseline
+    return changes
 
 
 def _exact_order(cells, estimate: np.ndarray, prompt_len: int, baseline: float, every: bool) -> list[int]:
