@@ -90,8 +90,9 @@ def queue_kept(own: ReplayRouting, other: ReplayRouting, layer: int, p: int) -> 
 
 
 def causal_map(side_b: Side, side_a: Side, t_star: int, prompt_len: int, model, policy, *,
-               exact_all: bool = False) -> PairMap:
-    """The map of one pair, both directions (see the module docstring)."""
+               exact_all: bool = False, chain: bool = True) -> PairMap:
+    """The map of one pair, both directions (see the module docstring); level 1 alone (no chain)
+    without `chain`."""
     started = time.perf_counter()
     cells: list[CellEffect] = []
     result = PairMap(t_star=t_star, prompt_len=prompt_len)
@@ -99,7 +100,7 @@ def causal_map(side_b: Side, side_a: Side, t_star: int, prompt_len: int, model, 
         side.cells = differing_cells(side.own, side.other, t_star)
         _direction(side, t_star, prompt_len, model, policy, result, cells, exact_all)
     result.cells = cells
-    result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy)
+    result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy) if chain else []
     result.seconds = time.perf_counter() - started
     return result
 
@@ -223,9 +224,12 @@ class MapRunner:
     kept states every pair it belongs to resumes from. `edits` maps a run generated with interventions
     (a planted event) to them: its reruns apply them too."""
 
-    def __init__(self, reruns, *, exact_all: bool = False, edits: dict[str, tuple] | None = None):
+    def __init__(self, reruns, *, exact_all: bool = False, edits: dict[str, tuple] | None = None,
+                 chain: bool = True, stack: bool = True):
         self.reruns = reruns            # `lab.counterfactual.reruns.Reruns`: settings and the model
         self.exact_all = exact_all
+        self.chain = chain              # level 2 too (the chain back to the batch)
+        self.stack = stack              # reruns stacked as copies of the batch (False: one per change)
         self.edits = edits or {}
         self._forced: dict[str, ForcedRun] = {}
         self._scratch: list = [None]    # the stacked caches' memory, shared by the runs' reruns
@@ -235,6 +239,7 @@ class MapRunner:
             s = self.reruns.settings(name)
             self._forced[name] = ForcedRun(self.reruns.model, self.reruns.trace.run(name), s.policy,
                                            s.kernel_mode, self.edits.get(name, ()), self._scratch)
+            self._forced[name].stack = self.stack
         return self._forced[name]
 
     def side(self, name: str, run: str, row: int, other_run: str, other_row: int, t_star: int) -> Side:
@@ -250,4 +255,5 @@ class MapRunner:
         b = self.side("B", v.run, v.row, v.ref_run, v.ref_row, v.t_star)
         a = self.side("A", v.ref_run, v.ref_row, v.run, v.row, v.t_star)
         s = self.reruns.settings(v.run)
-        return causal_map(b, a, v.t_star, v.prompt_len, self.reruns.model, s.policy, exact_all=self.exact_all)
+        return causal_map(b, a, v.t_star, v.prompt_len, self.reruns.model, s.policy, exact_all=self.exact_all,
+                          chain=self.chain)

@@ -107,6 +107,7 @@ class ForcedRun:
         self.reruns = 0     # steps run by changed reruns (a step of D copies counts D)
         # the last stacked cache, whose memory the next one takes (a list shared by several runs' reruns)
         self.scratch = scratch if scratch is not None else [None]
+        self.stack = True   # stack the changes as copies (False: one rerun per change, for comparison)
 
     def step_of(self, row: int, position: int) -> int:
         return int(self.step[row, position])
@@ -150,7 +151,7 @@ class ForcedRun:
         for s, idx in sorted(by_start.items()):
             if not self.snapshots:
                 s = 0
-            chunk = self._chunk(s, last) if self.snapshots and _stackable(self.edits) else 1
+            chunk = self._chunk(s, last) if self.stack and self.snapshots and _stackable(self.edits) else 1
             for k in range(0, len(idx), chunk):
                 part = [changes[i] for i in idx[k:k + chunk]]
                 if len(part) > 1 and not all(_stackable(c.edits) for c in part):
