@@ -123,8 +123,8 @@ def main() -> int:
                       f"| {w1:.2f} | {c1:.2f} | {w2:.2f} | {c2:.2f} | {w3:.2f} | {w3 / w2:.1f} | {rank} |")
         for n_threads, r in rows.items():
             w1, c1, w2, c2, w3 = np.median(np.array(r), axis=0)
-            print(f"{n_threads} thread(s), median per pair: level 1 {w1:.2f} s wall ({c1:.2f} s CPU), with the "
-                  f"chain {w2:.2f} s wall ({c2:.2f} s CPU); one rerun per change {w3:.2f} s wall "
+            print(f"{n_threads} thread(s), median per pair: level 1 {w1:.2f} s wall ({c1:.2f} s CPU), "
+                  f"with the chain {w2:.2f} s wall ({c2:.2f} s CPU); one rerun per change {w3:.2f} s wall "
                   f"(ratio {w3 / w2:.1f})")
         print(f"Spearman median {float(np.nanmedian(rhos)):.2f}; exact top 10 in the estimate's top 20: "
               f"{hits} of {of}; load average {os.getloadavg()[0]:.1f} at the end")

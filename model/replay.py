@@ -74,17 +74,18 @@ def forced_for_step(replay: dict[int, ReplayRouting], positions: torch.Tensor, v
         if not bool(here.any()):
             continue
         at = p.clamp(0, T_rec - 1).numpy()
-
-        def gather(name: str, dtype) -> torch.Tensor:                   # [L,n,Ts,K]
-            a = np.stack([np.asarray(getattr(replay[row], name)) for row in rows])   # [n,L,T_rec,K]
-            return torch.as_tensor(a[np.arange(len(rows))[:, None], :, at].transpose(2, 0, 1, 3)).to(dtype)
-
-        e = gather("expert", torch.int64)
+        e = _gathered([replay[row].expert for row in rows], at).long()  # [L,n,Ts,K]
         has = here[None] & (e[..., 0] >= 0)                              # [L,n,Ts] recorded positions
         hit = here[None, ..., None]
         expert[:, r] = torch.where(hit, e, expert[:, r])
-        kept[:, r] = torch.where(hit, gather("kept", torch.bool), kept[:, r])
-        gate[:, r] = torch.where(hit, gather("gate", torch.float32), gate[:, r])
+        kept[:, r] = torch.where(hit, _gathered([replay[row].kept for row in rows], at).bool(), kept[:, r])
+        gate[:, r] = torch.where(hit, _gathered([replay[row].gate for row in rows], at).float(), gate[:, r])
         mask[:, r] = has
     return [ForcedRouting(expert[li].to(device), kept[li].to(device), gate[li].to(device),
                           mask[li].to(device)) for li in range(L)]
+
+
+def _gathered(records: list, at: np.ndarray) -> torch.Tensor:
+    """records [n] of [L,T_rec,K] at positions at[n,Ts] -> [L,n,Ts,K]."""
+    a = np.stack([np.asarray(x) for x in records])                   # [n,L,T_rec,K]
+    return torch.as_tensor(a[np.arange(len(records))[:, None], :, at].transpose(2, 0, 1, 3))

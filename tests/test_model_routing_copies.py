@@ -16,7 +16,17 @@ import torch
 
 from model import native
 from model.routing import PRESETS, RoutingPolicy, _dispatch, _route_general, route, router_scores
-from tests.test_model_routing_paths import _batch, _policy, one_thread  # noqa: F401 (a fixture)
+from tests.test_model_routing_paths import _batch, _policy
+
+
+@pytest.fixture
+def one_thread():
+    """Steps of a few tokens on one intra-op thread (a second thread's handshake costs more)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 TOKEN_FIELDS = ("expert", "gate", "kept", "slot", "probs")
 GROUP_FIELDS = ("capacity", "requested", "kept_count", "group_tokens")
@@ -120,10 +130,7 @@ def _same_shape_batch(rng, B: int, T: int, E: int):
 def test_every_preset_with_pads(name, top_k, one_thread):
     rng = np.random.default_rng([4402, top_k, len(name)])
     base = RoutingPolicy.preset(name)
-    if base.priority == "expert_choice":
-        policy = base
-    else:
-        policy = dataclasses.replace(base, top_k=top_k)
+    policy = base if base.priority == "expert_choice" else dataclasses.replace(base, top_k=top_k)
     for B, T in ((1, 1), (3, 1), (4, 7), (2, 40)):   # a decode step, a prefill with pads
         copies = [_same_shape_batch(rng, B, T, 8) for _ in range(3)]
         _stack_and_compare(copies, policy, 7, f"{name} K={top_k} B={B} T={T}")

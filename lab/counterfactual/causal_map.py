@@ -176,8 +176,9 @@ def draw_changes(side: Side, lin, norm: str, draws) -> list[Change]:
     gate = np.zeros((n, K), dtype=np.float32)
     for layer in np.unique(draws.layer):
         idx = np.nonzero(draws.layer == layer)[0]
-        gate[idx] = gates(lin.probs[int(layer)][draws.position[idx]], torch.as_tensor(draws.expert[idx]).long(),
-                          torch.as_tensor(draws.kept[idx]), norm).numpy()
+        e = torch.as_tensor(draws.expert[idx]).long()
+        gate[idx] = gates(lin.probs[int(layer)][draws.position[idx]], e, torch.as_tensor(draws.kept[idx]),
+                          norm).numpy()
     changes = []
     for i in range(n):
         layer, p = int(draws.layer[i]), int(draws.position[i])

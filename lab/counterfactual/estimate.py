@@ -9,9 +9,10 @@ The combine is a gated sum over experts, so grad . combine(h, decision) = sum ov
 candidates of gate * (grad . expert_e(h)): one table score[l][p, e] = grad[l, p] . expert_e(h[l, p])
 of every expert at every position (one pass of the E experts over the row per layer) turns any
 decision's estimate into a weighted sum of K table entries. Every cell and thousands of random
-changes cost one forward, one backward and one pass of the experts per layer. It holds the routing of every other cell fixed (the batch's reaction is the exact rerun's
-business, `lab.counterfactual.forced`), and it is a first-order estimate: exact patching confirms
-the cells that matter (`lab.counterfactual.causal_map`).
+changes cost one forward, one backward and one pass of the experts per layer. It holds the routing
+of every other cell fixed (the batch's reaction is the exact rerun's business,
+`lab.counterfactual.forced`), and it is a first-order estimate: exact patching confirms the cells
+that matter (`lab.counterfactual.causal_map`).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def linearize(model, policy, tokens: list[int], routing: ReplayRouting, target) 
         for handle in handles:
             handle.remove()
     grads = [torch.zeros_like(yy) if g is None else g for g, yy in zip(grads, y, strict=True)]
-    return Linearized(h, [yy.detach()[0] for yy in y], probs, [g[0] for g in grads], float(value.detach()), cut)
+    return Linearized(h, [yy.detach()[0] for yy in y], probs, [g[0] for g in grads], float(value.detach()),
+                      cut)
 
 
 def gates(probs: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, norm: str) -> torch.Tensor:
