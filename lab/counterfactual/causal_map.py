@@ -15,8 +15,10 @@ A first-order estimate of every cell (`lab.counterfactual.estimate`) orders the 
 decode cell is patched exactly (a few decode steps each), prefill cells in the estimate's order
 until the estimated effect left is small or `MAX_EXACT_PREFILL` reruns per direction are spent
 (each prefill rerun repeats the whole prefill); each cell says whether its effect is exact or
-estimated. The joint effect
-of all differing cells is measured exactly beside the sum of the singles.
+estimated. The joint effect of all differing cells is measured exactly beside the sum of the
+singles. A direction's exact patches, and the exact null draws of each class, go to
+`ForcedRun.logit_differences` together: those resuming from one kept state run as stacked copies
+of the batch, one forward per step.
 
 Nulls (`lab.counterfactual.nulls`) are matched by position class and change size; the chain back
 from the decisive cell is `lab.counterfactual.chain`.

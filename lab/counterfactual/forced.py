@@ -12,6 +12,15 @@ States: `ForcedRun.prepare(last)` runs the batch once to the step `last` and kee
 the start of every step; a change at step s resumes from the state kept there and runs steps
 s..last only.
 
+Many changes at once (`ForcedRun.logit_differences`: the causal map's hundreds of null draws):
+the changes that resume from one kept state run as D stacked copies of the batch, one forward per
+step (`model.step.StepInputs.copies`; the kept cache repeated D times, `KVCache.repeat`). Copy i
+holds rows i*B..(i+1)*B-1 and its change, addressed to its own rows; routing gives every copy its
+own capacity groups, so the copies never compete for slots and each takes the decisions of its own
+rerun. Only the kernels' rounding with the larger batch may differ (`tests/test_lab_forced_copies.py`
+bounds it). This differs from stacking trials in a *generation* (`lab.counterfactual.search`): here
+every row's tokens are forced, and each copy is routed alone.
+
 A run generated with interventions (a planted event: `model.generate.generate(intervention=...)`)
 is rerun with them (`edits`): they act in every rerun, the unchanged one included, so its kept
 states are the planted run's.
