@@ -78,6 +78,24 @@ class KVCache:
         copy.context, copy.filled = context, self.filled
         return copy
 
+    def load(self, first: int, state: KVCache, copies: int = 1) -> None:
+        """Rows first.. of this (repeated) cache set to `copies` copies of `state`'s rows, positions past
+        its `filled` zeroed: copies that join a stacked rerun at the step `state` was kept at."""
+        for mine, theirs in ((self.k, state.k), (self.v, state.v)):
+            for t, s in zip(mine, theirs, strict=True):
+                B = s.shape[0]
+                rows = t[first:first + copies * B].view(copies, B, *t.shape[1:])
+                rows[:, :, :, :state.filled] = s[:, :, :state.filled]
+                rows[:, :, :, state.filled:] = 0
+
+    def rows(self, n: int) -> KVCache:
+        """The first n rows of this cache as a cache of their own (the same memory: what it writes, this
+        one holds; its `filled` is this one's until it writes)."""
+        view = KVCache.__new__(KVCache)
+        view.k, view.v = [t[:n] for t in self.k], [t[:n] for t in self.v]
+        view.context, view.filled, view._flat = self.context, self.filled, []
+        return view
+
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
               valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k/v[B,H,T,D] of the valid tokens at their positions[B,T]; return the keys to attend."""

@@ -1,7 +1,8 @@
 """Counterfactual reruns stacked as copies of the batch (`ForcedRun.logit_differences`) against one
 rerun per change, on the shipped example's first divergent pair: null draws at t*-1 and t*-2 (one
 and two decode steps), the decision and queue patches of differing decode cells, and the prefill
-patches with the joint one (the whole prefill and every decode step to t*-1). Every copy's routing
+patches with the joint one (the whole prefill and every decode step to t*-1), and patches of several
+steps in one stack (each copy joining at its own step). Every copy's routing
 decisions at every step and layer are the one-change rerun's, and its logit difference is within
 `TOLERANCE` of it: the kernels round a batch of D*B rows other than one of B (native mode), and that
 drift is all that may differ."""
@@ -68,20 +69,25 @@ class Decisions:
 
 
 def _compare(model, f, row, q, plus, minus, changes) -> float:
-    """Stacked against one rerun per change: decisions equal copy by copy, and the largest difference
-    of the logit differences (the changes must resume from one kept state: one stacked rerun)."""
-    B0 = f.step.shape[0]
-    f.prepare(f.step_of(row, q))   # the kept states, made once
+    """Stacked against one rerun per change: decisions equal copy by copy at every step and layer
+    (a copy joins the stack at the step its change resumes from), and the largest difference of the
+    logit differences. The changes must fit one stack."""
+    B0, last = f.step.shape[0], f.step_of(row, q)
+    f.prepare(last)   # the kept states, made once
+    starts = sorted(f._start(c, last) for c in changes)
+    assert [f._start(c, last) for c in changes] == starts, "give the changes in the order of their steps"
     with Decisions(model) as stacked:
         together = f.logit_differences(row, q, plus, minus, changes)
-    assert len(stacked.seen) % 4 == 0 and stacked.seen[0][1].shape[0] == len(changes) * B0, \
-        "the changes did not run as one stack of copies"
+    L = len(model.config.moe_layers)
+    assert len(stacked.seen) == (last - starts[0] + 1) * L, "the changes did not run as one stack"
+    assert stacked.seen[-1][1].shape[0] == len(changes) * B0
     alone = []
     for i, c in enumerate(changes):
         with Decisions(model) as one:
             alone.append(f.logit_differences(row, q, plus, minus, [c])[0])
-        assert len(one.seen) == len(stacked.seen)
-        for (li, e, k), (li2, e2, k2) in zip(stacked.seen, one.seen, strict=True):
+        assert len(one.seen) == (last - starts[i] + 1) * L
+        skip = (starts[i] - starts[0]) * L      # the stack's steps before this copy joined
+        for (li, e, k), (li2, e2, k2) in zip(stacked.seen[skip:], one.seen, strict=True):
             rows = slice(i * B0, (i + 1) * B0)
             assert li == li2 and torch.equal(e[rows], e2) and torch.equal(k[rows], k2), \
                 f"change {i}: layer {li}: the copy's routing differs from its own rerun's"
@@ -115,6 +121,10 @@ def test_decision_queue_and_prefill_patches_stacked_equal_one_rerun_each(side):
     by_start[0].append(Change({row: replay_cells(s.other, everything)}))
     assert len(by_start) >= 2 and 0 in by_start    # prefill cells and decode cells
     worst = 0.0
-    for start in sorted(by_start)[:3]:
+    for start in sorted(by_start)[:3]:     # the prefill (with the joint patch) and decode steps alone
         worst = max(worst, _compare(model, f, row, q, s.other_token, s.own_token, by_start[start][:6]))
+    # patches of several steps in one stack (prefill, decode), each copy joining at its own step
+    mixed = [c for start in sorted(by_start) for c in by_start[start][:2]]
+    assert len({f._start(c, f.step_of(row, q)) for c in mixed}) >= 2
+    worst = max(worst, _compare(model, f, row, q, s.other_token, s.own_token, mixed))
     assert worst <= TOLERANCE, f"largest difference {worst}"

@@ -145,29 +145,28 @@ class ForcedRun:
 
     def logit_differences(self, row: int, position: int, plus: int, minus: int, changes: list[Change], *,
                           start: int | None = None) -> np.ndarray:
-        """`logit_difference` of each change [n]: the changes that resume from one kept state run as
-        stacked copies of the batch in one forward per step (`model.step.StepInputs.copies`: each copy
-        its own capacity groups), at most `MAX_COPIES_BYTES` of cache at once. Each value is its change's
-        own rerun, up to the kernels' drift with the batch's shape; a model without kept states, or a
+        """`logit_difference` of each change [n], the changes run as stacked copies of the batch, one
+        forward per step (`model.step.StepInputs.copies`: each copy its own capacity groups), at most
+        `MAX_COPIES_BYTES` of cache at once: in the order of the steps they resume from, each copy
+        joining the stack at its own step from the state kept there. Each value is its change's own
+        rerun, up to the kernels' drift with the batch's shape; a model without kept states, or a
         change the copies cannot address (an intervention on a group), reruns one change at a time."""
         last = self.step_of(row, position)
         self.prepare(last)
         col = int(torch.nonzero(self.specs[last].positions[row] == position)[0])
         out = np.zeros(len(changes))
-        by_start: dict[int, list[int]] = {}
-        for i, c in enumerate(changes):
-            by_start.setdefault(self._start(c, last) if start is None else start, []).append(i)
-        for s, idx in sorted(by_start.items()):
-            if not self.snapshots:
-                s = 0
-            chunk = self._chunk(s, last) if self.stack and self.snapshots and _stackable(self.edits) else 1
-            for k in range(0, len(idx), chunk):
-                part = [changes[i] for i in idx[k:k + chunk]]
-                if len(part) > 1 and not all(_stackable(c.edits) for c in part):
-                    values = [self._rerun(s, last, [c], row, col, plus, minus)[0] for c in part]
-                else:
-                    values = self._rerun(s, last, part, row, col, plus, minus)
-                out[idx[k:k + chunk]] = values
+        starts = [(self._start(c, last) if start is None else start) if self.snapshots else 0 for c in changes]
+        order = sorted(range(len(changes)), key=lambda i: starts[i])
+        stack = self.stack and self.snapshots and _stackable(self.edits)
+        i = 0
+        while i < len(order):
+            chunk = self._chunk(starts[order[i]], last) if stack else 1
+            idx = order[i:i + chunk]
+            if len(idx) > 1 and not all(_stackable(changes[j].edits) for j in idx):
+                idx = idx[:1]
+            out[idx] = self._rerun([starts[j] for j in idx], last, [changes[j] for j in idx], row, col,
+                                   plus, minus)
+            i += len(idx)
         return out
 
     def _start(self, change: Change, last: int) -> int:
@@ -193,25 +192,39 @@ class ForcedRun:
         per_copy = 2 * len(state.k) * B * H * self._context(start, last) * D * state.k[0].element_size()
         return max(1, MAX_COPIES_BYTES // per_copy)
 
-    def _rerun(self, start: int, last: int, changes: list[Change], row: int, col: int, plus: int,
+    def _rerun(self, starts: list[int], last: int, changes: list[Change], row: int, col: int, plus: int,
                minus: int) -> np.ndarray:
-        """Steps start..last of len(changes) stacked copies, copy i with change i; the logit difference
-        of each copy's row `row` at column `col` of step `last`."""
+        """Stacked copies, copy i with change i resumed from the state kept at step starts[i]
+        (ascending): steps starts[0]..last, each running the copies that have joined; the logit
+        difference of each copy's row `row` at column `col` of step `last`."""
         D = len(changes)
         B0 = self.step.shape[0]
+        first = starts[0]
         if self.snapshots:
-            cache = self._states[start].repeat(D, self._context(start, last), reuse=self.scratch[0])
+            cache = self._states[first].repeat(D, self._context(first, last), reuse=self.scratch[0])
             self.scratch[0] = cache
         else:
             cache = self.model.new_cache(B0)
         replay = {r + i * B0: rec for i, c in enumerate(changes) for r, rec in (c.replay or {}).items()}
-        own = tuple(_for_copy(iv, i, B0) for i in range(D) for iv in self.edits)
-        tried = tuple(_for_copy(iv, i, B0) for i, c in enumerate(changes) for iv in c.edits)
-        edit = InterventionSet(own + tried) if own or tried else None
+        own = [tuple(_for_copy(iv, i, B0) for iv in self.edits) + tuple(_for_copy(iv, i, B0) for iv in c.edits)
+               for i, c in enumerate(changes)]
+        active = 0
         with torch.no_grad():
-            for s in range(start, last + 1):
-                logits = self._forward(s, cache, replay or None, edit, D)
-                self.reruns += D
+            for s in range(first, last + 1):
+                joined = active
+                while active < D and starts[active] <= s:
+                    active += 1
+                if joined and active > joined:     # copies resuming at this step join from its kept state
+                    cache.load(joined * B0, self._states[s], active - joined)
+                n = active * B0
+                edits = tuple(iv for i in range(active) for iv in own[i])
+                here = {r: rec for r, rec in replay.items() if r < n}
+                view = cache if active == D else cache.rows(n)
+                logits = self._forward(s, view, here or None, InterventionSet(edits) if edits else None,
+                                       active)
+                if view is not cache:
+                    cache.filled = view.filled
+                self.reruns += active
         out = logits[torch.arange(D) * B0 + row, col]       # [D,V]
         return (out[:, plus] - out[:, minus]).double().numpy()
 
