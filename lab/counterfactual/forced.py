@@ -155,7 +155,8 @@ class ForcedRun:
         self.prepare(last)
         col = int(torch.nonzero(self.specs[last].positions[row] == position)[0])
         out = np.zeros(len(changes))
-        starts = [(self._start(c, last) if start is None else start) if self.snapshots else 0 for c in changes]
+        starts = [0 if not self.snapshots else self._start(c, last) if start is None else start
+                  for c in changes]
         order = sorted(range(len(changes)), key=lambda i: starts[i])
         stack = self.stack and self.snapshots and _stackable(self.edits)
         i = 0
@@ -206,8 +207,7 @@ class ForcedRun:
         else:
             cache = self.model.new_cache(B0)
         replay = {r + i * B0: rec for i, c in enumerate(changes) for r, rec in (c.replay or {}).items()}
-        own = [tuple(_for_copy(iv, i, B0) for iv in self.edits) + tuple(_for_copy(iv, i, B0) for iv in c.edits)
-               for i, c in enumerate(changes)]
+        own = [tuple(_for_copy(iv, i, B0) for iv in (*self.edits, *c.edits)) for i, c in enumerate(changes)]
         active = 0
         with torch.no_grad():
             for s in range(first, last + 1):
