@@ -90,13 +90,14 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
                 tile: int = 4, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
-                seed_offset: int = 0, edit=None) -> tuple[torch.Tensor, LayerRouting]:
+                seed_offset: int = 0, edit=None, copies: int = 1) -> tuple[torch.Tensor, LayerRouting]:
         """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route.
 
         `edit` (a `model.intervention.LayerEdit`) changes one event of this step: its
-        `before_route` may replace router logits, its `after_route` the decision.
+        `before_route` may replace router logits, its `after_route` the decision. `copies`: the rows are
+        that many stacked copies of one batch, each routed alone (`model.routing.route`).
         """
-        if forced is None and edit is None:
+        if forced is None and edit is None and copies == 1:
             tiles = 0 if mode == KernelMode.NATIVE else tile
             step = backends.compiled_step(self, x, valid, policy, pad, tiles)
             if step is not None:
@@ -106,7 +107,7 @@ class MoE(nn.Module):
         if edit is not None:
             router_logits = edit.before_route(router_logits)
         decision = route(router_logits, valid, policy, pad=pad, seed_offset=seed_offset,
-                         compiled=self.kernels.module)
+                         compiled=self.kernels.module, copies=copies)
         if forced is not None:
             decision = apply_forced(decision, forced)
         if edit is not None:

@@ -132,6 +132,8 @@ class SnapshotCache(Protocol):
 
     def clone(self) -> SnapshotCache: ...
 
+    def repeat(self, copies: int, context: int | None = None, reuse=None) -> SnapshotCache: ...
+
 
 class Engine(Protocol):
     """A serving engine that records a batch composition: `model.vllm.offline.OfflineEngine` (vLLM in

@@ -64,17 +64,28 @@ def forced_for_step(replay: dict[int, ReplayRouting], positions: torch.Tensor, v
     mask = torch.zeros((L, B, Ts), dtype=torch.bool)
     pos = positions.cpu()
     ok = valid.cpu()
+    by_length: dict[int, list[int]] = {}   # records of one length T_rec are gathered together
     for row, rec in replay.items():
-        T_rec = rec.expert.shape[1]
-        t_idx = torch.nonzero(ok[row] & (pos[row] < T_rec)).flatten()  # [n] step-local columns
-        if not t_idx.numel():
+        by_length.setdefault(int(rec.expert.shape[1]), []).append(row)
+    for T_rec, rows in by_length.items():
+        r = torch.tensor(rows)                                           # [n]
+        p = pos[r]                                                       # [n,Ts]
+        here = ok[r] & (p < T_rec)                                       # [n,Ts] recorded columns
+        if not bool(here.any()):
             continue
-        p_idx = pos[row, t_idx].numpy()
-        e = torch.as_tensor(np.asarray(rec.expert)[:, p_idx]).long()  # [L,n,K]
-        has = e[:, :, 0] >= 0  # [L,n] recorded positions
-        expert[:, row, t_idx] = e
-        kept[:, row, t_idx] = torch.as_tensor(np.asarray(rec.kept)[:, p_idx]).bool()
-        gate[:, row, t_idx] = torch.as_tensor(np.asarray(rec.gate)[:, p_idx]).float()
-        mask[:, row, t_idx] = has
+        at = p.clamp(0, T_rec - 1).numpy()
+        e = _gathered([replay[row].expert for row in rows], at).long()  # [L,n,Ts,K]
+        has = here[None] & (e[..., 0] >= 0)                              # [L,n,Ts] recorded positions
+        hit = here[None, ..., None]
+        expert[:, r] = torch.where(hit, e, expert[:, r])
+        kept[:, r] = torch.where(hit, _gathered([replay[row].kept for row in rows], at).bool(), kept[:, r])
+        gate[:, r] = torch.where(hit, _gathered([replay[row].gate for row in rows], at).float(), gate[:, r])
+        mask[:, r] = has
     return [ForcedRouting(expert[li].to(device), kept[li].to(device), gate[li].to(device),
                           mask[li].to(device)) for li in range(L)]
+
+
+def _gathered(records: list, at: np.ndarray) -> torch.Tensor:
+    """records [n] of [L,T_rec,K] at positions at[n,Ts] -> [L,n,Ts,K]."""
+    a = np.stack([np.asarray(x) for x in records])                   # [n,L,T_rec,K]
+    return torch.as_tensor(a[np.arange(len(records))[:, None], :, at].transpose(2, 0, 1, 3))

@@ -80,6 +80,7 @@ def route(
     seed_offset: int = 0,
     chosen: tuple[torch.Tensor, torch.Tensor] | None = None,
     compiled: ModuleType | None = None,
+    copies: int = 1,
 ) -> RoutingDecision:
     """Route the tokens marked `valid[B,T]` given `router_logits[B,T,E]` under `policy`.
 
@@ -95,23 +96,33 @@ def route(
 
     `compiled`: a model's compiled kernels (`model.experts.Kernels.module`), which decide a small step of
     a position priority on the host (the same decision, bit for bit).
+
+    `copies`: the B rows are that many copies of a batch of B0 = B / copies rows, stacked copy-major
+    (copy i holds rows i*B0..(i+1)*B0-1), each routed as if it were alone: its own groups (a batch
+    group per copy, fixed groups counted inside each copy), capacities and random priorities (each
+    copy draws the one-copy stream). Every decision of copy i is the one-copy batch's, bit for bit.
+    Group ids run copy-major: copy i's groups are i*G0..(i+1)*G0-1.
     """
     _check_inputs(router_logits, valid, pad, policy, seed_offset)
+    _check_copies(router_logits.shape[0], copies)
     B, T, E = router_logits.shape
     K = policy.candidates_per_token(E)
     if chosen is not None:
-        return _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen)
+        return _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen, copies)
     probs = router_scores(router_logits, policy.score_fn)  # [B,T,E]
-    return _dispatch(probs, valid, pad, policy, K, seed_offset, compiled=compiled)
+    return _dispatch(probs, valid, pad, policy, K, seed_offset, compiled=compiled, copies=copies)
 
 
 def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None,
-              compiled=None) -> RoutingDecision:
+              compiled=None, copies: int = 1) -> RoutingDecision:
     """Which tokens are routed and counted (the policy's pad knobs), then the sort-free position path
-    where it applies, else the general one; `expert` [B,T,K] keeps a model router's own candidates."""
+    where it applies, else the general one; `expert` [B,T,K] keeps a model router's own candidates.
+    Copies of a batch grouped per batch take the general path (a group per copy); groups per sequence
+    are the same in any stack of copies."""
     routed, counted = _routed_counted(valid, pad, policy)
     N = probs.shape[0] * probs.shape[1]
-    if N > 0 and policy.priority in _POSITION and policy.group_by in ("batch", "sequence"):
+    by_position = policy.group_by == "sequence" or (policy.group_by == "batch" and copies == 1)
+    if N > 0 and policy.priority in _POSITION and by_position:
         if N <= SMALL_TOKENS and K <= 2 and probs.device.type == "cpu" and not probs.requires_grad:
             plan = compiled_plan(policy, routed, counted, probs.shape[-1]) \
                 if expert is None and compiled is not None else None
@@ -124,10 +135,10 @@ def _dispatch(probs, valid, pad, policy, K: int, seed_offset: int, expert=None,
             if bool(np.isfinite(probs.numpy()).all()):
                 return _route_small(probs, routed, counted, policy, K, expert=expert)
         return _route_by_position(probs, routed, counted, policy, K, expert=expert)
-    return _route_general(probs, routed, counted, policy, K, seed_offset, expert=expert)
+    return _route_general(probs, routed, counted, policy, K, seed_offset, expert=expert, copies=copies)
 
 
-def _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen) -> RoutingDecision:
+def _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen, copies=1) -> RoutingDecision:
     """`route` over candidates a model's router chose: expert/weight[B,T,K] (see `route`)."""
     expert, weight = chosen
     B, T, E = router_logits.shape
@@ -140,11 +151,12 @@ def _route_chosen(router_logits, valid, policy, pad, seed_offset, chosen) -> Rou
     expert = expert.to(torch.int64)
     probs = torch.zeros(B, T, E, dtype=torch.float32, device=router_logits.device)
     probs.scatter_(-1, expert, weight.float())  # [B,T,E] the model's weights at its chosen experts
-    return _dispatch(probs, valid, pad, policy, policy.top_k, seed_offset, expert=expert)
+    return _dispatch(probs, valid, pad, policy, policy.top_k, seed_offset, expert=expert, copies=copies)
 
 
-def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None) -> RoutingDecision:
-    """`route` for every priority and grouping, in the flattened token stream."""
+def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None, copies=1) -> RoutingDecision:
+    """`route` for every priority and grouping, in the flattened token stream (of `copies` stacked
+    batches: see `route`)."""
     B, T, E = probs.shape
     N = B * T
     seq_major = policy.flatten == "seq_major"
@@ -160,7 +172,7 @@ def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None) 
     else:  # score desc then expert index asc
         expert, raw = _top_experts(p, K)
 
-    group, G = _groups(counted_n, B, T, seq_major, policy)   # [N]
+    group, G = _groups(counted_n, B, T, seq_major, policy, copies)   # [N]
     S = _bucket_count(torch.where(counted_n, group, G), G + 1)[:G]  # [G]
     capacity = policy.capacity(S, E)                  # [G]
 
@@ -168,7 +180,7 @@ def _route_general(probs, routed, counted, policy, K, seed_offset, expert=None) 
         else raw
     # Candidates that are not routed go to a spare bucket G*E so they never take a slot.
     ge = torch.where(routed_n[:, None], group[:, None] * E + expert, G * E)  # [N,K]
-    slot = _slots(ge, raw, gate0, policy, G * E + 1, seed_offset, B, T, seq_major)  # [N,K]
+    slot = _slots(ge, raw, gate0, policy, G * E + 1, seed_offset, B, T, seq_major, copies)  # [N,K]
 
     if policy.dropless:
         kept = routed_n[:, None].expand(N, K)
@@ -427,6 +439,12 @@ def _check_inputs(logits, valid, pad, policy, seed_offset) -> None:
         raise ValueError(f"route: seed_offset must be an integer, got {seed_offset!r}")
 
 
+def _check_copies(B: int, copies: int) -> None:
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1 or B % copies:
+        raise ValueError(f"route: copies must be a positive integer dividing the batch's {B} rows, "
+                         f"got {copies!r}")
+
+
 def _to_stream(x: torch.Tensor, seq_major: bool) -> torch.Tensor:
     """[B,T,...] -> [N,...] in arrival order: b*T+t (batch-major) or t*B+b (seq-major)."""
     if seq_major:
@@ -460,21 +478,43 @@ def _top_experts(p: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(experts, -1), torch.cat(scores, -1)
 
 
-def _groups(counted: torch.Tensor, B: int, T: int, seq_major: bool,
-            policy: RoutingPolicy) -> tuple[torch.Tensor, int]:
-    """Group id of each stream position [N] and the number of groups G."""
+def _groups(counted: torch.Tensor, B: int, T: int, seq_major: bool, policy: RoutingPolicy,
+            copies: int = 1) -> tuple[torch.Tensor, int]:
+    """Group id of each stream position [N] and the number of groups G (copy-major over `copies`)."""
     N = B * T
     n = torch.arange(N, device=counted.device)
     if policy.group_by == "sequence":
         return (n % B if seq_major else n // T), B
     if policy.group_by == "batch":
-        return torch.zeros_like(n), 1
-    # fixed: consecutive chunks of group_size counted tokens of the stream (T5X, V-MoE)
-    rank = torch.cumsum(counted.to(torch.int64), 0) - 1
+        if copies == 1:
+            return torch.zeros_like(n), 1
+        return (n % B if seq_major else n // T) // (B // copies), copies
+    # fixed: consecutive chunks of group_size counted tokens of each copy's stream (T5X, V-MoE)
     size = int(policy.group_size or 0)  # set when group_by is fixed (RoutingPolicy checks it)
-    group = rank.clamp_min(0) // size
-    total = int(counted.sum())  # the one host sync: G sets output shapes
-    return group, max(1, -(-total // size))
+    if copies == 1:
+        rank = torch.cumsum(counted.to(torch.int64), 0) - 1
+        total = int(counted.sum())  # the one host sync: G sets output shapes
+        return rank.clamp_min(0) // size, max(1, -(-total // size))
+    B0 = B // copies
+    per_copy = _copy_streams(counted.to(torch.int64), B0, T, copies, seq_major)   # [D,N0]
+    rank = torch.cumsum(per_copy, 1) - 1
+    G0 = max(1, -(-int(per_copy.sum(1).max()) // size))
+    group = rank.clamp_min(0) // size + torch.arange(copies, device=counted.device)[:, None] * G0
+    return _from_copy_streams(group, B0, T, copies, seq_major), copies * G0
+
+
+def _copy_streams(x: torch.Tensor, B0: int, T: int, copies: int, seq_major: bool) -> torch.Tensor:
+    """A stream [N] of `copies` stacked batches as each copy's own stream [D,N0] (its order alone)."""
+    if seq_major:  # n = t*B + i*B0 + b
+        return x.view(T, copies, B0).transpose(0, 1).reshape(copies, T * B0)
+    return x.view(copies, B0 * T)
+
+
+def _from_copy_streams(x: torch.Tensor, B0: int, T: int, copies: int, seq_major: bool) -> torch.Tensor:
+    """Inverse of `_copy_streams`: [D,N0] -> [N]."""
+    if seq_major:
+        return x.view(copies, T, B0).transpose(0, 1).reshape(-1)
+    return x.reshape(-1)
 
 
 def _bucket_count(index: torch.Tensor, size: int) -> torch.Tensor:
@@ -498,7 +538,7 @@ def _descending(x: torch.Tensor) -> torch.Tensor:
     return (0x7FFFFFFF - x.view(torch.int32)).to(torch.int64)
 
 
-def _slots(ge, raw, gate0, policy, buckets, seed_offset, B, T, seq_major) -> torch.Tensor:
+def _slots(ge, raw, gate0, policy, buckets, seed_offset, B, T, seq_major, copies=1) -> torch.Tensor:
     """Slot [N,K] of each candidate: higher-priority candidates of the same (group, expert) bucket.
 
     Candidates start in arrival order (n, then j); one stable sort by an int64 key packing
@@ -523,7 +563,8 @@ def _slots(ge, raw, gate0, policy, buckets, seed_offset, B, T, seq_major) -> tor
     else:  # random token selection (DeepSpeed RTS), k-major, seeded
         gen = torch.Generator(device=ge.device)
         gen.manual_seed(_seed(policy, seed_offset))
-        noise = torch.randint(0, 2**31, (B, T, K), generator=gen, device=ge.device)
+        noise = torch.randint(0, 2**31, (B // copies, T, K), generator=gen, device=ge.device)
+        noise = noise.repeat(copies, 1, 1)  # each copy draws the one-copy batch's stream
         key = ((ge * K + j) << 31) + _to_stream(noise, seq_major)
     order = torch.sort(key.reshape(M), stable=True).indices
     bucket = ge.reshape(M)

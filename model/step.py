@@ -31,6 +31,8 @@ class StepInputs:
     forced: list[ForcedRouting | None] | None = None  # per MoE layer, routing to impose (replay)
     index: int = 0                         # forward step index, mixed into the seed of random routing
     edit: Any = None                       # `model.intervention.LayerEdit` or `StepEdits` of this step
+    copies: int = 1                        # the rows are this many stacked copies of one batch (copy i:
+    #                                        rows i*B0..(i+1)*B0-1), each routed alone (`model.routing`)
 
     def seed_offset(self, layer: int) -> int:
         """The seed offset of random routing priorities at MoE layer `layer` of this step."""

@@ -167,7 +167,7 @@ class MoETransformer(nn.Module):
                 li = len(routing)
                 y, r = block.ffn(h, valid, policy, mode=kernel_mode, tile=tile, pad=step.pad,
                                  forced=step.forced_at(li), seed_offset=step.seed_offset(li),
-                                 edit=step.edit_at(li))
+                                 edit=step.edit_at(li), copies=step.copies)
                 routing.append(r)
             else:
                 y = block.ffn(h, kernel_mode, tile)

@@ -15,8 +15,10 @@ A first-order estimate of every cell (`lab.counterfactual.estimate`) orders the 
 decode cell is patched exactly (a few decode steps each), prefill cells in the estimate's order
 until the estimated effect left is small or `MAX_EXACT_PREFILL` reruns per direction are spent
 (each prefill rerun repeats the whole prefill); each cell says whether its effect is exact or
-estimated. The joint effect
-of all differing cells is measured exactly beside the sum of the singles.
+estimated. The joint effect of all differing cells is measured exactly beside the sum of the
+singles. A direction's exact patches, and the exact null draws of each class, go to
+`ForcedRun.logit_differences` together: those resuming from one kept state run as stacked copies
+of the batch, one forward per step.
 
 Nulls (`lab.counterfactual.nulls`) are matched by position class and change size; the chain back
 from the decisive cell is `lab.counterfactual.chain`.
@@ -34,7 +36,7 @@ import torch
 
 from lab.counterfactual.chain import follow_chain
 from lab.counterfactual.estimate import effects, gates, linearize, supports_estimates
-from lab.counterfactual.forced import ForcedRun
+from lab.counterfactual.forced import Change, ForcedRun
 from lab.counterfactual.nulls import null_test
 from lab.counterfactual.reruns import replay_cells
 from model.intervention import SetKept
@@ -90,8 +92,9 @@ def queue_kept(own: ReplayRouting, other: ReplayRouting, layer: int, p: int) -> 
 
 
 def causal_map(side_b: Side, side_a: Side, t_star: int, prompt_len: int, model, policy, *,
-               exact_all: bool = False) -> PairMap:
-    """The map of one pair, both directions (see the module docstring)."""
+               exact_all: bool = False, chain: bool = True) -> PairMap:
+    """The map of one pair, both directions (see the module docstring); level 1 alone (no chain)
+    without `chain`."""
     started = time.perf_counter()
     cells: list[CellEffect] = []
     result = PairMap(t_star=t_star, prompt_len=prompt_len)
@@ -99,7 +102,7 @@ def causal_map(side_b: Side, side_a: Side, t_star: int, prompt_len: int, model, 
         side.cells = differing_cells(side.own, side.other, t_star)
         _direction(side, t_star, prompt_len, model, policy, result, cells, exact_all)
     result.cells = cells
-    result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy)
+    result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy) if chain else []
     result.seconds = time.perf_counter() - started
     return result
 
@@ -128,17 +131,22 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
                                     np.asarray(side.other.gate)[layer, pos], policy.norm)
     exact = np.full(n, math.nan)
     queue = np.full(n, math.nan)
+    # every exact patch of the direction in one call: those resuming from one kept state run together
+    everything = [(c[0], c[1]) for c in side.cells]
+    changes = [Change({row: replay_cells(side.other, everything)})]     # the joint patch first
+    slots: list[tuple[np.ndarray, int]] = []
     for i in _exact_order(side.cells, estimate, prompt_len, baseline, exact_all or lin is None):
         layer, p, _ = side.cells[i]
-        exact[i] = f.logit_difference(row, q, plus, minus,
-                                      replay={row: replay_cells(side.other, [(layer, p)])}) - baseline
+        changes.append(Change({row: replay_cells(side.other, [(layer, p)])}))
+        slots.append((exact, i))
         kept = queue_kept(side.own, side.other, layer, p)
         if kept is not None:
-            change = SetKept(f.step_of(row, p), layer, row, p, kept)
-            queue[i] = f.logit_difference(row, q, plus, minus, edits=(change,)) - baseline
-    everything = [(c[0], c[1]) for c in side.cells]
-    joint = f.logit_difference(row, q, plus, minus, replay={row: replay_cells(side.other, everything)})
-    result.joint[side.name] = joint - baseline
+            changes.append(Change(edits=(SetKept(f.step_of(row, p), layer, row, p, kept),)))
+            slots.append((queue, i))
+    values = f.logit_differences(row, q, plus, minus, changes) - baseline
+    result.joint[side.name] = float(values[0])
+    for (target, i), v in zip(slots, values[1:], strict=True):
+        target[i] = v
     value = np.where(np.isnan(exact), estimate, exact)
     result.sum_singles[side.name] = float(np.nansum(value))
     rerun = functools.partial(_exact_draws, side, lin, q, policy.norm, baseline)
@@ -156,21 +164,32 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
 
 
 def _exact_draws(side: Side, lin, q: int, norm: str, baseline: float, draws) -> np.ndarray:
-    """Exact effects of null draws: each draw's cell replayed with its random decision."""
+    """Exact effects of null draws, rerun together as stacked copies of the batch
+    (`ForcedRun.logit_differences`)."""
+    changes = draw_changes(side, lin, norm, draws)
+    return side.forced.logit_differences(side.row, q, side.other_token, side.own_token, changes) - baseline
+
+
+def draw_changes(side: Side, lin, norm: str, draws) -> list[Change]:
+    """Each null draw as a change of the side's row: its cell replayed with its random decision, gates
+    as the policy gives them from the row's scores."""
     L, T, K = np.asarray(side.own.expert).shape
-    out = np.zeros(len(draws.effect))
-    for i in range(len(out)):
+    n = len(draws.effect)
+    gate = np.zeros((n, K), dtype=np.float32)
+    for layer in np.unique(draws.layer):
+        idx = np.nonzero(draws.layer == layer)[0]
+        e = torch.as_tensor(draws.expert[idx]).long()
+        gate[idx] = gates(lin.probs[int(layer)][draws.position[idx]], e, torch.as_tensor(draws.kept[idx]),
+                          norm).numpy()
+    changes = []
+    for i in range(n):
         layer, p = int(draws.layer[i]), int(draws.position[i])
         expert = np.full((L, T, K), -1, dtype=np.int64)
         kept = np.zeros((L, T, K), dtype=bool)
-        gate = np.zeros((L, T, K), dtype=np.float32)
-        expert[layer, p], kept[layer, p] = draws.expert[i], draws.kept[i]
-        e = torch.as_tensor(draws.expert[i]).long()[None]
-        k = torch.as_tensor(draws.kept[i])[None]
-        gate[layer, p] = gates(lin.probs[layer][p][None], e, k, norm)[0].numpy()
-        out[i] = side.forced.logit_difference(side.row, q, side.other_token, side.own_token,
-                                              replay={side.row: ReplayRouting(expert, kept, gate)}) - baseline
-    return out
+        gates_i = np.zeros((L, T, K), dtype=np.float32)
+        expert[layer, p], kept[layer, p], gates_i[layer, p] = draws.expert[i], draws.kept[i], gate[i]
+        changes.append(Change({side.row: ReplayRouting(expert, kept, gates_i)}))
+    return changes
 
 
 def _exact_order(cells, estimate: np.ndarray, prompt_len: int, baseline: float, every: bool) -> list[int]:
@@ -208,17 +227,22 @@ class MapRunner:
     kept states every pair it belongs to resumes from. `edits` maps a run generated with interventions
     (a planted event) to them: its reruns apply them too."""
 
-    def __init__(self, reruns, *, exact_all: bool = False, edits: dict[str, tuple] | None = None):
+    def __init__(self, reruns, *, exact_all: bool = False, edits: dict[str, tuple] | None = None,
+                 chain: bool = True, stack: bool = True):
         self.reruns = reruns            # `lab.counterfactual.reruns.Reruns`: settings and the model
         self.exact_all = exact_all
+        self.chain = chain              # level 2 too (the chain back to the batch)
+        self.stack = stack              # reruns stacked as copies of the batch (False: one per change)
         self.edits = edits or {}
         self._forced: dict[str, ForcedRun] = {}
+        self._scratch: list = [None]    # the stacked caches' memory, shared by the runs' reruns
 
     def forced(self, name: str) -> ForcedRun:
         if name not in self._forced:
             s = self.reruns.settings(name)
             self._forced[name] = ForcedRun(self.reruns.model, self.reruns.trace.run(name), s.policy,
-                                           s.kernel_mode, self.edits.get(name, ()))
+                                           s.kernel_mode, self.edits.get(name, ()), self._scratch)
+            self._forced[name].stack = self.stack
         return self._forced[name]
 
     def side(self, name: str, run: str, row: int, other_run: str, other_row: int, t_star: int) -> Side:
@@ -234,4 +258,5 @@ class MapRunner:
         b = self.side("B", v.run, v.row, v.ref_run, v.ref_row, v.t_star)
         a = self.side("A", v.ref_run, v.ref_row, v.run, v.row, v.t_star)
         s = self.reruns.settings(v.run)
-        return causal_map(b, a, v.t_star, v.prompt_len, self.reruns.model, s.policy, exact_all=self.exact_all)
+        return causal_map(b, a, v.t_star, v.prompt_len, self.reruns.model, s.policy, exact_all=self.exact_all,
+                          chain=self.chain)

@@ -92,24 +92,39 @@ def null_draws(model, policy, lin, side, klass: int, size: int, n: int, t_star: 
         return Draws(empty, empty, np.zeros((0, K), dtype=int), np.zeros((0, K), dtype=bool), np.zeros(0))
     rng = np.random.default_rng([t_star, zlib.crc32(side.run.encode()), side.row, klass, size])
     picks = rng.integers(len(pool), size=n)
-    layers = np.array([pool[j][0] for j in picks], dtype=int)
-    positions = np.array([pool[j][1] for j in picks], dtype=int)
-    expert = own_e[layers, positions].copy()
+    cells = np.array(pool, dtype=int)[picks]                      # [n,2]
+    layers, positions = cells[:, 0], cells[:, 1]
+    expert = own_e[layers, positions].copy()                      # [n,K]
     kept = own_k[layers, positions].copy()
-    for r in range(n):
-        slots = rng.choice(K, size=min(size, K), replace=False)
-        taken = np.union1d(expert[r], other_e[layers[r], positions[r]])
-        free = np.setdiff1d(np.arange(E), taken)
-        if len(free) < len(slots):   # few experts: any the row did not choose there
-            free = np.setdiff1d(np.arange(E), expert[r])
-            slots = slots[:len(free)]
-        expert[r, slots] = rng.choice(free, size=len(slots), replace=False)
-        kept[r, slots] = True
+    expert, kept = _redraw(rng, expert, kept, other_e[layers, positions], size, E)
     out = np.zeros(n)
     for layer in np.unique(layers):
         idx = np.nonzero(layers == layer)[0]
         out[idx] = effects(model, lin, int(layer), positions[idx], expert[idx], kept[idx], None, policy.norm)
     return Draws(layers, positions, expert, kept, out)
+
+
+def _redraw(rng: np.random.Generator, expert: np.ndarray, kept: np.ndarray, other: np.ndarray, size: int,
+            E: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each draw's expert[n,K] with `size` random candidates (distinct ranks) given random experts
+    among those neither the row (expert) nor the other run (other[n,K]) chose there, distinct and
+    kept; with too few such experts, among those the row did not choose (as many as there are)."""
+    n, K = expert.shape
+    m = min(size, K)
+    slots = np.argsort(rng.random((n, K)), axis=1)[:, :m]                           # [n,m] distinct ranks
+    choice = np.arange(E)
+    mine = (expert[:, :, None] == choice).any(1)                                   # [n,E]
+    free = ~(mine | (other[:, :, None] == choice).any(1))
+    few = free.sum(1) < m
+    free[few] = ~mine[few]
+    count = np.minimum(free.sum(1), m)                                             # [n] candidates changed
+    keys = np.where(free, rng.random((n, E)), np.inf)
+    picked = np.argsort(keys, axis=1, kind="stable")[:, :m]                        # [n,m] distinct free
+    rows, cols = np.nonzero(np.arange(m) < count[:, None])
+    expert, kept = expert.copy(), kept.copy()
+    expert[rows, slots[rows, cols]] = picked[rows, cols]
+    kept[rows, slots[rows, cols]] = True
+    return expert, kept
 
 
 def _in_class(cells: list[tuple[int, int]], klass: int, t_star: int,

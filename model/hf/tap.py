@@ -97,7 +97,7 @@ class RouterTap:
         valid = ctx.valid.to(z.device)
         pad = None if ctx.step.pad is None else ctx.step.pad.to(z.device)
         decision = route(z, valid, ctx.policy, pad=pad, seed_offset=ctx.step.seed_offset(li),
-                         chosen=(index, weights))
+                         chosen=(index, weights), copies=ctx.step.copies)
         forced = ctx.step.forced_at(li)
         if forced is not None:
             decision = apply_forced(decision, forced)
