@@ -75,7 +75,7 @@ class MoE(nn.Module):
         self.kernels = backends.choose()
         self._pack: tuple[torch.Tensor, torch.Tensor, int] | None = None  # expert weights packed for it
         self._pack_key: tuple | None = None
-        self._plan = None  # the compiled router's `routing.StepPlan` of the last policy
+        self._plan = None  # the compiled step's `experts.WholeStepPlan` of the last policy
 
     @property
     def kernel_version(self) -> int:

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "simd.h"
@@ -116,6 +117,21 @@ void each_item(int64_t n, int64_t work, const F& item) {
   });
 }
 
+// Scratch floats for one call, kept on the calling thread between calls and grown to the largest step
+// it has run: a step allocates, zeroes and faults in no memory for its activations and expert outputs
+// (megabytes at a prefill), 64-byte aligned.
+inline float* scratch(int64_t floats) {
+  thread_local std::unique_ptr<float[]> buffer;
+  thread_local int64_t size = 0;
+  if (floats > size) {
+    buffer.reset();
+    buffer.reset(new float[floats + 16]);
+    size = floats;
+  }
+  const auto at = reinterpret_cast<uintptr_t>(buffer.get());
+  return reinterpret_cast<float*>((at + 63) & ~uintptr_t(63));
+}
+
 struct Item {
   int64_t expert, row0, rows, block;
 };
@@ -203,8 +219,9 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
         x_rows[at[c]] = x_p + (c / K) * C;
       }
   }
-  std::vector<float> a(M * F), out(M * C);
-  for (int64_t r = 0; r < M; ++r) a_rows[r] = a.data() + r * F;
+  float* const a = scratch(M * (F + C));  // a[M][F], then out[M][C]
+  float* const out = a + M * F;
+  for (int64_t r = 0; r < M; ++r) a_rows[r] = a + r * F;
 
   // 1. a = silu(x @ gate) * (x @ up), block pairs of WIDTH outputs
   const auto first = items(count, (F + WIDTH - 1) / WIDTH);
@@ -216,7 +233,7 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
     matmul_block(x_rows.data() + it.row0, it.rows, C, pair, width, h[0], WIDTH);
     matmul_block(x_rows.data() + it.row0, it.rows, C, pair + width * C, width, h[1], WIDTH);
     for (int64_t r = 0; r < it.rows; ++r) {
-      float* ar = a.data() + (it.row0 + r) * F + p * WIDTH;
+      float* ar = a + (it.row0 + r) * F + p * WIDTH;
       for (int64_t f = 0; f < width; f += LANES)
         simd::store(ar + f, simd::silu_times(simd::load(h[0] + r * WIDTH + f), simd::load(h[1] + r * WIDTH + f)));
     }
@@ -227,7 +244,7 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
     const Item& it = second[i];
     const int64_t width = std::min(WIDTH, C - it.block * WIDTH);
     const float* block = wo_p + it.expert * C * F + it.block * WIDTH * F;
-    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out.data() + it.row0 * C + it.block * WIDTH, C);
+    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out + it.row0 * C + it.block * WIDTH, C);
   });
   // 3. y[n] = sum over the token's kept candidates in expert order (then j) of gate * out
   auto y = torch::empty({N, C}, x.options());
@@ -245,7 +262,7 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
       for (int64_t c = 0; c < C; c += LANES) {
         vec acc = simd::zero();
         for (int64_t k = 0; k < kept_n; ++k)
-          acc = simd::fmadd(simd::set1(g_p[order[k]]), simd::load(out.data() + at[order[k]] * C + c), acc);
+          acc = simd::fmadd(simd::set1(g_p[order[k]]), simd::load(out + at[order[k]] * C + c), acc);
         simd::store(yr + c, acc);
       }
     }
