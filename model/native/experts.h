@@ -178,31 +178,12 @@ torch::Tensor pack(torch::Tensor w, bool paired) {
   return packed;
 }
 
-// x[..., C]; w_in[E, 2F*C] (pack(paired)) and w_out[E, C*F] (pack); expert/kept/gate [..., K] over the same
-// tokens. Returns y shaped as x.
-torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_out, int64_t F, torch::Tensor expert,
-                      torch::Tensor kept, torch::Tensor gate) {
-  using namespace experts_impl;
-  TORCH_CHECK(x_in.dtype() == torch::kFloat32 && w_in.dtype() == torch::kFloat32 && w_out.dtype() == torch::kFloat32,
-              "experts: float32 only");
-  const int64_t C = x_in.size(-1), K = expert.size(-1);
-  auto x = x_in.reshape({-1, C}).contiguous();
-  const int64_t N = x.size(0), E = w_in.size(0);
-  TORCH_CHECK(C % LANES == 0 && F % LANES == 0, "experts: widths must be multiples of the vector width");
-  TORCH_CHECK(w_in.size(1) == 2 * F * C && w_out.size(0) == E && w_out.size(1) == C * F, "experts: packed shapes");
-  TORCH_CHECK(expert.numel() == N * K && kept.numel() == N * K && gate.numel() == N * K, "experts: [..., K] per token");
-  auto ex = expert.contiguous().to(torch::kInt64);
-  auto kp = kept.contiguous().to(torch::kBool);
-  auto gt = gate.contiguous().to(torch::kFloat32);
-  auto wi = w_in.contiguous();
-  auto wo = w_out.contiguous();
-  const int64_t* e_p = ex.data_ptr<int64_t>();
-  const bool* k_p = kp.data_ptr<bool>();
-  const float* g_p = gt.data_ptr<float>();
-  const float* x_p = x.data_ptr<float>();
-  const float* wi_p = wi.data_ptr<float>();
-  const float* wo_p = wo.data_ptr<float>();
+namespace experts_impl {
 
+// y[N][C] = the experts' gated sum for x[N][C] (rows contiguous) with w_in[E][2F*C] (pack(paired)) and
+// w_out[E][C*F] (pack), each token's K candidates in expert[N*K] (int64), kept[N*K], gate[N*K] (float).
+inline void run(const float* x_p, int64_t N, int64_t C, const float* wi_p, const float* wo_p, int64_t E, int64_t F,
+                const int64_t* e_p, const bool* k_p, const float* g_p, int64_t K, float* y_p) {
   // kept candidates grouped by expert, arrival order (n, then j) inside each; at[c]: candidate c's place
   std::vector<int64_t> count(E + 1, 0);
   for (int64_t c = 0; c < N * K; ++c)
@@ -247,17 +228,19 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
     matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out + it.row0 * C + it.block * WIDTH, C);
   });
   // 3. y[n] = sum over the token's kept candidates in expert order (then j) of gate * out
-  auto y = torch::empty({N, C}, x.options());
-  float* y_p = y.data_ptr<float>();
   const int64_t token_blocks = (N + 15) / 16;
   each_item(token_blocks, N * K * C, [&](int64_t i) {
-    std::vector<int64_t> order(K);
+    int64_t small[16];
+    std::vector<int64_t> large(K > 16 ? K : 0);
+    int64_t* order = K > 16 ? large.data() : small;
     for (int64_t n = i * 16; n < std::min(N, i * 16 + 16); ++n) {
       int64_t kept_n = 0;
-      for (int64_t j = 0; j < K; ++j)
-        if (at[n * K + j] >= 0) order[kept_n++] = n * K + j;
-      std::stable_sort(order.begin(), order.begin() + kept_n,
-                       [&](int64_t u, int64_t v) { return e_p[u] < e_p[v]; });
+      for (int64_t j = 0; j < K; ++j) {  // insertion in expert order, after equal experts (a stable sort)
+        if (at[n * K + j] < 0) continue;
+        int64_t k = kept_n++;
+        for (; k > 0 && e_p[order[k - 1]] > e_p[n * K + j]; --k) order[k] = order[k - 1];
+        order[k] = n * K + j;
+      }
       float* yr = y_p + n * C;
       for (int64_t c = 0; c < C; c += LANES) {
         vec acc = simd::zero();
@@ -267,5 +250,30 @@ torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_ou
       }
     }
   });
-  return y.view(x_in.sizes());
+}
+
+}  // namespace experts_impl
+
+// x[..., C]; w_in[E, 2F*C] (pack(paired)) and w_out[E, C*F] (pack); expert/kept/gate [..., K] over the same
+// tokens. Returns y shaped as x.
+torch::Tensor experts(torch::Tensor x_in, torch::Tensor w_in, torch::Tensor w_out, int64_t F, torch::Tensor expert,
+                      torch::Tensor kept, torch::Tensor gate) {
+  using namespace experts_impl;
+  TORCH_CHECK(x_in.dtype() == torch::kFloat32 && w_in.dtype() == torch::kFloat32 && w_out.dtype() == torch::kFloat32,
+              "experts: float32 only");
+  const int64_t C = x_in.size(-1), K = expert.size(-1);
+  auto x = x_in.contiguous();
+  const int64_t N = x.numel() / C, E = w_in.size(0);
+  TORCH_CHECK(C % LANES == 0 && F % LANES == 0, "experts: widths must be multiples of the vector width");
+  TORCH_CHECK(w_in.size(1) == 2 * F * C && w_out.size(0) == E && w_out.size(1) == C * F, "experts: packed shapes");
+  TORCH_CHECK(expert.numel() == N * K && kept.numel() == N * K && gate.numel() == N * K, "experts: [..., K] per token");
+  auto ex = expert.contiguous().to(torch::kInt64);
+  auto kp = kept.contiguous().to(torch::kBool);
+  auto gt = gate.contiguous().to(torch::kFloat32);
+  auto wi = w_in.contiguous();
+  auto wo = w_out.contiguous();
+  auto y = torch::empty(x.sizes(), x.options());
+  run(x.data_ptr<float>(), N, C, wi.data_ptr<float>(), wo.data_ptr<float>(), E, F, ex.data_ptr<int64_t>(),
+      kp.data_ptr<bool>(), gt.data_ptr<float>(), K, y.data_ptr<float>());
+  return y;
 }
