@@ -99,9 +99,10 @@ class MoE(nn.Module):
         if forced is None and edit is None:
             tiles = 0 if mode == KernelMode.NATIVE else tile
             step = backends.compiled_step(self, x, valid, policy, pad, tiles)
-            if step is not None:
-                y, logits, probs, *decision = step
-                return y, LayerRouting(logits, RoutingDecision(*decision, probs=probs))  # type: ignore[misc]
+            if step is not None:  # (y, logits, probs, then the decision's fields but probs, in order)
+                y, logits, probs, expert, gate, kept, slot, group, cap, asked, took, tokens = step
+                decision = RoutingDecision(expert, gate, kept, slot, group, cap, asked, took, tokens, probs)
+                return y, LayerRouting(logits, decision)
         router_logits = kernels.linear(x, self.router, mode, tile).float()  # [B,T,E]
         if edit is not None:
             router_logits = edit.before_route(router_logits)

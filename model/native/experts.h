@@ -11,7 +11,10 @@
 //   3. per block of tokens: y = the token's gated outputs multiply-added in expert order.
 // Weights are packed per expert in blocks of WIDTH outputs that stream once for all of an item's rows:
 // at a decode step (a row or two an expert) the step is weight streaming, at a prefill a
-// register-blocked GEMM of up to RMAX rows at a time.
+// register-blocked GEMM of up to RMAX rows at a time. A prefill of experts that fit a core's cache runs
+// 1 and 2 as one item per (expert, block of its rows), so its activations never leave the cache. The
+// phases' split, like the threads', changes no bits: each output is the same chain either way.
+// Their scratch memory (a and out) is kept per calling thread between calls.
 
 #pragma once
 
@@ -36,6 +39,8 @@ constexpr int64_t WIDTH = NV * LANES;        // outputs per packed block
 constexpr int64_t ROWS = 8 * RMAX;           // rows per work item (an item's block stays in cache)
 constexpr int64_t PREFETCH = 1024;           // floats ahead of use: weights stream before the FMAs reach them
 constexpr int64_t PARALLEL_WORK = 1 << 16;   // multiply-adds below which a phase stays on this thread
+constexpr int64_t FUSE_ROWS = 16 * ROWS;     // rows from which phases 1 and 2 run as one (a prefill)...
+constexpr int64_t FUSE_BYTES = 1 << 20;      // ... of experts whose weights stay in a core's cache
 
 // Packed block [n_in][width] of w[row0 .. row0 + width)[n_in] (inputs outer, its outputs contiguous),
 // so a row's outputs accumulate as whole vectors: out[o] = sum over i in order of x[i] * w[o][i].
@@ -204,11 +209,9 @@ inline void run(const float* x_p, int64_t N, int64_t C, const float* wi_p, const
   float* const out = a + M * F;
   for (int64_t r = 0; r < M; ++r) a_rows[r] = a + r * F;
 
-  // 1. a = silu(x @ gate) * (x @ up), block pairs of WIDTH outputs
-  const auto first = items(count, (F + WIDTH - 1) / WIDTH);
-  each_item(int64_t(first.size()), M * 2 * F * C, [&](int64_t i) {
-    const Item& it = first[i];
-    const int64_t p = it.block, width = std::min(WIDTH, F - p * WIDTH);
+  // 1. a = silu(x @ gate) * (x @ up) for an item's rows and its block pair p of WIDTH outputs
+  auto activations = [&](const Item& it, int64_t p) {
+    const int64_t width = std::min(WIDTH, F - p * WIDTH);
     const float* pair = wi_p + it.expert * 2 * F * C + 2 * p * WIDTH * C;
     float h[2][ROWS * WIDTH];
     matmul_block(x_rows.data() + it.row0, it.rows, C, pair, width, h[0], WIDTH);
@@ -218,15 +221,27 @@ inline void run(const float* x_p, int64_t N, int64_t C, const float* wi_p, const
       for (int64_t f = 0; f < width; f += LANES)
         simd::store(ar + f, simd::silu_times(simd::load(h[0] + r * WIDTH + f), simd::load(h[1] + r * WIDTH + f)));
     }
-  });
-  // 2. out = a @ w_out, blocks of WIDTH outputs
-  const auto second = items(count, (C + WIDTH - 1) / WIDTH);
-  each_item(int64_t(second.size()), M * C * F, [&](int64_t i) {
-    const Item& it = second[i];
-    const int64_t width = std::min(WIDTH, C - it.block * WIDTH);
-    const float* block = wo_p + it.expert * C * F + it.block * WIDTH * F;
-    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out + it.row0 * C + it.block * WIDTH, C);
-  });
+  };
+  // 2. out = a @ w_out for an item's rows and its block b of WIDTH outputs
+  auto outputs = [&](const Item& it, int64_t b) {
+    const int64_t width = std::min(WIDTH, C - b * WIDTH);
+    const float* block = wo_p + it.expert * C * F + b * WIDTH * F;
+    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out + it.row0 * C + b * WIDTH, C);
+  };
+  const int64_t pairs = (F + WIDTH - 1) / WIDTH, blocks = (C + WIDTH - 1) / WIDTH;
+  if (M >= FUSE_ROWS && 3 * F * C * int64_t(sizeof(float)) <= FUSE_BYTES) {
+    // a prefill of small experts: 1 then 2 per (expert, block of rows), whose activations stay in cache
+    const auto both = items(count, 1);
+    each_item(int64_t(both.size()), M * 3 * F * C, [&](int64_t i) {
+      for (int64_t p = 0; p < pairs; ++p) activations(both[i], p);
+      for (int64_t b = 0; b < blocks; ++b) outputs(both[i], b);
+    });
+  } else {
+    const auto first = items(count, pairs);
+    each_item(int64_t(first.size()), M * 2 * F * C, [&](int64_t i) { activations(first[i], first[i].block); });
+    const auto second = items(count, blocks);
+    each_item(int64_t(second.size()), M * C * F, [&](int64_t i) { outputs(second[i], second[i].block); });
+  }
   // 3. y[n] = sum over the token's kept candidates in expert order (then j) of gate * out
   const int64_t token_blocks = (N + 15) / 16;
   each_item(token_blocks, N * K * C, [&](int64_t i) {
