@@ -136,13 +136,13 @@ class WholeStepPlan(StepPlan):
 
     def args(self, routed: torch.Tensor, counted: torch.Tensor) -> tuple | None:
         B, T = routed.shape
-        if B * T <= SMALL_TOKENS or not self.applies or not routed.is_cpu:
-            return super().args(routed, counted)
-        by_seq = self.by_seq
-        c = counted.numpy()
-        S = np.zeros(B if by_seq else 1, np.int64) if self.policy.dropless else \
-            c.sum(1, dtype=np.int64) if by_seq else np.array([c.sum()], np.int64)
-        return (routed, counted, torch.from_numpy(self.policy.capacity_host(S, self.E)), *self.flags)
+        if B * T > SMALL_TOKENS and self.applies and routed.is_cpu:
+            by_seq = self.by_seq
+            c = counted.numpy()
+            S = np.zeros(B if by_seq else 1, np.int64) if self.policy.dropless else \
+                c.sum(1, dtype=np.int64) if by_seq else np.array([c.sum()], np.int64)
+            return (routed, counted, torch.from_numpy(self.policy.capacity_host(S, self.E)), *self.flags)
+        return super().args(routed, counted)
 
 
 def compiled_step(moe: Any, x: torch.Tensor, valid: torch.Tensor, policy, pad: torch.Tensor | None,

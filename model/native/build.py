@@ -57,8 +57,8 @@ def main(argv: list[str]) -> int:
     wanted = args.isa or list(native.runnable())
     todo = [isa for isa in wanted if native.library(native.module_name(isa)) is None]
     start = time.perf_counter()
-    results = {isa: (isa, str(native.library(native.module_name(isa))), None)
-               for isa in wanted if isa not in todo}
+    results: dict[str, tuple[str, str | None, str | None]] = {
+        isa: (isa, str(native.library(native.module_name(isa))), None) for isa in wanted if isa not in todo}
     if len(todo) > 1:
         # a fresh process per compiler: each imports torch itself (no fork of a process with threads)
         workers = min(len(todo), os.cpu_count() or 1)

@@ -145,6 +145,9 @@ struct Item {
 // block's row blocks follow each other, so a thread that takes them in turn finds the block in its cache.
 inline std::vector<Item> items(const std::vector<int64_t>& count, int64_t blocks) {
   std::vector<Item> out;
+  int64_t n = 0;
+  for (size_t e = 0; e + 1 < count.size(); ++e) n += blocks * ((count[e + 1] - count[e] + ROWS - 1) / ROWS);
+  out.reserve(n);
   for (size_t e = 0; e + 1 < count.size(); ++e)
     for (int64_t b = 0; b < blocks && count[e + 1] > count[e]; ++b)
       for (int64_t r = count[e]; r < count[e + 1]; r += ROWS)

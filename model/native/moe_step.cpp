@@ -163,11 +163,16 @@ py::object route_position(torch::Tensor probs, torch::Tensor routed, torch::Tens
 }
 
 // The router's logits[B,T,E] as model.kernels.linear computes them: torch's linear (tile 0: native
-// mode), or tiles of `tile` rows padded with zero rows, one bmm against the weight's stride-0 view
-// (batch-invariant mode). The same operators on the same shapes: the same bits.
+// mode; for x[B,T,C] without a bias torch's linear is the matrix product of x's rows [B*T,C] and the
+// weight's transpose, which is called here directly), or tiles of `tile` rows padded with zero rows, one
+// bmm against the weight's stride-0 view (batch-invariant mode). The same kernels on the same shapes:
+// the same bits.
 torch::Tensor router_logits(const torch::Tensor& x, const torch::Tensor& router, int64_t tile) {
-  if (tile <= 0) return at::linear(x, router);
   const int64_t C = x.size(-1), E = router.size(0);
+  if (tile <= 0) {
+    if (x.dim() != 3 || !x.is_contiguous()) return at::linear(x, router);
+    return at::mm(x.view({-1, C}), router.t()).view({x.size(0), x.size(1), E});
+  }
   auto flat = x.reshape({-1, C});
   const int64_t N = flat.size(0);
   const int64_t extra = std::max(tile, (N + tile - 1) / tile * tile) - N;
