@@ -3,8 +3,8 @@
 // input order (simd.h: fused on the AVX paths), whatever the rows beside it, the step's size or the
 // thread that computes it, so a row's bits depend on nothing but the row and the build's path.
 //
-// Three phases, each parallel over torch's intra-op threads (work items taken in turn from a shared
-// counter, so any thread may take any item: the split changes no bits):
+// Three phases, each parallel over torch's intra-op threads (runs of work items taken in turn from a
+// shared counter, so any thread may take any item: the split changes no bits):
 //   1. per (expert, block of its rows, block of outputs): gate and up of those outputs, then
 //      a = silu(gate) * up, into the candidate's row of `a`;
 //   2. per (expert, block of its rows, block of outputs): out = a @ w_out, into the candidate's row;
@@ -108,17 +108,28 @@ inline void matmul_block(const float* const* x, int64_t m, int64_t n_in, const f
   }
 }
 
-// Runs item(i) for i in [0, n) over torch's intra-op threads (each thread takes the next item), or on
-// this thread when the work is small.
+// Runs item(i) for i in [0, n) over torch's intra-op threads, or on this thread when the work is small.
+// A thread takes the next run of items from a shared counter, a run of a share of what is left (at
+// least one item): consecutive items stream consecutive weights, so a thread's prefetches run into its
+// own next item, and the last runs are single items, which even out a thread that was descheduled.
 template <class F>
 void each_item(int64_t n, int64_t work, const F& item) {
   if (work < PARALLEL_WORK || n < 2) {
     for (int64_t i = 0; i < n; ++i) item(i);
     return;
   }
+  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
   std::atomic<int64_t> next{0};
-  at::parallel_for(0, std::min<int64_t>(n, at::get_num_threads()), 1, [&](int64_t, int64_t) {
-    for (int64_t i = next++; i < n; i = next++) item(i);
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+    int64_t start = next.load();
+    for (;;) {
+      const int64_t left = n - start;
+      if (left <= 0) return;
+      const int64_t take = std::max<int64_t>(1, left / (2 * threads));
+      if (!next.compare_exchange_weak(start, start + take)) continue;
+      for (int64_t i = start; i < start + take; ++i) item(i);
+      start = next.load();
+    }
   });
 }
 
