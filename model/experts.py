@@ -134,6 +134,23 @@ class WholeStepPlan(StepPlan):
     routes a decode step (`route_position`, the tensor path's decision bit for bit) in microseconds,
     where the tensor path's operators take a millisecond at 2048 tokens."""
 
+    def __init__(self, policy, E: int):
+        super().__init__(policy, E)
+        self._dropless: dict[int, torch.Tensor] = {}  # G -> C[G] of a dropless policy (no S)
+        self._plain = self.applies and policy.dropless and policy.score_fn == "softmax"
+
+    def step(self, valid: torch.Tensor, pad: torch.Tensor | None) -> tuple | None:
+        """`StepPlan.step`; without pads under a dropless policy (a decode step's common case) the tokens
+        routed and counted are the valid ones and the capacity does not depend on them."""
+        if pad is not None or not self._plain or not valid.is_cpu or not valid.numel():
+            return super().step(valid, pad)
+        G = valid.shape[0] if self.by_seq else 1
+        capacity = self._dropless.get(G)
+        if capacity is None:
+            capacity = torch.from_numpy(self.policy.capacity_host(np.zeros(G, np.int64), self.E))
+            self._dropless[G] = capacity
+        return (valid, valid, capacity, *self.flags)
+
     def args(self, routed: torch.Tensor, counted: torch.Tensor) -> tuple | None:
         B, T = routed.shape
         if B * T > SMALL_TOKENS and self.applies and routed.is_cpu:

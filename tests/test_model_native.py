@@ -182,7 +182,8 @@ def test_a_step_in_one_call_equals_the_step_in_parts_bit_for_bit(mode):
         y1, r1 = moe(x, valid, policy, mode=mode)
         y2, r2 = moe(x, valid, policy, mode=mode, forced=nothing)
     assert torch.equal(y1, y2)
-    assert torch.equal(r1.router_logits, r2.router_logits)
+    assert torch.equal(r1.router_logits, r2.router_logits) and r1.forced is None
+    assert type(r1.decision) is RoutingDecision and vars(r1.decision).keys() == vars(r2.decision).keys()
     _same_decision(r1.decision, r2.decision)
     assert torch.equal(r1.decision.probs, route(r1.router_logits, valid, policy).probs)
 
