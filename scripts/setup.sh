@@ -49,7 +49,8 @@ fi
 
 # The compiled MoE kernels (kernel version 3, model/native/): one build per instruction-set path this
 # CPU runs (AVX-512, AVX2 with FMA, generic), each kept once built for this source, torch and Python (a
-# minute each the first time; `python -m model.native` rebuilds). The model runs the best one; the tests
+# minute each the first time, one compiler per CPU at a time, the time printed; `python -m model.native`
+# rebuilds). The model runs the best one; the tests
 # compare them all. A path that does not build (no C++ compiler, one too old) is said in one line; the
 # model then runs the best path built, or its pure-PyTorch path (version 2) with one warning.
 "$VPY" -m model.native || echo "setup: not every compiled MoE kernel path was built (see above)" >&2

@@ -121,6 +121,50 @@ def test_a_rows_compiled_experts_do_not_depend_on_the_rows_beside_it(mode):
             assert torch.equal(eight, y_all[:, one].expand(1, 8, 64))
 
 
+@pytest.mark.parametrize("shape", [(1, 300), (3, 50), (2, 1100)])
+def test_a_prefill_in_one_call_decides_as_the_tensor_path_bit_for_bit(shape):
+    """Steps of more than 64 tokens also route in the compiled step: every position policy (groups,
+    flatten, capacity, priority, norm), with pads and unrouted tokens, gives the tensor path's decision."""
+    B, T = shape
+    rng = np.random.default_rng(B * T)
+    moe = _block(seed=4)
+    x = torch.randn(B, T, 64, generator=torch.Generator().manual_seed(T))
+    valid = torch.from_numpy(rng.random((B, T)) < 0.9)
+    pad = ~valid & torch.from_numpy(rng.random((B, T)) < 0.5)
+    with torch.no_grad():
+        for policy in _policies(rng, 2):
+            routed = bool(rng.integers(2))  # a routed pad occupies a slot: it counts in S
+            policy = dataclasses.replace(policy, pads_routed=routed,
+                                         pads_count_toward_capacity=routed or bool(rng.integers(2)))
+            moe.use_kernels(KERNEL_VERSION)
+            assert backends.compiled_step(moe, x, valid, policy, pad, 0) is not None  # one call decides it
+            y3, r3 = moe(x, valid, policy, pad=pad)
+            moe.use_kernels(TORCH_KERNEL_VERSION)
+            y2, r2 = moe(x, valid, policy, pad=pad)
+            assert torch.equal(r3.router_logits, r2.router_logits)
+            _same_decision(r3.decision, r2.decision)
+            assert (y3 - y2).abs().max().item() <= 1e-5 * max(y2.abs().max().item(), 1.0)
+
+
+@pytest.mark.parametrize("mode", ["native", "batch_invariant"])
+def test_a_rows_bits_in_a_prefill_equal_its_bits_alone(mode):
+    """A prefill of small experts runs the activations and the outputs as one item per block of rows
+    (from 768 candidate rows on, here 2000); a row's experts give the bits it has alone (the three
+    phases) and in a decode step of 8."""
+    moe = _block(seed=5)
+    policy = RoutingPolicy.preset("dropless")
+    x = torch.randn(1, 1000, 64, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        y_all, r_all = moe(x, torch.ones(1, 1000, dtype=torch.bool), policy, mode=mode)
+        d = r_all.decision
+        for t in (0, 499, 999):
+            one, eight = slice(t, t + 1), slice(min(t, 992), min(t, 992) + 8)
+            alone = moe.combine(x[:, one], d.expert[:, one], d.kept[:, one], d.gate[:, one], mode, 4)
+            assert torch.equal(alone, y_all[:, one])
+            step = moe.combine(x[:, eight], d.expert[:, eight], d.kept[:, eight], d.gate[:, eight], mode, 4)
+            assert torch.equal(step, y_all[:, eight])
+
+
 @pytest.mark.parametrize("mode", ["native", "batch_invariant"])
 def test_a_step_in_one_call_equals_the_step_in_parts_bit_for_bit(mode):
     """The recording's step (one compiled call) against the step a replay takes (router, route, then
@@ -138,7 +182,8 @@ def test_a_step_in_one_call_equals_the_step_in_parts_bit_for_bit(mode):
         y1, r1 = moe(x, valid, policy, mode=mode)
         y2, r2 = moe(x, valid, policy, mode=mode, forced=nothing)
     assert torch.equal(y1, y2)
-    assert torch.equal(r1.router_logits, r2.router_logits)
+    assert torch.equal(r1.router_logits, r2.router_logits) and r1.forced is None
+    assert type(r1.decision) is RoutingDecision and vars(r1.decision).keys() == vars(r2.decision).keys()
     _same_decision(r1.decision, r2.decision)
     assert torch.equal(r1.decision.probs, route(r1.router_logits, valid, policy).probs)
 

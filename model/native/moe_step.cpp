@@ -44,21 +44,24 @@ bool route_impl(const torch::Tensor& probs, const torch::Tensor& routed, const t
   auto cap_t = capacity.contiguous();
   const int64_t* cap = cap_t.data_ptr<int64_t>();
 
-  // the integer fields are views of one allocation (a decode step's microseconds)
+  // the integer fields share one allocation, each a contiguous tensor made without the dispatcher (a
+  // decode step's microseconds: no view records, no operator calls)
   auto ints = torch::empty({2 * N * K + N + 2 * G * E + 2 * G}, torch::TensorOptions().dtype(torch::kInt64));
   int64_t at_ = 0;
-  auto take = [&](c10::IntArrayRef shape, c10::IntArrayRef strides, int64_t n) {
-    auto t = ints.as_strided(shape, strides, at_);
-    at_ += n;
+  auto take = [&](c10::IntArrayRef shape) {
+    auto t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(ints.storage()), ints.key_set(), ints.dtype());
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+    t.unsafeGetTensorImpl()->set_storage_offset(at_);
+    at_ += t.numel();
     return t;
   };
-  auto expert = take({B, T, K}, {T * K, K, 1}, N * K);
-  auto slot = take({B, T, K}, {T * K, K, 1}, N * K);
-  auto group = take({B, T}, {T, 1}, N);
-  auto requested = take({G, E}, {E, 1}, G * E);
-  auto kept_count = take({G, E}, {E, 1}, G * E);
-  auto group_tokens = take({G}, {1}, G);
-  auto cap_copy = take({G}, {1}, G);
+  auto expert = take({B, T, K});
+  auto slot = take({B, T, K});
+  auto group = take({B, T});
+  auto requested = take({G, E});
+  auto kept_count = take({G, E});
+  auto group_tokens = take({G});
+  auto cap_copy = take({G});
   std::fill_n(requested.data_ptr<int64_t>(), G * E, int64_t(0));
   std::fill_n(group_tokens.data_ptr<int64_t>(), G, int64_t(0));
   auto gate = torch::empty({B, T, K}, torch::TensorOptions().dtype(torch::kFloat32));
@@ -160,11 +163,16 @@ py::object route_position(torch::Tensor probs, torch::Tensor routed, torch::Tens
 }
 
 // The router's logits[B,T,E] as model.kernels.linear computes them: torch's linear (tile 0: native
-// mode), or tiles of `tile` rows padded with zero rows, one bmm against the weight's stride-0 view
-// (batch-invariant mode). The same operators on the same shapes: the same bits.
+// mode; for x[B,T,C] without a bias torch's linear is the matrix product of x's rows [B*T,C] and the
+// weight's transpose, which is called here directly), or tiles of `tile` rows padded with zero rows, one
+// bmm against the weight's stride-0 view (batch-invariant mode). The same kernels on the same shapes:
+// the same bits.
 torch::Tensor router_logits(const torch::Tensor& x, const torch::Tensor& router, int64_t tile) {
-  if (tile <= 0) return at::linear(x, router);
   const int64_t C = x.size(-1), E = router.size(0);
+  if (tile <= 0) {
+    if (x.dim() != 3 || !x.is_contiguous()) return at::linear(x, router);
+    return at::mm(x.view({-1, C}), router.t()).view({x.size(0), x.size(1), E});
+  }
   auto flat = x.reshape({-1, C});
   const int64_t N = flat.size(0);
   const int64_t extra = std::max(tile, (N + tile - 1) / tile * tile) - N;
@@ -185,7 +193,18 @@ py::object moe_step(torch::Tensor x, torch::Tensor router, int64_t tile, torch::
   std::vector<torch::Tensor> out;
   if (!route_impl(probs, routed, counted, capacity, K, by_seq, seq_major, token_major, norm, dropless, out))
     return py::none();
-  auto y = experts(x, w_in, w_out, F, out[0], out[2], out[1]);
+  TORCH_CHECK(x.dtype() == torch::kFloat32 && w_in.dtype() == torch::kFloat32 && w_out.dtype() == torch::kFloat32,
+              "moe_step: float32 only");
+  const int64_t C = x.size(-1), E = w_in.size(0);
+  TORCH_CHECK(C % simd::LANES == 0 && F % simd::LANES == 0 && w_in.size(1) == 2 * F * C && w_out.size(0) == E &&
+              w_out.size(1) == C * F && router.size(0) == E, "moe_step: packed shapes");
+  auto xc = x.contiguous();
+  auto wi = w_in.contiguous();
+  auto wo = w_out.contiguous();
+  auto y = torch::empty(xc.sizes(), xc.options());
+  experts_impl::run(xc.data_ptr<float>(), xc.numel() / C, C, wi.data_ptr<float>(), wo.data_ptr<float>(), E, F,
+                    out[0].data_ptr<int64_t>(), out[2].data_ptr<bool>(), out[1].data_ptr<float>(), K,
+                    y.data_ptr<float>());
   out.insert(out.begin(), {y, logits, probs});
   return as_tuple(out);
 }
