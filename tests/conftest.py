@@ -30,11 +30,22 @@ SLOW_FILES = frozenset({
 })
 #: A test that uses one of these fixtures draws Qt widgets: `gui`.
 GUI_FIXTURES = frozenset({"qtbot", "qapp"})
-#: Seconds each of the longest files takes on one worker, measured (BENCHMARKS.md, "The test suite").
+#: Rough seconds of the longest files on one worker of a 2-core machine (BENCHMARKS.md, "The test
+#: suite"); only their order matters: they go out first, the rest in collection order.
 FILE_SECONDS = {
-    "test_lab_explain.py": 120, "test_inspector_csv.py": 60, "test_inspector_export_presets.py": 60,
-    "test_model_vllm.py": 60, "test_inspector_export_gui.py": 40, "test_inspector_divergence_views.py": 30,
-    "test_lab_experiments.py": 30, "test_inspector_export.py": 20, "test_inspector_export_print.py": 60,
+    "test_lab_explain.py": 400, "test_inspector_export_presets.py": 100, "test_inspector_export_print.py": 70,
+    "test_inspector_csv.py": 50, "test_model_vllm.py": 50, "test_inspector_export_gui.py": 40,
+    "test_inspector_divergence_views.py": 30, "test_lab_experiments.py": 30, "test_inspector_export.py": 20,
+}
+#: Rough seconds of the longest tests of those files whose tests go out one by one (`SPLIT_FILES`):
+#: they go first, so that no long test starts last.
+TEST_SECONDS = {
+    "test_a_rerun_with_another_thread_count_confirms_at_the_decisions_level": 300,
+    "test_the_shipped_example_reproduces_and_proves_each_capacity_verdict": 100,
+    "test_redo_keeps_a_stronger_verdict_than_its_rerun": 75,
+    "test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplained": 70,
+    "test_limit_and_request_fill_the_table_step_by_step": 55,
+    "test_weights_other_than_the_recorded_ones_are_reported_not_reproduced": 55,
 }
 #: Files of long tests that share no costly module-scoped fixture: in parallel their tests go out one by one.
 SPLIT_FILES = frozenset({"test_lab_explain.py", "test_inspector_export_presets.py",
@@ -43,7 +54,8 @@ SPLIT_FILES = frozenset({"test_lab_explain.py", "test_inspector_export_presets.p
 
 def pytest_collection_modifyitems(config, items):
     """Give each test the markers of its file (`FILE_MARKERS`, `SLOW_FILES`) and `gui` when it uses Qt;
-    order the files longest first (`FILE_SECONDS`), each file's tests in their own order."""
+    order the files longest first (`FILE_SECONDS`), each file's tests in their own order but for the
+    longest (`TEST_SECONDS`)."""
     for item in items:
         name = item.path.name
         marks = [m for prefix, ms in FILE_MARKERS.items() if name.startswith(prefix) for m in ms]
@@ -53,7 +65,8 @@ def pytest_collection_modifyitems(config, items):
             marks.append("gui")
         for mark in marks:
             item.add_marker(mark)
-    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))  # stable: a file stays in order
+    items.sort(key=lambda item: (-FILE_SECONDS.get(item.path.name, 0),  # stable: else in their order
+                                 -TEST_SECONDS.get(getattr(item, "originalname", item.name), 0)))
 
 
 @pytest.hookimpl(optionalhook=True)
