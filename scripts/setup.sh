@@ -27,18 +27,18 @@ VPY=.venv/bin/python
 WHEELS=${MOE_INSPECTOR_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/moe-inspector/wheels}
 mkdir -p "$WHEELS"
 # kept_install [-e] REQUIREMENT [PIP-OPTIONS...]: pip install REQUIREMENT from the kept wheels alone;
-# when they lack one, install it as usual, then keep the wheels of what that installed (and setuptools,
-# which builds the project).
+# when they lack one, install it as usual, then keep the wheels of what that installed (setuptools and
+# pip included: vLLM pins setuptools) and setuptools, which builds the project.
 kept_install() {
   local editable=() requirement before new
   [ "$1" = -e ] && { editable=(-e); shift; }
   requirement=$1; shift
   "$VPY" -m pip install -q --no-index --find-links "$WHEELS" "$@" "${editable[@]}" "$requirement" \
     >/dev/null 2>&1 && return 0
-  before=$("$VPY" -m pip freeze --exclude-editable | LC_ALL=C sort)
+  before=$("$VPY" -m pip freeze --all --exclude-editable | LC_ALL=C sort)
   "$VPY" -m pip install -q "$@" "${editable[@]}" "$requirement" || return 1
   new=$(mktemp)
-  LC_ALL=C comm -13 <(echo "$before") <("$VPY" -m pip freeze --exclude-editable | LC_ALL=C sort) > "$new"
+  LC_ALL=C comm -13 <(echo "$before") <("$VPY" -m pip freeze --all --exclude-editable | LC_ALL=C sort) > "$new"
   [ ${#editable[@]} -eq 0 ] || echo "setuptools>=68" >> "$new"
   if [ -s "$new" ] && ! "$VPY" -m pip download -q --no-deps -d "$WHEELS" "$@" -r "$new"; then
     echo "setup: the wheels just installed could not be kept in $WHEELS; the next set-up downloads them" >&2
