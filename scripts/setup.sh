@@ -20,6 +20,32 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 VPY=.venv/bin/python
+
+# Wheels are kept outside the clone, in WHEELS, so that the next set-up (of this clone or another)
+# installs without downloading: pip's own cache keeps nothing where the index sends no caching headers.
+# MOE_INSPECTOR_WHEELS names another folder; deleting it only costs the downloads again.
+WHEELS=${MOE_INSPECTOR_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/moe-inspector/wheels}
+mkdir -p "$WHEELS"
+# kept_install [-e] REQUIREMENT [PIP-OPTIONS...]: pip install REQUIREMENT from the kept wheels alone;
+# when they lack one, install it as usual, then keep the wheels of what that installed (setuptools and
+# pip included: vLLM pins setuptools) and setuptools, which builds the project.
+kept_install() {
+  local editable=() requirement before new
+  [ "$1" = -e ] && { editable=(-e); shift; }
+  requirement=$1; shift
+  "$VPY" -m pip install -q --no-index --find-links "$WHEELS" "$@" "${editable[@]}" "$requirement" \
+    >/dev/null 2>&1 && return 0
+  before=$("$VPY" -m pip freeze --all --exclude-editable | LC_ALL=C sort)
+  "$VPY" -m pip install -q "$@" "${editable[@]}" "$requirement" || return 1
+  new=$(mktemp)
+  LC_ALL=C comm -13 <(echo "$before") <("$VPY" -m pip freeze --all --exclude-editable | LC_ALL=C sort) > "$new"
+  [ ${#editable[@]} -eq 0 ] || echo "setuptools>=68" >> "$new"
+  if [ -s "$new" ] && ! "$VPY" -m pip download -q --no-deps -d "$WHEELS" "$@" -r "$new"; then
+    echo "setup: the wheels just installed could not be kept in $WHEELS; the next set-up downloads them" >&2
+  fi
+  rm -f "$new"
+}
+
 # torch first, the build this machine can use: with an NVIDIA GPU the CUDA build (the default index
 # serves it on Linux), else the CPU build from PyTorch's CPU wheel index when it answers within a few
 # seconds (an open range from the default index would pull the multi-GB CUDA build), else the default.
@@ -29,13 +55,13 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
   if has_gpu; then
     echo "setup: NVIDIA GPU found: installing torch's CUDA build"
-    "$VPY" -m pip install -q "$TORCH"
+    kept_install "$TORCH"
   elif command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
     echo "setup: installing torch's CPU build from $CPU_INDEX"
-    "$VPY" -m pip install -q --index-url "$CPU_INDEX" --extra-index-url https://pypi.org/simple "$TORCH"
+    kept_install "$TORCH" --index-url "$CPU_INDEX" --extra-index-url https://pypi.org/simple
   else
     echo "setup: $CPU_INDEX did not answer within 5 s: installing $TORCH from the default index"
-    "$VPY" -m pip install -q "$TORCH"
+    kept_install "$TORCH"
   fi
   "$VPY" -c "import torch; print('setup: installed torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 elif has_gpu && "$VPY" -c "import sys, torch; sys.exit(bool(torch.version.cuda))"; then
@@ -43,7 +69,7 @@ elif has_gpu && "$VPY" -c "import sys, torch; sys.exit(bool(torch.version.cuda))
 fi
 stamp=.venv/.moe-inspector-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "$VPY" -m pip install -q -e ".[test]"
+  kept_install -e ".[test]"
   touch "$stamp"
 fi
 
@@ -82,7 +108,7 @@ if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
       extra=(--extra-index-url "$CPU_INDEX")
     fi
     started=$(date +%s)
-    if "$VPY" -m pip install -q -c "$constraints" "${extra[@]}" "$spec"; then
+    if kept_install "$spec" -c "$constraints" "${extra[@]}"; then
       outcome="installed: $spec in $(( $(date +%s) - started )) s"
     else
       outcome="failed: pip could not install $spec beside $(cat "$constraints")"

@@ -30,11 +30,32 @@ SLOW_FILES = frozenset({
 })
 #: A test that uses one of these fixtures draws Qt widgets: `gui`.
 GUI_FIXTURES = frozenset({"qtbot", "qapp"})
+#: Rough seconds of the longest files on one worker of a 2-core machine (BENCHMARKS.md, "The test
+#: suite"); only their order matters: they go out first, the rest in collection order.
+FILE_SECONDS = {
+    "test_lab_explain.py": 400, "test_inspector_export_presets.py": 100, "test_inspector_export_print.py": 70,
+    "test_inspector_csv.py": 50, "test_model_vllm.py": 50, "test_inspector_export_gui.py": 40,
+    "test_inspector_divergence_views.py": 30, "test_lab_experiments.py": 30, "test_inspector_export.py": 20,
+}
+#: Rough seconds of the longest tests of those files whose tests go out one by one (`SPLIT_FILES`):
+#: they go first, so that no long test starts last.
+TEST_SECONDS = {
+    "test_a_rerun_with_another_thread_count_confirms_at_the_decisions_level": 300,
+    "test_the_shipped_example_reproduces_and_proves_each_capacity_verdict": 100,
+    "test_redo_keeps_a_stronger_verdict_than_its_rerun": 75,
+    "test_explain_confirms_every_capacity_divergence_and_leaves_nothing_unexplained": 70,
+    "test_limit_and_request_fill_the_table_step_by_step": 55,
+    "test_weights_other_than_the_recorded_ones_are_reported_not_reproduced": 55,
+}
+#: Files of long tests that share no costly module-scoped fixture: in parallel their tests go out one by one.
+SPLIT_FILES = frozenset({"test_lab_explain.py", "test_inspector_export_presets.py",
+                         "test_inspector_export_print.py"})
 
 
 def pytest_collection_modifyitems(config, items):
-    """Give each test the markers of its file (`FILE_MARKERS`, `SLOW_FILES`), `gui` when it uses Qt,
-    and its `xdist_group`."""
+    """Give each test the markers of its file (`FILE_MARKERS`, `SLOW_FILES`) and `gui` when it uses Qt;
+    order the files longest first (`FILE_SECONDS`), each file's tests in their own order but for the
+    longest (`TEST_SECONDS`)."""
     for item in items:
         name = item.path.name
         marks = [m for prefix, ms in FILE_MARKERS.items() if name.startswith(prefix) for m in ms]
@@ -44,19 +65,27 @@ def pytest_collection_modifyitems(config, items):
             marks.append("gui")
         for mark in marks:
             item.add_marker(mark)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(name, marks)))
+    items.sort(key=lambda item: (-FILE_SECONDS.get(item.path.name, 0),  # stable: else in their order
+                                 -TEST_SECONDS.get(getattr(item, "originalname", item.name), 0)))
 
 
-def xdist_group(file: str, marks: list[str]) -> str:
-    """The worker group of a test when the suite runs in parallel (`pytest -n N --dist loadgroup`, as
-    scripts/test.sh does): the vLLM tests in one group (one engine in memory at a time), the Qt tests
-    in another, and every other test with its file, so a file's module-scoped fixtures (models, reruns,
-    recordings) are built once."""
-    if "vllm" in marks:
-        return "vllm"
-    if "gui" in marks:
-        return "gui"
-    return file
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`pytest -n N --dist loadgroup` (scripts/test.sh): the tests of a file go to one worker, so its
+    module-scoped fixtures (models, recordings, exports, the vLLM engines) are built once, except the
+    tests of `SPLIT_FILES`, which go out one by one. The work goes out in the items' order (longest
+    first), and a worker takes the next part when it has two tests left."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if file.rsplit("/", 1)[-1] in SPLIT_FILES else file
+
+    config.option.loadscopereorder = False  # not by the number of tests: in the items' order
+    return FileScheduling(config, log)
 
 
 #: The small model of the model tests: 2 layers of 4 experts, top-2, a context of 64 positions.
