@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from inspector.figure_data.causal_map import SIDES, CausalMapData, describe_cell
+from inspector.figure_data.causal_map import SIDES, CausalMapData, describe_cell, outcome_words
 from inspector.figures.axes import CategoryAxis, TokenAxis
 from inspector.figures.marks import MarkAxis
 from inspector.figures.style import FigureStyle
@@ -112,7 +112,7 @@ class CausalMapFigure:
         patched, row = (d.run, d.row) if side == "B" else (d.ref_run, d.ref_row)
         other = "A" if side == "B" else "B"
         base = d.baseline[SIDES.index(side)]
-        tie = " · a near-tie" if d.near_tie else ""
+        tie = f" · {outcome_words(d.outcome)}" if d.outcome is not None and d.outcome.kind else ""
         # Each panel names its own run once and the other by letter: two lines, as wide as the plot.
         return (f"{side}{NB}= {html.escape(patched)} row{NB}{row}, patched toward {other}{tie}<br>"
                 f"logit difference at t*{NB}={NB}{d.t_star}: {base:+.3g} unpatched · colour ±{limit:.3g}")

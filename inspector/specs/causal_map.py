@@ -54,7 +54,7 @@ def read_causal_map(trace, sel: Selection) -> CausalMapData:
     labels = token_labels(trace.vocab, np.asarray(tokens), show_spaces=True)
     data = CausalMapData(r.run, r.row, r.ref_run, r.ref_row, r.request, T, T - r.new_index, L, labels,
                          by_side, effect, (r.map_baseline, r.map_baseline_ref), parse_links(r.map_chain),
-                         r.near_tie)
+                         r.map_outcome())
     sel.positions(max(T, 1))
     return data
 

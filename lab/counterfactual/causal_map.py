@@ -40,6 +40,7 @@ from lab.counterfactual.reruns import replay_cells
 from model.intervention import SetKept
 from model.replay import ReplayRouting
 from traces.analysis.causal_map import CellEffect, ChainLink, PairMap
+from traces.analysis.map_outcome import Outcome, pair_outcome
 
 #: Exact decision patches of prefill cells per direction, at most, in the estimate's order (every
 #: decode cell is patched exactly: its rerun is a few decode steps).
@@ -99,7 +100,9 @@ def causal_map(side_b: Side, side_a: Side, t_star: int, prompt_len: int, model, 
         side.cells = differing_cells(side.own, side.other, t_star)
         _direction(side, t_star, prompt_len, model, policy, result, cells, exact_all)
     result.cells = cells
-    result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy)
+    outcome = pair_outcome(result)     # a near-tie has no decisive cell to follow back
+    if outcome is None or outcome.kind != Outcome.NEAR_TIE:
+        result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -152,7 +155,7 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
             exact=not math.isnan(exact[i]), queue=float(queue[i]),
             percentile=t.percentile if t else math.nan, p_value=t.p_value if t else math.nan,
             null_flip=t.flip_rate if t else math.nan, null_draws=t.draws if t else 0,
-            null_exact=t.exact if t else False))
+            null_exact=t.exact if t else False, null_exceed=t.exceed if t else math.nan))
 
 
 def _exact_draws(side: Side, lin, q: int, norm: str, baseline: float, draws) -> np.ndarray:
@@ -194,7 +197,7 @@ def _exact_order(cells, estimate: np.ndarray, prompt_len: int, baseline: float, 
 
 def _chain(side_b: Side, side_a: Side, result: PairMap, t_star: int, prompt_len: int, model,
            policy) -> list[ChainLink]:
-    """The chain of the strongest decisive cell of either direction (empty for a near-tie)."""
+    """The chain of the strongest cell beating its null, of either direction (none: empty)."""
     decisive = [c for c in result.cells if c.beats_null]
     if not decisive or not supports_estimates(model):
         return []
