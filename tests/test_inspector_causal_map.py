@@ -78,7 +78,8 @@ def _texts(svg: bytes) -> tuple[list[tuple[str, float, float, float, str]], dict
             texts.append((element.text.strip(), left, left + m[0] * width, m[3] * y + m[5],
                           element.get("fill", "").lower()))
         if tag in ("polyline", "path"):
-            xs = [float(v) for v in re.findall(r"(-?[\d.]+),-?[\d.]+", element.get("points") or element.get("d") or "")]
+            points = element.get("points") or element.get("d") or ""
+            xs = [float(v) for v in re.findall(r"(-?[\d.]+),-?[\d.]+", points)]
             if len(xs) == 2 and abs(xs[0] - xs[1]) < 0.01 and stroke:
                 lines.setdefault(stroke.lower(), []).append(m[0] * xs[0] + m[4])
         for child in element:
@@ -96,27 +97,28 @@ def test_the_exported_map_reads_alone_with_its_colour_bar_and_key(qapp, tmp_path
 
     with open_trace(MAPPED) as trace:
         records, _ = map_records(trace)
-    chained = next((r for r in records if r.map_chain), records[0])   # a pair with a chain, where one is stored
+    chained = next((r for r in records if r.map_chain), records[0])   # a pair with a chain, if one is
     out = tmp_path / "map.svg"
     argv = ["export", str(MAPPED), "--view", "causal_map", "--run", chained.run, "--row", str(chained.row),
             "-o", str(out)]
     assert main(argv + (["--size", size] if size else [])) == 0
     texts, lines, width = _texts(out.read_bytes())
     said = [t[0] for t in texts]
-    key = {"grey: the runs agree (nothing to patch)", "red: toward the other run's token", "blue: away from it",
+    key = {"grey: the runs agree (nothing to patch)", "red: toward the other run's token",
+           "blue: away from it",
            "t* (the tokens split)"}
     if chained.map_chain:
         key |= {"chain: batch event (dot) → decisive cell", "outlined: beats its position-matched null"}
     assert key <= set(said), key - set(said)
     # every text on the page, and the key's entries side by side or one under another, never overlapping
-    assert all(-1 <= left and right <= width + 1 for _, left, right, _, _ in texts), width
+    assert all(left >= -1 and right <= width + 1 for _, left, right, _, _ in texts), width
     entries = [t for t in texts if t[0] in key]
     for i, a in enumerate(entries):
         for b in entries[i + 1:]:
             assert abs(a[3] - b[3]) > 8 or a[2] <= b[1] or b[2] <= a[1], (a, b)
     # t*'s name is centred on a vertical line of its own colour, and the colour bar's 0 lies right of it
     assert any(t[0] == "t*" for t in texts)
-    for name, left, right, _, fill in [t for t in texts if t[0] == "t*"]:
+    for _, left, right, _, fill in [t for t in texts if t[0] == "t*"]:
         assert min(abs((left + right) / 2 - x) for x in lines.get(fill, [float("inf")])) <= 2.0, (size, fill)
         zeros = [t for t in texts if t[0] == "0" and t[1] > right - 2]
         assert zeros, "the colour bar's scale"

@@ -151,7 +151,8 @@ def test_the_map_table_round_trips():
 
 
 def test_the_side_by_side_headline_reads_the_chain_from_the_batch_to_the_token():
-    decided = PairMap(t_star=29, prompt_len=20, cells=[_cell(3.0, 0.01, position=28), _cell(0.2, 0.9, layer=1)],
+    decided = PairMap(t_star=29, prompt_len=20,
+                      cells=[_cell(3.0, 0.01, position=28), _cell(0.2, 0.9, layer=1)],
                       baseline={"B": -1.6, "A": -2.0})
     o = pair_outcome(decided)
     said = record_headline(o, "B:3:28 A:1:28", "decisive:3:28:1 router:1:28:1 capacity:0:28:1")

@@ -82,7 +82,8 @@ class CausalMapFigure:
             split.setZValue(20)
             plot.addItem(split)
             # The bar colours nothing (the image is drawn in RGB, agreeing cells grey): it shows the scale.
-            bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=diverging_colormap(), interactive=False, width=14)
+            bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=diverging_colormap(), interactive=False,
+                                  width=14)
             bar.axis.setTextPen(pg.mkPen(self.style.foreground))
             bar.axis.setLabel(BAR_LABEL, color=self.style.foreground)
             bar.axis.label.setFont(self.style.font())
