@@ -84,6 +84,9 @@ MAP_COLUMNS = (
     Column("beats_null", BOOLEAN, "p_value at most 0.05"),
     Column("null_flip", NUMBER, "share of the null's draws that flip the token", empty="no null"),
     Column("null_exact", BOOLEAN, "the null's draws are exact reruns (else first-order estimates)"),
+    Column("null_exceed", NUMBER, "share of the null's draws at least as large in magnitude as the patched "
+                                  "run's margin at t* (at its strongest cell, one half or more: a near-tie)",
+           empty="no null, or a map stored before this share"),
     Column("chain_link", INTEGER, "the cell's place in the chain from the decisive cell back (0 = decisive)",
            empty="not on the chain"),
 )
@@ -118,6 +121,7 @@ def _map_values(data: CausalMapData, sel: Selection) -> dict[str, np.ndarray]:
         "beats_null": col([c.beats_null for c in cells], bool),
         "null_flip": finite(col([c.null_flip for c in cells], float)),
         "null_exact": col([c.null_exact for c in cells], bool),
+        "null_exceed": finite(col([c.null_exceed for c in cells], float)),
         "chain_link": missing(col(chain, np.int64), col([x < 0 for x in chain], bool)),
     }
 

@@ -40,7 +40,6 @@ from lab.counterfactual.reruns import replay_cells
 from model.intervention import SetKept
 from model.replay import ReplayRouting
 from traces.analysis.causal_map import CellEffect, ChainLink, PairMap
-from traces.analysis.map_outcome import Outcome, pair_outcome
 
 #: Exact decision patches of prefill cells per direction, at most, in the estimate's order (every
 #: decode cell is patched exactly: its rerun is a few decode steps).
@@ -100,9 +99,7 @@ def causal_map(side_b: Side, side_a: Side, t_star: int, prompt_len: int, model, 
         side.cells = differing_cells(side.own, side.other, t_star)
         _direction(side, t_star, prompt_len, model, policy, result, cells, exact_all)
     result.cells = cells
-    outcome = pair_outcome(result)     # a near-tie has no decisive cell to follow back
-    if outcome is None or outcome.kind != Outcome.NEAR_TIE:
-        result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy)
+    result.chain = _chain(side_b, side_a, result, t_star, prompt_len, model, policy)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -61,7 +61,7 @@ from traces.analysis.explain_table import (
     summarize_records,
     with_counterfactuals,
 )
-from traces.analysis.map_outcome import Outcome, pair_outcome
+from traces.analysis.map_outcome import pair_outcome
 from traces.analysis.proof import ProofKind, format_cells, necessity_text, proof_sentence, reach_text
 from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import Level, weakest
@@ -283,19 +283,16 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, mapper: MapRunne
 
 
 def with_map(record: ExplainRecord, m: PairMap) -> ExplainRecord:
-    """`record` with the causal map's columns (versions 5 and 6) filled in; a pair that is not decisive
-    names no decisive cell."""
+    """`record` with the causal map's columns (versions 5 and 6) filled in."""
     nan = float("nan")
-    o = pair_outcome(m)
-    decisive = o is not None and o.kind == Outcome.DECISIVE
     return dataclasses.replace(
         record, map_baseline=m.baseline.get("B", nan), map_baseline_ref=m.baseline.get("A", nan),
         map_joint=m.joint.get("B", nan), map_joint_ref=m.joint.get("A", nan),
         map_sum=m.sum_singles.get("B", nan), map_sum_ref=m.sum_singles.get("A", nan),
         map_cells=sum(1 for c in m.cells if c.patched == "B"),
-        map_exact=sum(1 for c in m.cells if c.exact), decisive_cells=format_decisive(m) if decisive else "",
+        map_exact=sum(1 for c in m.cells if c.exact), decisive_cells=format_decisive(m),
         concentration=m.concentration(), map_chain=format_links(m.chain), map_seconds=m.seconds,
-        **outcome_fields(o))
+        **outcome_fields(pair_outcome(m)))
 
 
 def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:

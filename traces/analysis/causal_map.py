@@ -130,7 +130,9 @@ def map_text(m: PairMap, run: str, ref_run: str, label: RunLabel = run_label) ->
     o = pair_outcome(m)
     if o is None:
         return f"{head} No null was drawn, so no outcome is stated. {joint_text(m)}".strip()
-    said = outcome_text(o, a, b)
+    beating = m.decisive()
+    said = outcome_text(o, a, b, (f"{beating[0].patched}:{beating[0].where()}", beating[0].p_value)
+                        if beating else None)
     if o.kind == Outcome.DECISIVE:
         said = f"Decisive. {chain_text(m, a, b)} {said}"
     return f"{head} {said} {joint_text(m)}".strip()
@@ -288,7 +290,8 @@ def record_headline(o: PairOutcome | None, decisive_cells: str, map_chain: str) 
     if o is None:
         return ""
     if o.kind and o.kind != Outcome.DECISIVE:
-        return f"Causal map: {outcome_text(o, 'A', 'B')}"
+        beats = (decisive_cells.split()[0], math.nan) if decisive_cells else None
+        return f"Causal map: {outcome_text(o, 'A', 'B', beats)}"
     if not decisive_cells:
         return f"Causal map: no cell beats its null; {UNSTATED}." if not o.kind else ""
     run, layer, position = decisive_cells.split()[0].split(":")

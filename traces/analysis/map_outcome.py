@@ -177,6 +177,15 @@ def _flip(o: PairOutcome, run: str) -> str:
             f"{_share(low)} to {_share(high)})")
 
 
+def _though(beats: tuple[str, float] | None, names: dict[str, str]) -> str:
+    """', though B's layer 1, position 21 beats its null (corrected p 0.005)' ('' without one)."""
+    if not beats:
+        return ""
+    run, layer, position = beats[0].split(":")
+    p = "" if math.isnan(beats[1]) else f" (corrected p {beats[1]:.2g})"
+    return f", though {names.get(run, run)}'s layer {layer}, position {position} beats its null{p}"
+
+
 def not_a_tie_text(o: PairOutcome, a: str, b: str) -> str:
     """Why the pair is not a near-tie, with each run's share ('' without a test)."""
     parts = [_reached(t, name) for t, name in zip(o.ties, (b, a), strict=True) if t.tested]
@@ -186,9 +195,10 @@ def not_a_tie_text(o: PairOutcome, a: str, b: str) -> str:
             f"position, reach {' and '.join(parts)}.")
 
 
-def outcome_text(o: PairOutcome, a: str, b: str) -> str:
+def outcome_text(o: PairOutcome, a: str, b: str, beats: tuple[str, float] | None = None) -> str:
     """The outcome in words, naming run A `a` and run B `b` (a decisive outcome's cell is said by the
-    chain's words; this says why it is not a near-tie)."""
+    chain's words; this says why it is not a near-tie). `beats`: the strongest cell beating its null
+    ('B:layer:position', corrected p or nan), which a near-tie names too."""
     names = {"B": b, "A": a}
     if o.kind == Outcome.DECISIVE:
         return not_a_tie_text(o, a, b)
@@ -203,7 +213,7 @@ def outcome_text(o: PairOutcome, a: str, b: str) -> str:
         return (f"A near-tie of {tokens}: random routing changes of the size of the strongest cell, at its "
                 f"position ({patched}'s at {where}), move the logit difference at t* by at least "
                 f"{' and '.join(tests)}; {flip or 'no flip rate stored'}. The split is within what such a "
-                f"change does: no cell is called its cause.")
+                f"change does: no cell is called its cause{_though(beats, names)}.")
     if o.kind == Outcome.NO_DECISIVE_CELL:
         return (f"No decisive cell: no single cell beats its null. The nearest, {where} ({other}'s decision "
                 f"in {patched}), moves {patched}'s logit difference at t* by {o.effect:+.3g}, above "

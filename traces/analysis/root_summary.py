@@ -82,9 +82,12 @@ def _borderline(r: ExplainRecord) -> bool:
 
 def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
     mapped = [r for r in records if r.diverged and r.map_cells > 0]
-    chained = [r for r in mapped if r.map_chain]
+    # Where decisive cells lie and where chains lead: of decisive pairs (a near-tie's cells beating their
+    # null are not its cause); a version-5 table, without outcomes, counts every pair with such a cell.
+    decisive = [r for r in mapped if r.outcome == Outcome.DECISIVE or (not r.outcome and r.decisive_cells)]
+    chained = [r for r in decisive if r.map_chain]
     tops = []
-    for r in mapped:
+    for r in decisive:
         if r.decisive_cells:
             _, layer_text, position_text = r.decisive_cells.split()[0].split(":")
             tops.append((r, int(layer_text), int(position_text)))
