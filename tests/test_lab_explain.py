@@ -131,9 +131,15 @@ def assert_proof(r):
     if r.scope == "candidate":
         assert r.sufficient.startswith(("keeping expert", "giving the group capacity", "withdrawing row")), r
     # the causal map beside it: B's differing cells, both baselines (each run prefers its own token)
-    assert r.map_cells > 0 and r.map_exact > 0 and r.near_tie is not None and "Causal map: " in r.sentence, r
+    assert r.map_cells > 0 and r.map_exact > 0 and "Causal map: " in r.sentence, r
     assert r.map_baseline < 0 and r.map_baseline_ref < 0 and r.map_seconds > 0, r
-    assert r.near_tie == (r.decisive_cells == ""), r
+    # its outcome, with both runs' near-tie shares and their draws, and the cell it names
+    assert r.outcome in ("near_tie", "decisive", "no_decisive_cell"), r
+    assert r.tie_draws >= 200 and r.tie_draws_ref >= 200 and 0 <= r.tie_share <= 1, r
+    tied = max(r.tie_share, r.tie_share_ref) >= 0.5
+    assert (r.outcome == "near_tie") == tied
+    assert (r.outcome == "decisive") == (not tied and bool(r.decisive_cells))
+    assert r.outcome_cell.split(":")[0] in ("A", "B") and r.outcome_draws > 0, r
     assert all(not x for x in (r.alternative_cells, r.chain_cells, r.chain_end)) and r.placebo == -1.0, r
 
 

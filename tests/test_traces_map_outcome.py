@@ -146,3 +146,31 @@ def test_the_stored_record_reads_back_the_outcome_and_its_words():
     assert "not stated" in record_headline(old.map_outcome(), "", "")
     assert "not stated" in record_headline(old.map_outcome(), "B:0:28", "decisive:0:28:1")
     assert record_headline(dataclasses.replace(base).map_outcome(), "", "") == ""
+
+
+def test_the_summary_counts_the_outcomes_and_where_decisive_cells_lie():
+    from traces.analysis.root_summary import map_summary
+
+    base = ExplainRecord(run="c01", row=0, ref_run="c00", ref_row=2, request=0, probe=True, t_star=29,
+                         new_index=9, token=5, ref_token=6, cause="capacity", position=28, layer=0,
+                         first_kind="capacity", first_position=28, first_layer=0, rank=1, router_margin=0.1,
+                         router_delta=0.0, logit_margin=1.0, logit_delta=0.0, dropped_in="", capacity=-1,
+                         group=-1, step=-1, slot=-1, displacing_rows="", sentence="", map_cells=3,
+                         map_joint=1.0, map_sum=2.0, map_seconds=1.0)
+    decisive = pair([dataclasses.replace(C01.cells[0], p_value=0.03), *C01.cells[1:]], -1.80, -0.42)
+    tie = pair([cell("B", 3, 0.166, 0.01, 0.52, draws=200, position=20)], -0.0008, -0.137)
+    records = [dataclasses.replace(base, decisive_cells="B:0:28", map_chain="decisive:0:28:1 capacity:0:28:1",
+                                   **outcome_fields(pair_outcome(decisive))),
+               # a near-tie whose cell beats its null (its chain kept): not counted among decisive cells
+               dataclasses.replace(base, decisive_cells="B:3:20", map_chain="decisive:3:20:1 capacity:3:20:1",
+                                   **outcome_fields(pair_outcome(tie))),
+               dataclasses.replace(base, **outcome_fields(pair_outcome(C01))),
+               dataclasses.replace(base, decisive_cells="B:1:28")]        # a version-5 record: not stated
+    s = map_summary(records)
+    assert (s.mapped, s.near_ties, s.decisive, s.no_decisive, s.unstated, s.borderline) == (4, 1, 1, 1, 1, 1)
+    assert s.chains == 1 and s.reach_batch == 1 and s.just_before == 2 and s.layers == {0: 1, 1: 1}
+    said = s.describe()
+    assert "1 near-ties" in said and "1 decisive" in said and "1 with no decisive cell" in said
+    assert "1 not stated" in said and "1 borderline" in said
+    old = map_summary([records[3]]).describe()
+    assert "not stated" in old and "1 hold a cell beating its null" in old

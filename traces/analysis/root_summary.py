@@ -31,7 +31,8 @@ class MapSummary:
     unstated: int               # maps stored before the outcome (explanation table version 5)
     borderline: int             # stated outcomes whose near-tie test's interval holds one half
     reach_batch: int            # chains ending at a capacity event of the batch
-    chains: int                 # pairs with a chain (decisive; version 5: a cell beating its null)
+    located: int                # decisive pairs (version 5: pairs with a cell beating its null)
+    chains: int                 # of which with a chain
     just_before: int            # decisive cells (strongest of each pair) at t*-1
     in_prefill: int             # ... in the prompt
     layers: dict[int, int]      # layer of the strongest decisive cell -> pairs
@@ -48,16 +49,16 @@ class MapSummary:
         if self.unstated == self.mapped:
             outcome = (f"their outcome is not stated (the table predates the near-tie test: `explain "
                        f"--redo`); "
-                       f"{self.chains} hold a cell beating its null: ")
+                       f"{self.located} hold a cell beating its null: ")
         else:
             outcome = (f"{self.near_ties} near-ties (a run's margin at t* is within what most random changes "
                        f"of the strongest cell's size at its position do), {self.decisive} decisive (a cell "
                        f"beats its null), {self.no_decisive} with no decisive cell"
                        + (f", {self.unstated} not stated" if self.unstated else "")
                        + f" ({self.borderline} borderline: the near-tie share's interval holds one half); "
-                       f"of the {self.chains} decisive pairs with a chain, ")
+                       f"of the {self.located} decisive pairs, ")
         return (f"Causal maps of {self.mapped} divergent pairs: {outcome}"
-                f"the strongest such cell lies at t*-1 in {self.just_before}, in the prompt in "
+                f"the strongest cell beating its null lies at t*-1 in {self.just_before}, in the prompt in "
                 f"{self.in_prefill} ({layers}); {self.reach_batch} of {self.chains} chains reach a capacity "
                 f"event of the batch. "
                 f"The strongest cell carries {self.median_concentration:.0%} of B's summed single-cell "
@@ -104,6 +105,7 @@ def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
         unstated=sum(1 for r in mapped if not r.outcome),
         borderline=sum(1 for r in mapped if r.outcome and _borderline(r)),
         reach_batch=sum(1 for r in chained if parse_links(r.map_chain)[-1][0] == "capacity"),
+        located=len(decisive),
         chains=len(chained),
         just_before=sum(1 for r, _, p in tops if p == r.t_star - 1),
         in_prefill=sum(1 for r, _, p in tops if p < r.t_star - r.new_index),
