@@ -129,7 +129,7 @@ def map_text(m: PairMap, run: str, ref_run: str, label: RunLabel = run_label) ->
             f"{-base:.3g} logits over {a}'s.")
     o = pair_outcome(m)
     if o is None:
-        return f"{head} No null was drawn, so no outcome is stated. {joint_text(m)}".strip()
+        return f"{head} No null was tested, so no outcome is stated. {joint_text(m)}".strip()
     beating = m.decisive()
     said = outcome_text(o, a, b, (f"{beating[0].patched}:{beating[0].where()}", beating[0].p_value)
                         if beating else None)

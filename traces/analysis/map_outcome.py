@@ -132,13 +132,16 @@ def nearest(m: PairMap) -> CellEffect | None:
 
 
 def pair_outcome(m: PairMap) -> PairOutcome | None:
-    """The map's outcome (None: no cell, or no cell with a null: nothing was tested). A near-tie names
+    """The map's outcome (None: no cell, or no cell with a null or a near-tie share: nothing was
+    tested). A near-tie names
     the strongest cell of the tied run (of the run with the larger share where both are)."""
     named = nearest(m)
     if named is None:
         return None
     tops = (_strongest(m, "B"), _strongest(m, "A"))
     ties = (_tie_test(m, "B", tops[0]), _tie_test(m, "A", tops[1]))
+    if not any(t.tested for t in ties):   # cells read from a table that predates the near-tie share
+        return None
     decisive = m.decisive()
     if any(t.tie for t in ties):
         kind = Outcome.NEAR_TIE
