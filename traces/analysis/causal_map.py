@@ -308,8 +308,11 @@ def record_headline(o: PairOutcome | None, decisive_cells: str, map_chain: str) 
         elif kind == "router":
             words.append(f"that moved {run}'s router at position {link_position}, layer {link_layer}")
     lead = "so " if words else ""
+    tested = (f" (by {o.effect:+.3g} logits, corrected p {o.p_value:.2g} over {run}'s {o.cells} cells, "
+              f"{o.null_draws} draws)") if o.kind and o.cell == decisive_cells.split()[0] else ""
     words.append(f"{lead}{run}'s routing of position {position}, layer {layer} differs from {other}'s, and "
-                 f"{other}'s there would move {run}'s token toward {other}'s more than a random change does")
+                 f"{other}'s there would move {run}'s token toward {other}'s more than a random change does"
+                 f"{tested}")
     text = "; ".join(words)
     after = f" {outcome_text(o, 'A', 'B')}" if o.kind else f" {UNSTATED[0].upper()}{UNSTATED[1:]}."
     return f"Causal map: decisive. {text[0].upper()}{text[1:]}.{after}"
