@@ -133,8 +133,8 @@ def nearest(m: PairMap) -> CellEffect | None:
 
 def pair_outcome(m: PairMap) -> PairOutcome | None:
     """The map's outcome (None: no cell, or no cell with a null or a near-tie share: nothing was
-    tested). A near-tie names
-    the strongest cell of the tied run (of the run with the larger share where both are)."""
+    tested). A near-tie names the strongest cell of the tied run (of the run with the larger share
+    where both are)."""
     named = nearest(m)
     if named is None:
         return None
