@@ -181,6 +181,7 @@ def test_version_6_stores_the_maps_outcome_and_reads_versions_5_4_3_2_and_1():
     old5 = from_columns(version5)
     assert old5[3].map_cells == 12 and old5[3].decisive_cells == "B:0:28 A:3:28" and old5[3].outcome == ""
     assert old5[3].map_outcome().kind == "" and math.isnan(old5[3].map_outcome().ties[0].share)
+    assert old5[3].outcome_untested and not back[3].outcome_untested and not old5[0].outcome_untested
     # An outcome this version does not know reads as not stated.
     odd = dict(columns, outcome=np.array(["", "", "", "sure", "", ""]))
     assert from_columns(odd)[3].outcome == ""

@@ -142,7 +142,10 @@ def test_the_stored_record_reads_back_the_outcome_and_its_words():
     said = record_headline(decisive.map_outcome(), decisive.decisive_cells, decisive.map_chain)
     assert said.index("the batch's queue") < said.index("toward A's") < said.index("Not a near-tie")
     # a map stored before the outcome (version 5) says that its outcome is not stated
-    old = dataclasses.replace(base, map_cells=2, decisive_cells="", map_baseline=-1.8)
+    old = dataclasses.replace(base, map_cells=2, decisive_cells="", map_baseline=-1.8, outcome_cells=-1)
+    assert old.outcome_untested and not r.outcome_untested
+    untested = dataclasses.replace(old, outcome_cells=0).map_outcome()      # mapped, no null drawn
+    assert "no null was tested" in record_headline(untested, "", "")
     assert "not stated" in record_headline(old.map_outcome(), "", "")
     assert "not stated" in record_headline(old.map_outcome(), "B:0:28", "decisive:0:28:1")
     assert record_headline(dataclasses.replace(base).map_outcome(), "", "") == ""
@@ -165,7 +168,7 @@ def test_the_summary_counts_the_outcomes_and_where_decisive_cells_lie():
                dataclasses.replace(base, decisive_cells="B:3:20", map_chain="decisive:3:20:1 capacity:3:20:1",
                                    **outcome_fields(pair_outcome(tie))),
                dataclasses.replace(base, **outcome_fields(pair_outcome(C01))),
-               dataclasses.replace(base, decisive_cells="B:1:28")]        # a version-5 record: not stated
+               dataclasses.replace(base, decisive_cells="B:1:28", outcome_cells=-1)]   # version 5: not stated
     s = map_summary(records)
     assert (s.mapped, s.near_ties, s.decisive, s.no_decisive, s.unstated, s.borderline) == (4, 1, 1, 1, 1, 1)
     assert s.chains == 1 and s.reach_batch == 1 and s.just_before == 2 and s.layers == {0: 1, 1: 1}

@@ -289,6 +289,8 @@ def record_headline(o: PairOutcome | None, decisive_cells: str, map_chain: str) 
     chain from the batch to the token of a decisive pair, or the outcome."""
     if o is None:
         return ""
+    if not o.kind and o.cells >= 0:     # mapped, but no null was tested (a model without estimates)
+        return "Causal map: no null was tested, so no outcome is stated."
     if o.kind and o.kind != Outcome.DECISIVE:
         beats = (decisive_cells.split()[0], math.nan) if decisive_cells else None
         return f"Causal map: {outcome_text(o, 'A', 'B', beats)}"

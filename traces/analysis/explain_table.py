@@ -168,7 +168,8 @@ class ExplainRecord:
     outcome_effect: float = float("nan")     # its effect
     outcome_percentile: float = float("nan")
     outcome_p: float = float("nan")      # its corrected p
-    outcome_cells: int = 0               # cells of its run the correction counts
+    outcome_cells: int = 0               # cells of its run the correction counts (-1: a version-5 map,
+                                         # whose outcome was never tested)
     outcome_draws: int = 0               # its null's draws (those of null_flip)
     def map_outcome(self) -> PairOutcome | None:
         """The causal map's outcome as stored (None: no map, or no cell to map)."""
@@ -179,6 +180,11 @@ class ExplainRecord:
         return PairOutcome(self.outcome, ties, self.outcome_cell, self.outcome_effect,
                            self.outcome_percentile, self.outcome_p, self.outcome_cells, self.null_flip,
                            self.outcome_draws)
+
+    @property
+    def outcome_untested(self) -> bool:
+        """A map stored before its outcome was tested (a version-5 table): `explain` maps it again."""
+        return self.map_cells > 0 and self.outcome_cells < 0
 
     @property
     def proven(self) -> bool:
@@ -355,7 +361,7 @@ def _version5_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     return {"outcome": empty, "tie_share": nan, "tie_share_ref": nan, "tie_draws": zero,
             "tie_draws_ref": zero,
             "outcome_cell": empty, "outcome_effect": nan, "outcome_percentile": nan, "outcome_p": nan,
-            "outcome_cells": zero, "outcome_draws": zero}
+            "outcome_cells": np.full(n, -1, dtype=np.int32), "outcome_draws": zero}
 
 
 def outcome_fields(o: PairOutcome | None) -> dict[str, Any]:
