@@ -86,12 +86,12 @@ def test_a_planted_capacity_event_is_where_the_chain_leads(tmp_path, tiny_model,
     # layer and position. (Whether the pair is also a near-tie is the runs' margins' matter: on this
     # small random model the planted run's own token is within what about half of the random changes
     # at t*-1 do; the outcome says so, and names the planted cell all the same.)
+    top = max(m.decisive(), key=lambda c: abs(c.effect))
+    assert (top.layer, top.position, top.step) == (iv.layer, iv.position, iv.step)
+    assert top.capacity and top.effect > -m.baseline[top.patched]    # alone it flips the token
     o = pair_outcome(m)
     tied = any(t.share >= 0.5 for t in o.ties)
     assert o.kind == (Outcome.NEAR_TIE if tied else Outcome.DECISIVE)
-    top = max(m.decisive(), key=lambda c: abs(c.effect))
-    assert (top.layer, top.position, top.step) == (iv.layer, iv.position, iv.step)
-    assert top.capacity and top.effect > 0
     assert m.reaches_batch
     end = m.chain[-1]
     assert (end.kind, end.layer, end.position, end.step) == ("capacity", iv.layer, iv.position, iv.step)

@@ -138,7 +138,9 @@ def assert_proof(r):
     assert r.tie_draws >= 200 and r.tie_draws_ref >= 200 and 0 <= r.tie_share <= 1, r
     tied = max(r.tie_share, r.tie_share_ref) >= 0.5
     assert (r.outcome == "near_tie") == tied
-    assert (r.outcome == "decisive") == (not tied and bool(r.decisive_cells))
+    if r.outcome == "decisive":    # the cell beating its null that the chain starts from flips its run alone
+        margin = -(r.map_baseline if r.outcome_cell.startswith("B") else r.map_baseline_ref)
+        assert r.outcome_cell == r.decisive_cells.split()[0] and r.outcome_effect > margin
     assert r.outcome_cell.split(":")[0] in ("A", "B") and r.outcome_draws > 0, r
     assert all(not x for x in (r.alternative_cells, r.chain_cells, r.chain_end)) and r.placebo == -1.0, r
 

@@ -177,3 +177,31 @@ def test_the_summary_counts_the_outcomes_and_where_decisive_cells_lie():
     assert "1 not stated" in said and "1 borderline" in said
     old = map_summary([records[3]]).describe()
     assert "not stated" in old and "1 hold a cell beating its null" in old
+
+
+def test_a_cell_beating_its_null_decides_only_if_it_alone_moves_its_run_past_its_margin():
+    # like the example's c22/0: a cell beats its null by a ten-thousandth of a logit against 0.026
+    small = pair([cell("B", 0, 0.00015, 0.04, 0.09, percentile=100.0, flip=0.0),
+                  cell("A", 2, 0.02, 1.0, 0.0)], base_b=-0.026, base_a=-0.031)
+    o = pair_outcome(small)
+    assert o.kind == Outcome.NO_DECISIVE_CELL and o.cell == "B:0:28" and small.decisive()
+    words = map_text(small, "c22", "c03")
+    assert "no cell that beats its null moves its run's token past its margin alone" in words
+    assert "+0.00015 of the 0.026 logits that would flip its token" in words
+    # one that beats its null pushing away from the other token decides nothing either
+    away = pair([cell("B", 0, -0.218, 0.04, 0.29), cell("A", 0, 0.1, 1.0, 0.09)], base_b=-0.625, base_a=-5.27)
+    assert pair_outcome(away).kind == Outcome.NO_DECISIVE_CELL
+    # past the margin, it decides; the swap names the mirrored cell
+    past = pair([cell("B", 0, 0.03, 0.04, 0.09), cell("A", 2, 0.02, 1.0, 0.0)], base_b=-0.026, base_a=-0.031)
+    assert pair_outcome(past).kind == pair_outcome(swapped(past)).kind == Outcome.DECISIVE
+
+
+def test_a_near_tie_of_one_run_states_the_other_runs_share_too():
+    # like c01/0: B prefers its token by 1.80 (6% of draws reach it), A by 0.42 (97% reach it)
+    m = pair([cell("B", 0, 7.49, 0.24, 0.06, percentile=97.5, flip=0.06),
+              cell("A", 2, -5.56, 0.72, 0.97, percentile=91.5, flip=0.56)], base_b=-1.80, base_a=-0.42)
+    o = pair_outcome(m)
+    assert o.kind == Outcome.NEAR_TIE and o.tied() == ("A",) and o.cell == "A:2:28"
+    words = map_text(m, "c01", "c00")
+    assert "A near-tie of run c00's token" in words and "0.42 logits in 97% of 200 draws" in words
+    assert "Run c01's own margin of 1.8 logits is reached in only 6% of 200 draws" in words

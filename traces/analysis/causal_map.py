@@ -19,11 +19,12 @@ from typing import cast
 
 import numpy as np
 
+from traces.analysis import map_outcome
 from traces.analysis.map_outcome import Outcome, PairOutcome, outcome_text, pair_outcome
 from traces.analysis.verdict_text import RunLabel, run_label
 
 #: A cell beats its null when its p-value, corrected for the number of cells tested, is at most this.
-ALPHA = 0.05
+ALPHA = map_outcome.ALPHA
 
 
 @dataclass(frozen=True)

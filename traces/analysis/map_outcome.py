@@ -9,10 +9,13 @@ Three outcomes (`Outcome`), tested in this order:
   makes the pair a near-tie (B's, A's or both: the words say whose): the split then follows from a
   token that a routing change of the size found there tips as often as not, so no cell of the map
   can be called its cause. A margin of a thousandth of a logit is a near-tie whatever its cells do.
-- **decisive**: not a near-tie, and at least one cell beats its null (corrected p at most `ALPHA`).
-- **no decisive cell**: neither. The words name the cell nearest to beating its null (smallest
-  corrected p), its effect, percentile, corrected p and how many cells it was corrected over,
-  and the null's flip rate.
+- **decisive**: not a near-tie, and the strongest cell beating its null (corrected p at most
+  `ALPHA`; the cell the chain starts from) alone moves its run's logit difference past the run's
+  margin, toward the other token (`flips`): a cell that beats its null by a thousandth of a logit
+  against a margin of three hundredths, or that pushes away from the other token, decides nothing.
+- **no decisive cell**: neither. The words name the strongest cell beating its null, else the cell
+  nearest to beating it (smallest corrected p), its effect against the margin, percentile,
+  corrected p and how many cells it was corrected over, and the null's flip rate.
 
 Each share comes with its draw count and a Wilson 95% interval; where that interval holds 1/2 the
 near-tie test is *borderline* and the words say so rather than pretend the threshold decides it.
@@ -29,6 +32,9 @@ from traces.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from traces.analysis.causal_map import CellEffect, PairMap
+
+#: A cell beats its null at a corrected p of at most this (`traces.analysis.causal_map.ALPHA`).
+ALPHA = 0.05
 
 #: The near-tie threshold: the share of null draws at least as large as the margin.
 TIE_SHARE = 0.5
@@ -131,6 +137,12 @@ def nearest(m: PairMap) -> CellEffect | None:
     return min(cells, key=lambda c: (c.p_value, -c.percentile, -abs(c.effect), c.patched != "B"))
 
 
+def flips(c: CellEffect, m: PairMap) -> bool:
+    """Whether the cell alone moves its run's logit difference at t* past the run's margin, toward the
+    other run's token."""
+    return c.effect > abs(m.baseline.get(c.patched, math.nan))
+
+
 def pair_outcome(m: PairMap) -> PairOutcome | None:
     """The map's outcome (None: no cell, or no cell with a null or a near-tie share: nothing was
     tested). A near-tie names the strongest cell of the tied run (of the run with the larger share
@@ -142,14 +154,15 @@ def pair_outcome(m: PairMap) -> PairOutcome | None:
     ties = (_tie_test(m, "B", tops[0]), _tie_test(m, "A", tops[1]))
     if not any(t.tested for t in ties):   # cells read from a table that predates the near-tie share
         return None
-    decisive = m.decisive()
+    beating = m.decisive()
     if any(t.tie for t in ties):
         kind = Outcome.NEAR_TIE
         named = tops[0] if ties[0].tie and (not ties[1].tie or ties[0].share >= ties[1].share) else tops[1]
-    elif decisive:
-        kind, named = Outcome.DECISIVE, decisive[0]
+    elif beating and flips(beating[0], m):
+        kind, named = Outcome.DECISIVE, beating[0]
     else:
         kind = Outcome.NO_DECISIVE_CELL
+        named = beating[0] if beating else named
     assert named is not None
     tested = sum(1 for c in m.cells if c.patched == named.patched and not math.isnan(c.p_value))
     return PairOutcome(str(kind), ties, f"{named.patched}:{named.layer}:{named.position}", named.effect,
@@ -157,7 +170,7 @@ def pair_outcome(m: PairMap) -> PairOutcome | None:
 
 
 def _share(share: float) -> str:
-    return f"{share:.1%}" if 0 < share < 0.01 or 0.99 < share < 1 else f"{share:.0%}"
+    return f"{share:.1%}" if 0.0005 <= share < 0.01 or 0.99 < share <= 0.9995 else f"{share:.0%}"
 
 
 def _interval(t: TieTest) -> str:
@@ -213,14 +226,24 @@ def outcome_text(o: PairOutcome, a: str, b: str, beats: tuple[str, float] | None
         whose = o.tied()
         tokens = " and ".join(f"{names[s]}'s" for s in whose) + (" tokens" if len(whose) > 1 else " token")
         tests = [_reached(o.ties[("B", "A").index(s)], names[s]) for s in whose]
+        untied = [(t, names[s]) for s, t in zip(("B", "A"), o.ties, strict=True)
+                  if t.tested and s not in whose]
+        rest = "".join(f" {name[0].upper()}{name[1:]}'s own margin of {abs(t.baseline):.3g} logits is "
+                       f"reached in only {_share(t.share)} of {t.draws} draws ({_interval(t)})."
+                       for t, name in untied)
         return (f"A near-tie of {tokens}: random routing changes of the size of the strongest cell, at its "
                 f"position ({patched}'s at {where}), move the logit difference at t* by at least "
-                f"{' and '.join(tests)}; {flip or 'no flip rate stored'}. The split is within what such a "
-                f"change does: no cell is called its cause{_though(beats, names)}.")
+                f"{' and '.join(tests)}; {flip or 'no flip rate stored'}.{rest} The split is within what "
+                f"such a change does: no cell is called its cause{_though(beats, names)}.")
     if o.kind == Outcome.NO_DECISIVE_CELL:
-        return (f"No decisive cell: no single cell beats its null. The nearest, {where} ({other}'s decision "
-                f"in {patched}), moves {patched}'s logit difference at t* by {o.effect:+.3g}, above "
-                f"{o.percentile:.1f}% of its null's {o.null_draws} draws (corrected p {o.p_value:.2g} over "
-                f"{patched}'s {o.cells} cells){'; ' + flip if flip else ''}. "
+        margin = abs(o.ties[("B", "A").index(run)].baseline) if run in ("B", "A") else math.nan
+        beaten = not math.isnan(o.p_value) and o.p_value <= ALPHA
+        lead = ("no cell that beats its null moves its run's token past its margin alone. The strongest "
+                "that beats it" if beaten else "no single cell beats its null. The nearest")
+        return (f"No decisive cell: {lead}, {where} ({other}'s decision in {patched}), moves {patched}'s "
+                f"logit difference at t* by {o.effect:+.3g} of the {margin:.3g} logits that would flip its "
+                f"token, "
+                f"above {o.percentile:.1f}% of its null's {o.null_draws} draws (corrected p {o.p_value:.2g} "
+                f"over {patched}'s {o.cells} cells){'; ' + flip if flip else ''}. "
                 f"{not_a_tie_text(o, a, b)}").strip()
     return ""
