@@ -53,10 +53,10 @@ class MapSummary:
         else:
             outcome = (f"{self.near_ties} near-ties (a run's margin at t* is within what most random changes "
                        f"of the strongest cell's size at its position do), {self.decisive} decisive (a cell "
-                       f"beats its null), {self.no_decisive} with no decisive cell"
-                       + (f", {self.unstated} not stated" if self.unstated else "")
-                       + f" ({self.borderline} borderline: the near-tie share's interval holds one half); "
-                       f"of the {self.located} decisive pairs, ")
+                       f"beats its null and alone flips its run's token), {self.no_decisive} with no "
+                       f"decisive cell" + (f", {self.unstated} not stated" if self.unstated else "")
+                       + f"; in {self.borderline} the near-tie test is borderline (the share's 95% interval "
+                       f"holds one half); of the {self.located} decisive pairs, ")
         return (f"Causal maps of {self.mapped} divergent pairs: {outcome}"
                 f"the strongest cell beating its null lies at t*-1 in {self.just_before}, in the prompt in "
                 f"{self.in_prefill} ({layers}); {self.reach_batch} of {self.chains} chains reach a capacity "
