@@ -72,8 +72,9 @@ GLOSSARY: dict[str, str] = {
     "near-tie": "a run's own token leads by no more than what most random changes of its strongest "
                 "cell's size at its position do (at least half of the null's draws move it that far), so "
                 "no cell is called the cause",
-    "decisive": "not a near-tie, and a cell beats its null: that cell decides the split",
-    "no decisive cell": "neither a near-tie nor a cell that beats its null",
+    "decisive": "not a near-tie, and a cell beats its null and alone flips its run's token: that cell "
+                "decides the split",
+    "no decisive cell": "neither a near-tie nor a cell that beats its null and alone flips the token",
     "borderline": "the near-tie share's 95% interval holds one half: the draws cannot tell a near-tie from "
                   "none",
 }

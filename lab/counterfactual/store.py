@@ -62,9 +62,10 @@ COUNTERFACTUAL_MEANING = {
                       "table explain_causal_map holds every cell",
     "outcome": "near_tie: a run's margin at t* is at most what most random changes of its strongest cell's "
                "size at its position do (tie_share, the share of such null draws at least as large, is at "
-               "least 1/2; B's, tie_share_ref A's); decisive: not a near-tie and a cell beats its null; "
-               "no_decisive_cell: neither. outcome_cell names the decisive cell, the tied run's strongest or "
-               "the cell nearest to beating its null, with its effect, percentile, corrected p (over "
+               "least 1/2; B's, tie_share_ref A's); decisive: not a near-tie, and the strongest cell beating "
+               "its null alone flips its run's token; no_decisive_cell: neither. outcome_cell names the "
+               "decisive cell, the tied run's strongest, or the strongest cell beating its null, else the "
+               "cell nearest to beating it, with its effect, percentile, corrected p (over "
                "outcome_cells cells), null_flip and outcome_draws",
     "map_chain": "the chain from the decisive cell back: kind:layer:position:step links (decisive, router, "
                  "capacity: a capacity event of the batch, first: the first difference)",
