@@ -108,7 +108,7 @@ def test_the_exported_map_reads_alone_with_its_colour_bar_and_key(qapp, tmp_path
            "blue: away from it",
            "t* (the tokens split)"}
     if chained.map_chain:
-        key |= {"chain: batch event (dot) → decisive cell", "outlined: beats its position-matched null"}
+        key |= {"chain from the batch event (dot)", "outlined: beats its position-matched null"}
     assert key <= set(said), key - set(said)
     # every text on the page, and the key's entries side by side or one under another, never overlapping
     assert all(left >= -1 and right <= width + 1 for _, left, right, _, _ in texts), width

@@ -127,8 +127,8 @@ class CausalMapFigure:
                           size=f"{self.style.font_size + 1}pt")
             for axis in ("bottom", "left", "top"):   # nothing to read off axes without a map
                 plot.showAxis(axis, show=not data.message)
-            # A blank margin right of t* (4% of the width, a cell at least): t*'s name centres on its line.
-            pad = max(1.0, 0.04 * T)
+            # A blank margin right of t* (4% of the width, a quarter cell at least): t*'s name centres on it.
+            pad = max(0.25, 0.04 * T)
             plot.vb.setLimits(xMin=-1.5, xMax=T + pad, yMin=-1.0, yMax=L)
             plot.vb.setRange(xRange=(-0.5, T - 0.5 + pad), yRange=(-0.5, L - 0.5), padding=0)
         self._draw_chain()
@@ -215,7 +215,7 @@ def causal_map_key(figure: CausalMapFigure, style: FigureStyle) -> key.Key:
         out.add(key.square(QtGui.QColor(*map(int, ZERO)), pg.mkPen(style.foreground, width=2.5)),
                 "outlined: beats its position-matched null")
     if figure.arrows:
-        out.add(key.line(pg.mkPen(CHAIN, width=2.5)), "chain: batch event (dot) → decisive cell")
+        out.add(key.line(pg.mkPen(CHAIN, width=2.5)), "chain from the batch event (dot)")
     if d.n_positions:
         out.add(key.vertical_line(pg.mkPen(style.foreground, width=2, style=QtCore.Qt.PenStyle.DashLine)),
                 "t* (the tokens split)")
