@@ -110,6 +110,7 @@ class CausalMapFigure:
             effect = data.effect[k] if data.effect.size else np.full((L, T), np.nan)
             self.images[i].setImage(diverging_rgb(effect, limit), autoLevels=False, levels=(0, 255))
             self.bars[i].setLevels((-limit, limit))
+            self.bars[i].axis.setWidth(self._bar_axis_px(limit))
             self.bars[i].setVisible(not data.message)
             self.images[i].setRect(QtCore.QRectF(-0.5, -0.5, T, L))
             plot.getAxis("bottom").set_labels(data.labels)
@@ -132,6 +133,12 @@ class CausalMapFigure:
             plot.vb.setLimits(xMin=-1.5, xMax=T + pad, yMin=-1.0, yMax=L)
             plot.vb.setRange(xRange=(-0.5, T - 0.5 + pad), yRange=(-0.5, L - 0.5), padding=0)
         self._draw_chain()
+
+    def _bar_axis_px(self, limit: float) -> int:
+        """Room for the colour bar's widest tick label (its sign and decimals) beside its label."""
+        metrics = QtGui.QFontMetricsF(self.style.font())
+        widest = "-0.005" if limit < 0.05 else "-0.05" if limit < 1 else "-10"
+        return int(metrics.horizontalAdvance(widest) + metrics.height() + 16)
 
     def _title(self, side: str, limit: float) -> str:
         d = self.data
