@@ -57,6 +57,13 @@ class CausalMapData:
         return max(float(finite.max()) if finite.size else 0.0, 0.01)
 
 
+def chain_side(data: CausalMapData) -> str:
+    """The run whose cells the chain runs through: that of the strongest cell beating its null (the
+    chain starts from it), B where none does."""
+    beating = [c for side in SIDES for c in data.cells.get(side, ()) if c.beats_null]
+    return max(beating, key=lambda c: abs(c.effect)).patched if beating else "B"
+
+
 def describe_cell(data: CausalMapData, side: str, layer: int, position: int) -> str | None:
     """The hover text of one cell (None where the runs agree)."""
     c = data.cell(side, layer, position)

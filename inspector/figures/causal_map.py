@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from inspector.figure_data.causal_map import SIDES, CausalMapData, describe_cell, outcome_words
+from inspector.figure_data.causal_map import SIDES, CausalMapData, chain_side, describe_cell, outcome_words
 from inspector.figures import key
 from inspector.figures.axes import CategoryAxis, TokenAxis
 from inspector.figures.marks import MarkAxis
@@ -158,7 +158,7 @@ class CausalMapFigure:
         d = self.data
         if not d.chain or d.message:
             return
-        side = "B" if not d.cells.get("B") or any(c.beats_null for c in d.cells["B"]) else "A"
+        side = chain_side(d)
         if side not in self.sides:
             return
         plot = self.plots[self.sides.index(side)]

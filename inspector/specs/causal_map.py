@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.figure_data.causal_map import SIDES, CausalMapData, map_records
+from inspector.figure_data.causal_map import SIDES, CausalMapData, chain_side, map_records
 from inspector.figure_data.table import (
     BOOLEAN,
     INTEGER,
@@ -96,7 +96,7 @@ def _map_values(data: CausalMapData, sel: Selection) -> dict[str, np.ndarray]:
     cells = [c for side in SIDES for c in data.cells.get(side, ())]
     t0, t1 = sel.positions(max(data.n_positions, 1)) if data.n_positions else (0, 0)
     cells = [c for c in cells if t0 <= c.position < t1]
-    side_of_chain = "B" if any(c.beats_null for c in data.cells.get("B", ())) else "A"
+    side_of_chain = chain_side(data)
     link = {(layer, position): i for i, (_, layer, position, _) in enumerate(data.chain)}
     n = len(cells)
 
