@@ -236,8 +236,7 @@ def _reuse(todo, earlier: dict, result: ExplainResult, out: dict, limit: int | N
     rerun = []
     for verdict, record in todo:
         old = earlier.get(record_key(record))
-        current = (old is not None and old.proof_reruns >= 0 and old.map_cells >= 0
-                   and not old.outcome_untested)
+        current = old is not None and old.proof_reruns >= 0 and old.map_cells >= 0
         if current and old.confirmed_cause not in ("", NOT_REPRODUCED) and not redo:
             out[record_key(record)] = old
             result.reused += 1
