@@ -183,7 +183,7 @@ class ExplainRecord:
 
     @property
     def outcome_untested(self) -> bool:
-        """A map stored before its outcome was tested (a version-5 table): `explain` maps it again."""
+        """A map stored before its outcome was tested (a version-5 table): `explain --redo` states it."""
         return self.map_cells > 0 and self.outcome_cells < 0
 
     @property
