@@ -1,6 +1,6 @@
 """The causal map against known causes, on a tiny model's batch generated as it is and with one planted
 withdraw: where the plant decides the split, the chain leads to it; where the split is a bare logit
-tie, the map says near-tie."""
+tie, the map's outcome is a near-tie."""
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ from model.tokenizer import encode, vocab_strings
 from traces import TraceWriter, open_trace
 from traces.analysis import explain_pair, row_trace
 from traces.analysis.causal_map import map_text
+from traces.analysis.map_outcome import Outcome, pair_outcome
 
 REQUESTS = ["The probe: def f(x):", "import os", "x = [1, 2, 3]", "print('hello')"]
 POLICY = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=0.5)
@@ -81,15 +82,21 @@ def test_a_planted_capacity_event_is_where_the_chain_leads(tmp_path, tiny_model,
     assert v.diverged and v.t_star > iv.position
     # The forced reruns reproduce both runs: unpatched, each prefers its own token.
     assert m.baseline["B"] < 0 and m.baseline["A"] < 0
-    # Not a near-tie: the planted cell is decisive, and the chain from it ends at the batch's queue at
-    # the planted step, layer and position.
-    assert not m.near_tie
+    # The planted cell beats its null and the chain from it ends at the batch's queue at the planted step,
+    # layer and position. (Whether the pair is also a near-tie is the runs' margins' matter: on this
+    # small random model the planted run's own token is within what about half of the random changes
+    # at t*-1 do; the outcome says so, and names the planted cell all the same.)
     top = max(m.decisive(), key=lambda c: abs(c.effect))
     assert (top.layer, top.position, top.step) == (iv.layer, iv.position, iv.step)
-    assert top.capacity and top.effect > 0
+    assert top.capacity and top.effect > -m.baseline[top.patched]    # alone it flips the token
+    o = pair_outcome(m)
+    tied = any(t.share >= 0.5 for t in o.ties)
+    assert o.kind == (Outcome.NEAR_TIE if tied else Outcome.DECISIVE)
     assert m.reaches_batch
     end = m.chain[-1]
     assert (end.kind, end.layer, end.position, end.step) == ("capacity", iv.layer, iv.position, iv.step)
+    said = map_text(m, "natural", "planted")
+    assert f"layer {iv.layer}, position {iv.position}" in said and ("beats its null" in said or not tied)
 
 
 def test_a_split_at_a_bare_logit_tie_is_a_near_tie(tmp_path, tiny_model, one_thread):
@@ -102,8 +109,11 @@ def test_a_split_at_a_bare_logit_tie_is_a_near_tie(tmp_path, tiny_model, one_thr
     assert v.diverged and v.t_star == iv.position + 1
     # The planted run's own token is ahead by a few hundredths of a logit: a bare tie.
     assert -0.05 < m.baseline["A"] < 0
-    # No cell moves the split more than a random change of its size at its position: a near-tie, with
-    # the share of random changes that flip the token (stated in its words).
-    assert m.cells and m.near_tie and not m.decisive() and not m.chain
-    assert 0 < m.null_flip() <= 1
-    assert "near-tie" in map_text(m, "natural", "planted")
+    # Most random changes of the strongest cell's size at its position move A's margin by more than
+    # that: a near-tie of A's token, with no chain, and the share, its draws and the null's flip rate in
+    # its words.
+    o = pair_outcome(m)
+    assert m.cells and o.kind == Outcome.NEAR_TIE and "A" in o.tied()
+    assert o.ties[1].share >= 0.5 and o.ties[1].draws >= 200 and 0 < o.null_flip <= 1
+    said = map_text(m, "natural", "planted")
+    assert "A near-tie of run planted's token" in said and f"of {o.ties[1].draws} draws" in said

@@ -26,6 +26,7 @@ from traces.analysis.causal_map import (
     parse_links,
     record_headline,
 )
+from traces.analysis.map_outcome import Outcome, pair_outcome
 
 #: The shipped example's first divergent pair: the probe in c01 against the reference c00.
 REFERENCE, DIVERGENT = ("c00-gshard-cf1.0-batch-native", 2), ("c01-gshard-cf1.0-batch-native", 0)
@@ -115,26 +116,26 @@ def test_swapping_a_and_b_names_the_same_cells(example):
         assert c.effect == theirs[key].effect and c.p_value == theirs[key].p_value
     assert {(flip[c.patched], c.layer, c.position) for c in m.decisive()} == \
         {(c.patched, c.layer, c.position) for c in swapped.decisive()}
-    assert swapped.near_tie == m.near_tie
+    assert pair_outcome(swapped).kind == pair_outcome(m).kind
 
 
-def _cell(effect: float, p_value: float, flip: float = 0.5, **kw) -> CellEffect:
+def _cell(effect: float, p_value: float, flip: float = 0.5, exceed: float = 0.1, **kw) -> CellEffect:
     where = dict(patched="B", layer=0, position=5, step=1, prefill=False, changed=1)
     where.update(kw)
     return CellEffect(**where, estimate=effect, effect=effect, exact=True, queue=float("nan"),
-                      percentile=50.0, p_value=p_value, null_flip=flip, null_draws=200)
+                      percentile=50.0, p_value=p_value, null_flip=flip, null_draws=200, null_exceed=exceed)
 
 
-def test_a_map_where_no_cell_beats_its_null_is_a_near_tie_with_the_nulls_flip_rate():
-    tie = PairMap(t_star=6, prompt_len=4, cells=[_cell(0.03, 0.6, 0.41), _cell(-0.01, 1.0, layer=1)],
+def test_the_outcome_reads_the_cells_nulls_and_the_strongest_cell_carries_its_share():
+    tie = PairMap(t_star=6, prompt_len=4, cells=[_cell(0.03, 0.6, 0.41, 0.8), _cell(-0.01, 1.0, layer=1)],
                   baseline={"B": -0.02, "A": -0.01}, joint={"B": 0.05}, sum_singles={"B": 0.02})
-    assert tie.near_tie and not tie.decisive()
+    assert pair_outcome(tie).kind == Outcome.NEAR_TIE and not tie.decisive()
     text = map_text(tie, "c01", "c00")
-    assert "near-tie" in text and "41%" in text
+    assert "near-tie" in text and "41%" in text and "80% of 200 draws" in text
     decided = PairMap(t_star=6, prompt_len=4, cells=[_cell(3.0, 0.01), _cell(0.2, 0.9, layer=1)],
                       baseline={"B": -1.0, "A": -2.0}, joint={"B": 2.5}, sum_singles={"B": 3.2})
-    assert not decided.near_tie and decided.decisive()[0].effect == 3.0
-    assert "near-tie" not in map_text(decided, "c01", "c00")
+    assert pair_outcome(decided).kind == Outcome.DECISIVE and decided.decisive()[0].effect == 3.0
+    assert "A near-tie" not in map_text(decided, "c01", "c00")
     assert decided.concentration() == pytest.approx(3.0 / 3.2)
 
 
@@ -150,9 +151,14 @@ def test_the_map_table_round_trips():
 
 
 def test_the_side_by_side_headline_reads_the_chain_from_the_batch_to_the_token():
-    said = record_headline("B:3:28 A:1:28", "decisive:3:28:1 router:1:28:1 capacity:0:28:1", False, 0.5, -1.6)
+    decided = PairMap(t_star=29, prompt_len=20,
+                      cells=[_cell(3.0, 0.01, position=28), _cell(0.2, 0.9, layer=1)],
+                      baseline={"B": -1.6, "A": -2.0})
+    o = pair_outcome(decided)
+    said = record_headline(o, "B:3:28 A:1:28", "decisive:3:28:1 router:1:28:1 capacity:0:28:1")
     batch, router, token = (said.index(x) for x in ("the batch's queue", "B's router", "toward A's"))
-    assert batch < router < token and "step 1, layer 0" in said
-    tie = record_headline("", "", True, 0.04, -0.026)
-    assert "near-tie" in tie and "4%" in tie and "0.026" in tie
-    assert record_headline("", "", None, float("nan"), float("nan")) == ""
+    assert batch < router < token and "step 1, layer 0" in said and said.startswith("Causal map: decisive.")
+    tie = PairMap(t_star=29, prompt_len=20, cells=[_cell(0.03, 0.6, 0.04, 0.9)], baseline={"B": -0.026})
+    said = record_headline(pair_outcome(tie), "", "")
+    assert "near-tie of B's token" in said and "4%" in said and "0.026" in said and "90% of 200" in said
+    assert record_headline(None, "", "") == ""

@@ -131,9 +131,17 @@ def assert_proof(r):
     if r.scope == "candidate":
         assert r.sufficient.startswith(("keeping expert", "giving the group capacity", "withdrawing row")), r
     # the causal map beside it: B's differing cells, both baselines (each run prefers its own token)
-    assert r.map_cells > 0 and r.map_exact > 0 and r.near_tie is not None and "Causal map: " in r.sentence, r
+    assert r.map_cells > 0 and r.map_exact > 0 and "Causal map: " in r.sentence, r
     assert r.map_baseline < 0 and r.map_baseline_ref < 0 and r.map_seconds > 0, r
-    assert r.near_tie == (r.decisive_cells == ""), r
+    # its outcome, with both runs' near-tie shares and their draws, and the cell it names
+    assert r.outcome in ("near_tie", "decisive", "no_decisive_cell"), r
+    assert r.tie_draws >= 200 and r.tie_draws_ref >= 200 and 0 <= r.tie_share <= 1, r
+    tied = max(r.tie_share, r.tie_share_ref) >= 0.5
+    assert (r.outcome == "near_tie") == tied
+    if r.outcome == "decisive":    # the cell beating its null that the chain starts from flips its run alone
+        margin = -(r.map_baseline if r.outcome_cell.startswith("B") else r.map_baseline_ref)
+        assert r.outcome_cell == r.decisive_cells.split()[0] and r.outcome_effect > margin
+    assert r.outcome_cell.split(":")[0] in ("A", "B") and r.outcome_draws > 0, r
     assert all(not x for x in (r.alternative_cells, r.chain_cells, r.chain_end)) and r.placebo == -1.0, r
 
 
@@ -238,6 +246,7 @@ def test_a_pair_stored_before_the_causal_map_is_mapped_without_redo(trace_copy):
     assert mapped.map_cells == done.map_cells and mapped.decisive_cells == done.decisive_cells
     third = explain_trace(path, model, checkpoint=str(stem), requests=[0], limit=1)
     assert third.reused == 1   # mapped now: kept
+    assert mapped.outcome and not mapped.outcome_untested
 
 
 def test_limit_takes_divergent_runs_in_turns_across_conditions(trace_copy):

@@ -130,12 +130,13 @@ def test_bad_tables_give_clear_errors():
     assert to_columns([])["cause"].shape == (0,) and from_columns(to_columns([])) == []
 
 
-def test_version_5_stores_the_map_and_reads_versions_4_3_2_and_1():
+def test_version_6_stores_the_maps_outcome_and_reads_versions_5_4_3_2_and_1():
     from traces.analysis.explain_table import (
         _ADDED_IN_2,
         _ADDED_IN_3,
         _ADDED_IN_4,
         _ADDED_IN_5,
+        _ADDED_IN_6,
         TABLE_VERSION,
         proof_cells,
     )
@@ -154,10 +155,14 @@ def test_version_5_stores_the_map_and_reads_versions_4_3_2_and_1():
                                   necessary=False, reach=7, reach_of=7, map_baseline=-1.8,
                                   map_baseline_ref=-0.42, map_joint=2.2, map_joint_ref=2.2, map_sum=6.1,
                                   map_sum_ref=0.3, map_cells=12, map_exact=8, decisive_cells="B:0:28 A:3:28",
-                                  near_tie=False, null_flip=0.03, concentration=0.8,
-                                  map_chain="decisive:0:28:1 capacity:0:28:1", map_seconds=1.5)
+                                  null_flip=0.03, concentration=0.8,
+                                  map_chain="decisive:0:28:1 capacity:0:28:1", map_seconds=1.5,
+                                  outcome="decisive", tie_share=0.12, tie_share_ref=0.3, tie_draws=200,
+                                  tie_draws_ref=200, outcome_cell="B:0:28", outcome_effect=7.5,
+                                  outcome_percentile=100.0, outcome_p=0.03, outcome_cells=6,
+                                  outcome_draws=200)
     records[1], records[3] = single, minimal
-    assert TABLE_VERSION == 5 and table_attrs()["version"] == 5
+    assert TABLE_VERSION == 6 and table_attrs()["version"] == 6
     columns = to_columns(records)
     assert columns["placebo"].tolist() == [-1.0, 0.3, -1.0, -1.0, -1.0, -1.0]
     assert columns["alternatives"].dtype == np.int32 and columns["chain_cells"][1] == "0:14 1:15+2:15"
@@ -166,19 +171,31 @@ def test_version_5_stores_the_map_and_reads_versions_4_3_2_and_1():
     assert len(back) == len(records) and all(same(a, b) for a, b in zip(records, back, strict=True))
     assert back[1].proven and back[3].proven and not back[2].proven
     assert proof_cells(back[3]) == [(0, 10), (1, 11)] and proof_cells(back[0]) == []
-    assert back[3].near_tie is False and back[0].near_tie is None and back[3].map_chain.startswith("decisive")
-    assert columns["near_tie"].tolist() == [-1, -1, -1, 0, -1, -1]
+    assert back[3].outcome == "decisive" and back[0].outcome == ""
+    assert back[3].map_chain.startswith("decisive")
+    assert back[3].map_outcome().ties[0].share == 0.12 and back[0].map_outcome() is None
+    assert columns["outcome"].tolist() == ["", "", "", "decisive", "", ""]
+    # A version-5 table: its map is kept, its outcome not stated (its `near_tie` column is dropped).
+    version5 = {k: v for k, v in columns.items() if k not in _ADDED_IN_6}
+    version5["near_tie"] = np.array([-1, -1, -1, 1, -1, -1], dtype=np.int8)
+    old5 = from_columns(version5)
+    assert old5[3].map_cells == 12 and old5[3].decisive_cells == "B:0:28 A:3:28" and old5[3].outcome == ""
+    assert old5[3].map_outcome().kind == "" and math.isnan(old5[3].map_outcome().ties[0].share)
+    assert old5[3].outcome_untested and not back[3].outcome_untested and not old5[0].outcome_untested
+    # An outcome this version does not know reads as not stated.
+    odd = dict(columns, outcome=np.array(["", "", "", "sure", "", ""]))
+    assert from_columns(odd)[3].outcome == ""
     # A version-4 table: no map (its columns empty), the first difference under its old names.
-    version4 = {k: v for k, v in columns.items() if k not in _ADDED_IN_5}
+    version4 = {k: v for k, v in columns.items() if k not in (*_ADDED_IN_5, *_ADDED_IN_6)}
     for old_name, new_name in (("root_kind", "first_kind"), ("root_position", "first_position"),
                                ("root_layer", "first_layer")):
         version4[old_name] = version4.pop(new_name)
     old4 = from_columns(version4)
     assert [r.first_position for r in old4] == [r.first_position for r in records]
-    assert all(r.map_cells == -1 and r.near_tie is None and math.isnan(r.map_baseline) for r in old4)
+    assert all(r.map_cells == -1 and r.outcome == "" and math.isnan(r.map_baseline) for r in old4)
     assert old4[1].placebo == 0.3 and old4[1].chain_end == "whole"
     # A version-3 table: no root-event scan; its proofs stay, the scan's columns are empty.
-    version3 = {k: v for k, v in columns.items() if k not in (*_ADDED_IN_4, *_ADDED_IN_5)}
+    version3 = {k: v for k, v in columns.items() if k not in (*_ADDED_IN_4, *_ADDED_IN_5, *_ADDED_IN_6)}
     old3 = from_columns(version3)
     assert old3[1].proven and old3[1].proof_kind == "capacity" and old3[1].reach == 3
     assert all(r.alternatives == r.candidates == -1 and r.placebo == -1.0 and not r.proof_run

@@ -16,6 +16,7 @@ import numpy as np
 
 from traces.analysis.causal_map import MAP_TABLE, CellEffect, cells_from_columns
 from traces.analysis.explain_table import ExplainRecord, from_columns
+from traces.analysis.map_outcome import OUTCOME_WORDS, Outcome, PairOutcome, outcome_text
 
 #: The explanation table the maps belong to (`lab.counterfactual.store.TABLE`).
 EXPLAIN_TABLE = "explain_counterfactual"
@@ -40,7 +41,7 @@ class CausalMapData:
     effect: np.ndarray = field(default_factory=lambda: np.zeros((2, 0, 0)))   # [2, L, T]
     baseline: tuple[float, float] = (math.nan, math.nan)
     chain: list[tuple[str, int, int, int]] = field(default_factory=list)   # (kind, layer, position, step)
-    near_tie: bool | None = None
+    outcome: PairOutcome | None = None      # the map's outcome (kind '' where the table predates it)
     message: str = ""
 
     @property
@@ -54,6 +55,13 @@ class CausalMapData:
         """The colour scale's half range: the largest |effect| (at least 0.01)."""
         finite = np.abs(self.effect[np.isfinite(self.effect)])
         return max(float(finite.max()) if finite.size else 0.0, 0.01)
+
+
+def chain_side(data: CausalMapData) -> str:
+    """The run whose cells the chain runs through: that of the strongest cell beating its null (the
+    chain starts from it), B where none does."""
+    beating = [c for side in SIDES for c in data.cells.get(side, ()) if c.beats_null]
+    return max(beating, key=lambda c: abs(c.effect)).patched if beating else "B"
 
 
 def describe_cell(data: CausalMapData, side: str, layer: int, position: int) -> str | None:
@@ -87,6 +95,14 @@ def map_records(trace) -> tuple[list[ExplainRecord], dict]:
     return [r for r in records if r.diverged and r.map_cells >= 0], cells
 
 
+def outcome_words(o: PairOutcome) -> str:
+    """'a near-tie of B's token', 'decisive', 'no decisive cell' (short: a title's)."""
+    if o.kind != Outcome.NEAR_TIE:
+        return OUTCOME_WORDS[Outcome(o.kind)]
+    whose = o.tied()
+    return f"a near-tie of {' and '.join(whose)}'s token" if len(whose) == 1 else "a near-tie of both tokens"
+
+
 def map_stem(data: CausalMapData) -> list[object]:
     return [data.run, f"row{data.row}", f"ref-{data.ref_run}"] if data.ref_run else [data.run]
 
@@ -99,9 +115,14 @@ def map_caption(data: CausalMapData) -> list[str]:
     beats = [c for c in b if c.beats_null]
     lines = [f"Causal map of run {data.run} row {data.row} (B) against run {data.ref_run} row "
              f"{data.ref_row} (A), split at position {data.t_star}: {len(b)} routing cells differ before it."]
-    if data.near_tie:
-        lines.append("A near-tie: no cell of either run beats its position-matched null.")
-    elif beats:
+    o = data.outcome
+    if o is not None and o.kind:
+        said = outcome_text(o, "A", "B")
+        lines.append(f"Outcome: {outcome_words(o)}." + (f" {said}" if said else ""))
+    elif o is not None:
+        lines.append("Outcome not stated: this map predates the near-tie test (`moe-inspector explain TRACE "
+                     "--redo` states it).")
+    if beats:
         top = max(beats, key=lambda c: abs(c.effect))
         lines.append(f"B's strongest cell beating its null: layer {top.layer}, position {top.position}, "
                      f"{top.effect:+.3g} ({'exact' if top.exact else 'estimated'}).")

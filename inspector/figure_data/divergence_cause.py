@@ -161,8 +161,7 @@ def _map_words(record: ExplainRecord | None) -> str:
     """' Causal map: ...' (the chain from the batch to the token, or a near-tie), '' without a map."""
     if record is None or record.map_cells < 0:
         return ""
-    said = record_headline(record.decisive_cells, record.map_chain, record.near_tie, record.null_flip,
-                           record.map_baseline)
+    said = record_headline(record.map_outcome(), record.decisive_cells, record.map_chain)
     return f" {said}" if said else ""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.figure_data.causal_map import SIDES, CausalMapData, map_records
+from inspector.figure_data.causal_map import SIDES, CausalMapData, chain_side, map_records
 from inspector.figure_data.table import (
     BOOLEAN,
     INTEGER,
@@ -54,7 +54,7 @@ def read_causal_map(trace, sel: Selection) -> CausalMapData:
     labels = token_labels(trace.vocab, np.asarray(tokens), show_spaces=True)
     data = CausalMapData(r.run, r.row, r.ref_run, r.ref_row, r.request, T, T - r.new_index, L, labels,
                          by_side, effect, (r.map_baseline, r.map_baseline_ref), parse_links(r.map_chain),
-                         r.near_tie)
+                         r.map_outcome())
     sel.positions(max(T, 1))
     return data
 
@@ -84,6 +84,9 @@ MAP_COLUMNS = (
     Column("beats_null", BOOLEAN, "p_value at most 0.05"),
     Column("null_flip", NUMBER, "share of the null's draws that flip the token", empty="no null"),
     Column("null_exact", BOOLEAN, "the null's draws are exact reruns (else first-order estimates)"),
+    Column("null_exceed", NUMBER, "share of the null's draws at least as large in magnitude as the patched "
+                                  "run's margin at t* (at its strongest cell, one half or more: a near-tie)",
+           empty="no null, or a map stored before this share"),
     Column("chain_link", INTEGER, "the cell's place in the chain from the decisive cell back (0 = decisive)",
            empty="not on the chain"),
 )
@@ -93,7 +96,7 @@ def _map_values(data: CausalMapData, sel: Selection) -> dict[str, np.ndarray]:
     cells = [c for side in SIDES for c in data.cells.get(side, ())]
     t0, t1 = sel.positions(max(data.n_positions, 1)) if data.n_positions else (0, 0)
     cells = [c for c in cells if t0 <= c.position < t1]
-    side_of_chain = "B" if any(c.beats_null for c in data.cells.get("B", ())) else "A"
+    side_of_chain = chain_side(data)
     link = {(layer, position): i for i, (_, layer, position, _) in enumerate(data.chain)}
     n = len(cells)
 
@@ -118,6 +121,7 @@ def _map_values(data: CausalMapData, sel: Selection) -> dict[str, np.ndarray]:
         "beats_null": col([c.beats_null for c in cells], bool),
         "null_flip": finite(col([c.null_flip for c in cells], float)),
         "null_exact": col([c.null_exact for c in cells], bool),
+        "null_exceed": finite(col([c.null_exceed for c in cells], float)),
         "chain_link": missing(col(chain, np.int64), col([x < 0 for x in chain], bool)),
     }
 

@@ -23,7 +23,9 @@ class CausalMapView(View):
         legend = QtWidgets.QLabel("colour = change of the logit difference at the split when the cell takes "
                                   "the other run's decision (red toward the other run's token, blue away, "
                                   "grey: the runs agree) · outlined = beats its position-matched null · "
-                                  "dashed line = t* · green arrows = the chain from the batch to the token")
+                                  "dashed line = t* · green arrows = the chain from the batch event (dot) to "
+                                  "the decisive cell · the titles name the outcome: decisive, a near-tie "
+                                  "or no decisive cell")
         legend.setWordWrap(True)
         legend.setStyleSheet("color: #505050;")
         self.graphics = pg.GraphicsLayoutWidget()

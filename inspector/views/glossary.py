@@ -62,6 +62,21 @@ GLOSSARY: dict[str, str] = {
     "unexplained": "no cause was found; the goal is that none is",
     "unconfirmed": "the counterfactual reruns did not confirm the cause observed",
     "not reproduced": "a rerun of the recorded batch did not give the recorded tokens",
+    "causal map": "for a split, how much each routing cell where A and B differ moves the logit "
+                  "difference at t* (the other run's token minus the run's own) when it takes the other "
+                  "run's decision",
+    "position-matched null": "random routing changes of the same size at cells where A and B agree, at the "
+                             "same kind of position (the prompt, or the same distance to t*): what a change "
+                             "there does by chance",
+    "beats its null": "moves the logit difference more than the null's draws do, at a corrected 5% level",
+    "near-tie": "a run's own token leads by no more than what most random changes of its strongest "
+                "cell's size at its position do (at least half of the null's draws move it that far), so "
+                "no cell is called the cause",
+    "decisive": "not a near-tie, and a cell beats its null and alone flips its run's token: that cell "
+                "decides the split",
+    "no decisive cell": "neither a near-tie nor a cell that beats its null and alone flips the token",
+    "borderline": "the near-tie share's 95% interval holds one half: the draws cannot tell a near-tie from "
+                  "none",
 }
 
 

@@ -160,7 +160,7 @@ def _direction(side: Side, t_star: int, prompt_len: int, model, policy, result: 
             exact=not math.isnan(exact[i]), queue=float(queue[i]),
             percentile=t.percentile if t else math.nan, p_value=t.p_value if t else math.nan,
             null_flip=t.flip_rate if t else math.nan, null_draws=t.draws if t else 0,
-            null_exact=t.exact if t else False))
+            null_exact=t.exact if t else False, null_exceed=t.exceed if t else math.nan))
 
 
 def _exact_draws(side: Side, lin, q: int, norm: str, baseline: float, draws) -> np.ndarray:
@@ -213,7 +213,7 @@ def _exact_order(cells, estimate: np.ndarray, prompt_len: int, baseline: float, 
 
 def _chain(side_b: Side, side_a: Side, result: PairMap, t_star: int, prompt_len: int, model,
            policy) -> list[ChainLink]:
-    """The chain of the strongest decisive cell of either direction (empty for a near-tie)."""
+    """The chain of the strongest cell beating its null, of either direction (none: empty)."""
     decisive = [c for c in result.cells if c.beats_null]
     if not decisive or not supports_estimates(model):
         return []

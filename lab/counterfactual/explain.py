@@ -55,7 +55,13 @@ from traces import fingerprint, open_trace
 from traces.analysis import ExplainRecord, Verdict, explain_pair, row_trace
 from traces.analysis.causal_map import PairMap, format_decisive, format_links, map_text
 from traces.analysis.cause_table import IDENTICAL, NOT_REPRODUCED, OUTPUT_NUMERIC
-from traces.analysis.explain_table import evidence_rank, summarize_records, with_counterfactuals
+from traces.analysis.explain_table import (
+    evidence_rank,
+    outcome_fields,
+    summarize_records,
+    with_counterfactuals,
+)
+from traces.analysis.map_outcome import pair_outcome
 from traces.analysis.proof import ProofKind, format_cells, necessity_text, proof_sentence, reach_text
 from traces.analysis.reference import condition_of
 from traces.analysis.reproduction import Level, weakest
@@ -277,7 +283,7 @@ def _confirm(record: ExplainRecord, v: Verdict, reruns: Reruns, mapper: MapRunne
 
 
 def with_map(record: ExplainRecord, m: PairMap) -> ExplainRecord:
-    """`record` with the causal map's columns (version 5) filled in."""
+    """`record` with the causal map's columns (versions 5 and 6) filled in."""
     nan = float("nan")
     return dataclasses.replace(
         record, map_baseline=m.baseline.get("B", nan), map_baseline_ref=m.baseline.get("A", nan),
@@ -285,8 +291,8 @@ def with_map(record: ExplainRecord, m: PairMap) -> ExplainRecord:
         map_sum=m.sum_singles.get("B", nan), map_sum_ref=m.sum_singles.get("A", nan),
         map_cells=sum(1 for c in m.cells if c.patched == "B"),
         map_exact=sum(1 for c in m.cells if c.exact), decisive_cells=format_decisive(m),
-        near_tie=m.near_tie if m.cells else None, null_flip=m.null_flip(), concentration=m.concentration(),
-        map_chain=format_links(m.chain), map_seconds=m.seconds)
+        concentration=m.concentration(), map_chain=format_links(m.chain), map_seconds=m.seconds,
+        **outcome_fields(pair_outcome(m)))
 
 
 def _proof_text(v: Verdict, proof: Proof, e: Evidence) -> str:

@@ -20,7 +20,9 @@ cell's estimate against estimated draws (a prefill rerun repeats the whole prefi
 A cell's p-value is the share of draws at least as large in magnitude ((1 + hits) / (1 + draws)),
 corrected by weighted Bonferroni: alpha is split equally over the position classes the pair's
 cells fall in, then over the cells of each class (factor classes x cells in the class; the factors'
-reciprocals sum to 1 over all cells). Its percentile is the share of draws below it. Draws per
+reciprocals sum to 1 over all cells). Its percentile is the share of draws below it; its
+near-tie share (`NullTest.exceed`) the share of draws at least |baseline| in magnitude, the patched
+run's own margin at t* (`traces.analysis.map_outcome`). Draws per
 class: `max(MIN_DRAWS, DRAWS_PER_CELL * factor)`, at most `MAX_DRAWS` (`MAX_EXACT_DRAWS` exact),
 so that the smallest corrected p-value can reach `traces.analysis.causal_map.ALPHA`.
 """
@@ -53,6 +55,7 @@ class NullTest:
     flip_rate: float    # share of draws that would flip the token (effect above -baseline)
     draws: int
     exact: bool = False     # the draws (and the cell's effect tested) are exact reruns
+    exceed: float = math.nan    # share of draws at least |baseline| in magnitude (the near-tie test)
 
 
 def position_class(position: int, t_star: int, prompt_len: int) -> int:
@@ -167,5 +170,6 @@ def null_test(model, policy, lin, side, estimate: np.ndarray, t_star: int, promp
         hits = int((size >= abs(v)).sum())
         p_value = min(1.0, (1 + hits) / (1 + null.size) * factor)
         tests.append(NullTest(100.0 * float((size < abs(v)).mean()), p_value,
-                              float((null > -baseline).mean()), int(null.size), exactly))
+                              float((null > -baseline).mean()), int(null.size), exactly,
+                              float((size >= abs(baseline)).mean())))
     return tests, draws_of

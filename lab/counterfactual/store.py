@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from lab.counterfactual.source import portable_checkpoint
 from traces import TraceError, TraceWriter, open_trace
 from traces.analysis import ExplainRecord
-from traces.analysis.causal_map import CELL_MEANING, MAP_TABLE, cell_columns, cells_from_columns
+from traces.analysis.causal_map import CELL_MEANING, MAP_TABLE, MAP_VERSION, cell_columns, cells_from_columns
 from traces.analysis.explain_table import from_columns, table_attrs, table_name, to_columns
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,13 @@ COUNTERFACTUAL_MEANING = {
                  "A's set to B's); map_sum the sum of the single cells' effects",
     "decisive_cells": "cells beating their position-matched null (run:layer:position, strongest first); the "
                       "table explain_causal_map holds every cell",
-    "near_tie": "no cell of either run beats its null: a change of this size at this position flips it as "
-                "often as null_flip says",
+    "outcome": "near_tie: a run's margin at t* is at most what most random changes of its strongest cell's "
+               "size at its position do (tie_share, the share of such null draws at least as large, is at "
+               "least 1/2; B's, tie_share_ref A's); decisive: not a near-tie, and the strongest cell beating "
+               "its null alone flips its run's token; no_decisive_cell: neither. outcome_cell names the "
+               "decisive cell, the tied run's strongest, or the strongest cell beating its null, else the "
+               "cell nearest to beating it, with its effect, percentile, corrected p (over "
+               "outcome_cells cells), null_flip and outcome_draws",
     "map_chain": "the chain from the decisive cell back: kind:layer:position:step links (decisive, router, "
                  "capacity: a capacity event of the batch, first: the first difference)",
 }
@@ -125,7 +130,7 @@ def store(path: str, records: Sequence[ExplainRecord], maps: dict | None = None,
         writer.write_table(TABLE, to_columns(list(merged.values())), full)
         kept = {key: _Cells(c) for key, c in cells.items() if key in merged and key not in maps}
         writer.write_table(MAP_TABLE, cell_columns([*kept.items(), *maps.items()]),
-                           {"kind": "causal_map", "version": 1, "explain_table": TABLE,
+                           {"kind": "causal_map", "version": MAP_VERSION, "explain_table": TABLE,
                             "columns": CELL_MEANING})
     log.info("stored %d explanations in %s /tables/%s (%d kept from another call)", len(merged), path,
              TABLE, len(merged) - len(records))

@@ -19,10 +19,12 @@ from typing import cast
 
 import numpy as np
 
+from traces.analysis import map_outcome
+from traces.analysis.map_outcome import Outcome, PairOutcome, outcome_text, pair_outcome
 from traces.analysis.verdict_text import RunLabel, run_label
 
 #: A cell beats its null when its p-value, corrected for the number of cells tested, is at most this.
-ALPHA = 0.05
+ALPHA = map_outcome.ALPHA
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class CellEffect:
     null_flip: float        # share of the null's draws that flip the token
     null_draws: int
     null_exact: bool = False    # the null's draws are exact reruns (decode cells), else estimates
+    null_exceed: float = math.nan   # share of the null's draws at least |baseline| in magnitude (nan:
+                                    # no null, or a map table of version 1)
 
     @property
     def beats_null(self) -> bool:
@@ -102,11 +106,6 @@ class PairMap:
         cells = [c for c in self.cells if c.beats_null and (patched is None or c.patched == patched)]
         return sorted(cells, key=lambda c: -abs(c.effect))
 
-    @property
-    def near_tie(self) -> bool:
-        """No cell of either direction beats its null."""
-        return bool(self.cells) and not self.decisive()
-
     def strongest(self, patched: str = "B") -> CellEffect | None:
         cells = [c for c in self.cells if c.patched == patched and not math.isnan(c.effect)]
         return max(cells, key=lambda c: abs(c.effect)) if cells else None
@@ -117,38 +116,38 @@ class PairMap:
         total = sum(cells)
         return max(cells) / total if total > 0 else math.nan
 
-    def null_flip(self) -> float:
-        """The null's flip rate at the strongest cell of B (nan: none)."""
-        top = self.strongest("B") or self.strongest("A")
-        return top.null_flip if top else math.nan
-
     def reaches_batch(self) -> bool:
         return bool(self.chain) and self.chain[-1].kind == "capacity"
 
 
 def map_text(m: PairMap, run: str, ref_run: str, label: RunLabel = run_label) -> str:
-    """The map in plain words, naming run A (`ref_run`) and B (`run`)."""
+    """The map and its outcome in plain words, naming run A (`ref_run`) and B (`run`)."""
     a, b = label(ref_run), label(run)
     if not m.cells:
         return "Causal map: no routing decision differs before the split."
     base = m.baseline.get("B", math.nan)
     head = (f"Causal map: at the split (position {m.t_star}) {b} prefers its own token by "
             f"{-base:.3g} logits over {a}'s.")
-    if m.near_tie:
-        flip = m.null_flip()
-        rate = f" (the null flips it in {flip:.0%} of draws)" if not math.isnan(flip) else ""
-        return (f"{head} A near-tie: no differing cell moves it more than a random change of the same size "
-                f"at the same position{rate}.")
-    return f"{head} {chain_text(m, a, b)} {joint_text(m)}"
+    o = pair_outcome(m)
+    if o is None:
+        return f"{head} No null was tested, so no outcome is stated. {joint_text(m)}".strip()
+    beating = m.decisive()
+    said = outcome_text(o, a, b, (f"{beating[0].patched}:{beating[0].where()}", beating[0].p_value)
+                        if beating else None)
+    if o.kind == Outcome.DECISIVE:
+        said = f"Decisive. {chain_text(m, a, b)} {said}"
+    return f"{head} {said} {joint_text(m)}".strip()
 
 
 def chain_text(m: PairMap, a: str, b: str) -> str:
     """The chain from the batch to the token in words ('' when there is none)."""
     top = m.decisive()[0]
     patched, other = (b, a) if top.patched == "B" else (a, b)
+    tested = sum(1 for c in m.cells if c.patched == top.patched and not math.isnan(c.p_value))
     head = (f"The decisive cell is layer {top.layer}, position {top.position}: {other}'s decision there "
             f"moves {patched}'s logit difference by {top.effect:+.3g} "
-            f"({'exact' if top.exact else 'estimated'}, above {top.percentile:.1f}% of its null).")
+            f"({'exact' if top.exact else 'estimated'}, above {top.percentile:.1f}% of its null's "
+            f"{top.null_draws} draws, corrected p {top.p_value:.2g} over {patched}'s {tested} cells).")
     if not m.chain:
         return head
     steps = []
@@ -179,6 +178,9 @@ MAP_TABLE = "explain_causal_map"
 #: Its columns: the pair, then `CellEffect`'s fields.
 PAIR_COLUMNS = ("run", "row", "ref_run", "ref_row")
 CELL_COLUMNS = PAIR_COLUMNS + tuple(f.name for f in dataclasses.fields(CellEffect))
+#: The map table's version, and the column version 1 lacks (read as nan).
+MAP_VERSION = 2
+ADDED_IN_2 = ("null_exceed",)
 _INT = ("row", "ref_row", "layer", "position", "step", "changed", "null_draws")
 _BOOL = ("prefill", "exact", "null_exact")
 _STR = ("run", "ref_run", "patched")
@@ -199,6 +201,9 @@ CELL_MEANING = {
     "p_value": "share of null draws at least as large, corrected (weighted Bonferroni: classes, cells)",
     "null_flip": "share of the null's draws that flip the token", "null_draws": "null draws",
     "null_exact": "the null's draws are exact reruns (decode cells), else first-order estimates",
+    "null_exceed": "share of the null's draws at least as large in magnitude as the patched run's margin at "
+                   "t* (|baseline|): at least one half at the strongest cell makes the pair a near-tie "
+                   "(version 2; nan: no null, or an older table)",
 }
 
 
@@ -228,6 +233,9 @@ PairKey = tuple[str, int, str, int]
 
 def cells_from_columns(columns: Mapping[str, np.ndarray]) -> dict[PairKey, list[CellEffect]]:
     """The map table's cells by pair key; ValueError naming a missing column or unequal lengths."""
+    if ADDED_IN_2[0] not in columns and len(columns):     # version 1: no near-tie share stored
+        n = len(np.asarray(next(iter(columns.values()))))
+        columns = {**columns, ADDED_IN_2[0]: np.full(n, np.nan)}
     missing = [c for c in CELL_COLUMNS if c not in columns]
     if missing:
         raise ValueError(f"causal map table lacks column(s) {', '.join(missing)}")
@@ -272,20 +280,23 @@ def parse_links(text: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def record_headline(decisive_cells: str, map_chain: str, near_tie: bool | None, null_flip: float,
-                    baseline: float) -> str:
+#: What a map stored before its outcome was tested says instead (an explanation table of version 5).
+UNSTATED = ("whether the pair is a near-tie is not stated: this map predates that test "
+            "(`moe-inspector explain TRACE --redo` states it)")
+
+
+def record_headline(o: PairOutcome | None, decisive_cells: str, map_chain: str) -> str:
     """The causal map of a stored record in plain words with A and B ('' when it holds no map): the
-    chain from the batch to the token, or the near-tie."""
-    if near_tie is None:
+    chain from the batch to the token of a decisive pair, or the outcome."""
+    if o is None:
         return ""
-    if near_tie:
-        rate = f"; a random change of that size there flips it in {null_flip:.0%} of draws" \
-            if not math.isnan(null_flip) else ""
-        return (f"Causal map: a near-tie. B preferred its own token over A's by {-baseline:.2g} logits, and "
-                f"no routing cell where A and B differ moves that more than a random change of the same size "
-                f"at the same position{rate}.")
+    if not o.kind and o.cells >= 0:     # mapped, but no null was tested (a model without estimates)
+        return "Causal map: no null was tested, so no outcome is stated."
+    if o.kind and o.kind != Outcome.DECISIVE:
+        beats = (decisive_cells.split()[0], math.nan) if decisive_cells else None
+        return f"Causal map: {outcome_text(o, 'A', 'B', beats)}"
     if not decisive_cells:
-        return ""
+        return f"Causal map: no cell beats its null; {UNSTATED}." if not o.kind else ""
     run, layer, position = decisive_cells.split()[0].split(":")
     other = "A" if run == "B" else "B"
     links = parse_links(map_chain)
@@ -300,7 +311,11 @@ def record_headline(decisive_cells: str, map_chain: str, near_tie: bool | None, 
         elif kind == "router":
             words.append(f"that moved {run}'s router at position {link_position}, layer {link_layer}")
     lead = "so " if words else ""
+    tested = (f" (by {o.effect:+.3g} logits, corrected p {o.p_value:.2g} over {run}'s {o.cells} cells, "
+              f"{o.null_draws} draws)") if o.kind and o.cell == decisive_cells.split()[0] else ""
     words.append(f"{lead}{run}'s routing of position {position}, layer {layer} differs from {other}'s, and "
-                 f"{other}'s there would move {run}'s token toward {other}'s more than a random change does")
+                 f"{other}'s there would move {run}'s token toward {other}'s more than a random change does"
+                 f"{tested}")
     text = "; ".join(words)
-    return f"Causal map: {text[0].upper()}{text[1:]}."
+    after = f" {outcome_text(o, 'A', 'B')}" if o.kind else f" {UNSTATED[0].upper()}{UNSTATED[1:]}."
+    return f"Causal map: decisive. {text[0].upper()}{text[1:]}.{after}"

@@ -23,6 +23,13 @@ in the table `explain_causal_map` beside it. The scan's columns (`candidates` ..
 kept for older tables and hold their empty values (-1, '') in version 5. The first bitwise
 difference's columns are named `first_kind`, `first_position`, `first_layer` (versions 1-4:
 `root_kind`, `root_position`, `root_layer`, read under the new names).
+
+Version 6 replaces `near_tie` (no cell beats its null: wrong both ways) by the map's outcome
+(`traces.analysis.map_outcome`): `outcome` (near_tie, decisive, no_decisive_cell), each run's
+near-tie share and its draws (`tie_share`, `tie_draws`; `_ref` for A), and the cell the outcome
+names with its effect, percentile, corrected p, the count of cells it was corrected over and its
+null's draws; `null_flip` is that cell's. A version-5 table is read with `outcome` '' (not stated:
+its cells lack the near-tie share; `explain --redo` re-makes it) and its other map columns kept.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from traces.analysis.cause_table import CauseName, unexplained
+from traces.analysis.map_outcome import Outcome, PairOutcome, TieTest
 from traces.analysis.proof import EventKind, parse_cells
 from traces.analysis.reproduction import Level
 from traces.analysis.summary import CauseSummary, summarize_causes
@@ -43,7 +51,7 @@ from traces.analysis.verdict import Verdict
 
 TABLE_PREFIX = "explain_"
 TABLE_KIND = "explain"
-TABLE_VERSION = 5
+TABLE_VERSION = 6
 #: Columns a version-1 table lacks; `from_columns` fills them in (`_version1_defaults`).
 _ADDED_IN_2 = ("reproduction", "drift", "keep_same", "withdraw_same", "logits_same", "sufficient", "scope",
                "proof_step", "proof_layer", "proof_position")
@@ -54,8 +62,11 @@ _ADDED_IN_4 = ("proof_how", "proof_run", "candidates", "candidates_all", "altern
                "placebo", "chain_cells", "chain_reach", "chain_end")
 #: Columns a version-4 table lacks (`_version4_defaults`).
 _ADDED_IN_5 = ("map_baseline", "map_baseline_ref", "map_joint", "map_joint_ref", "map_sum", "map_sum_ref",
-               "map_cells", "map_exact", "decisive_cells", "near_tie", "null_flip", "concentration",
+               "map_cells", "map_exact", "decisive_cells", "null_flip", "concentration",
                "map_chain", "map_seconds")
+#: Columns a version-5 table lacks (`_version5_defaults`); it held `near_tie` instead, which is dropped.
+_ADDED_IN_6 = ("outcome", "tie_share", "tie_share_ref", "tie_draws", "tie_draws_ref", "outcome_cell",
+               "outcome_effect", "outcome_percentile", "outcome_p", "outcome_cells", "outcome_draws")
 #: Columns renamed in version 5 (old name -> new name).
 _RENAMED_IN_5 = {"root_kind": "first_kind", "root_position": "first_position", "root_layer": "first_layer"}
 
@@ -141,11 +152,40 @@ class ExplainRecord:
     map_cells: int = -1                  # differing cells of B before t* (-1 no map; 0 none to map)
     map_exact: int = -1                  # cells of both runs patched exactly
     decisive_cells: str = ""             # cells beating their null, strongest first: "B:layer:position"
-    near_tie: bool | None = None         # no cell of either run beats its null
-    null_flip: float = float("nan")      # share of the null's draws that flip the token at the strongest cell
+    null_flip: float = float("nan")      # share of the null's draws that flip the token at outcome_cell
     concentration: float = float("nan")  # share of B's summed |single effects| in its strongest cell
     map_chain: str = ""                  # the chain: "kind:layer:position:step" links, decisive cell first
     map_seconds: float = -1.0            # seconds the map took
+    outcome: str = ""                    # the map's outcome (version 6): near_tie, decisive,
+                                         # no_decisive_cell ('' no map, or a version-5 map: not stated)
+    tie_share: float = float("nan")      # share of the null draws at B's strongest cell at least |B's
+                                         # baseline| (at least 1/2: a near-tie of B's token)
+    tie_share_ref: float = float("nan")  # A's
+    tie_draws: int = 0                   # the draws of B's share
+    tie_draws_ref: int = 0               # A's
+    outcome_cell: str = ""               # the cell the outcome names: "B:layer:position" (the decisive
+                                         # cell, the tied run's strongest, or the nearest to its null)
+    outcome_effect: float = float("nan")     # its effect
+    outcome_percentile: float = float("nan")
+    outcome_p: float = float("nan")      # its corrected p
+    outcome_cells: int = 0               # cells of its run the correction counts (-1: a version-5 map,
+                                         # whose outcome was never tested)
+    outcome_draws: int = 0               # its null's draws (those of null_flip)
+    def map_outcome(self) -> PairOutcome | None:
+        """The causal map's outcome as stored (None: no map, or no cell to map)."""
+        if self.map_cells <= 0:
+            return None
+        ties = (TieTest(self.map_baseline, self.tie_share, self.tie_draws),
+                TieTest(self.map_baseline_ref, self.tie_share_ref, self.tie_draws_ref))
+        return PairOutcome(self.outcome, ties, self.outcome_cell, self.outcome_effect,
+                           self.outcome_percentile, self.outcome_p, self.outcome_cells, self.null_flip,
+                           self.outcome_draws)
+
+    @property
+    def outcome_untested(self) -> bool:
+        """A map stored before its outcome was tested (a version-5 table): `explain --redo` states it."""
+        return self.map_cells > 0 and self.outcome_cells < 0
+
     @property
     def proven(self) -> bool:
         """Whether an event or a minimal set of events is proven to carry the split."""
@@ -223,12 +263,12 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
     Raises ValueError naming a missing column, unequal lengths or a bad counterfactual code.
     """
     columns = {_RENAMED_IN_5.get(name, name): values for name, values in columns.items()}
-    added = (*_ADDED_IN_2, *_ADDED_IN_3, *_ADDED_IN_4, *_ADDED_IN_5)
+    added = (*_ADDED_IN_2, *_ADDED_IN_3, *_ADDED_IN_4, *_ADDED_IN_5, *_ADDED_IN_6)
     missing = [name for name in COLUMNS if name not in columns and name not in added]
     if missing:
         raise ValueError(f"explanation table lacks column(s) {', '.join(missing)}")
     columns = {**_version1_defaults(columns), **_version2_defaults(columns), **_version3_defaults(columns),
-               **_version4_defaults(columns), **columns}
+               **_version4_defaults(columns), **_version5_defaults(columns), **columns}
     lengths = {name: len(columns[name]) for name in COLUMNS}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"explanation table columns differ in length: {lengths}")
@@ -252,6 +292,8 @@ def from_columns(columns: Mapping[str, np.ndarray]) -> list[ExplainRecord]:
     # How an event changes its run, as one vocabulary: older spellings (remove_rows, router_logits) read
     # as today's; a name this version does not know is kept as stored.
     decoded["proof_how"] = [EventKind.read(v, v) for v in decoded["proof_how"]]
+    # An outcome this version does not know reads as not stated.
+    decoded["outcome"] = [str(Outcome.read(v, "")) for v in decoded["outcome"]]
     n = next(iter(lengths.values()))
     return [ExplainRecord(**{name: decoded[name][i] for name in COLUMNS}) for i in range(n)]
 
@@ -307,8 +349,30 @@ def _version4_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     none = np.full(n, -1, dtype=np.int32)
     return {"map_baseline": nan, "map_baseline_ref": nan, "map_joint": nan, "map_joint_ref": nan,
             "map_sum": nan, "map_sum_ref": nan, "map_cells": none, "map_exact": none, "decisive_cells": empty,
-            "near_tie": np.full(n, -1, dtype=np.int8), "null_flip": nan, "concentration": nan,
-            "map_chain": empty, "map_seconds": np.full(n, -1.0)}
+            "null_flip": nan, "concentration": nan, "map_chain": empty, "map_seconds": np.full(n, -1.0)}
+
+
+def _version5_defaults(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns a version-5 (or older) table lacks: the map's outcome is not stated."""
+    n = len(np.asarray(columns["confirmed_cause"]))
+    nan = np.full(n, np.nan)
+    empty = np.array([""] * n, dtype=np.str_)
+    zero = np.zeros(n, dtype=np.int32)
+    return {"outcome": empty, "tie_share": nan, "tie_share_ref": nan, "tie_draws": zero,
+            "tie_draws_ref": zero,
+            "outcome_cell": empty, "outcome_effect": nan, "outcome_percentile": nan, "outcome_p": nan,
+            "outcome_cells": np.full(n, -1, dtype=np.int32), "outcome_draws": zero}
+
+
+def outcome_fields(o: PairOutcome | None) -> dict[str, Any]:
+    """The version-6 columns of a map's outcome (their empty values for None: nothing tested)."""
+    if o is None:
+        return {name: getattr(ExplainRecord, name) for name in _ADDED_IN_6} | {"null_flip": float("nan")}
+    b, a = o.ties
+    return {"outcome": o.kind, "tie_share": b.share, "tie_share_ref": a.share, "tie_draws": b.draws,
+            "tie_draws_ref": a.draws, "outcome_cell": o.cell, "outcome_effect": o.effect,
+            "outcome_percentile": o.percentile, "outcome_p": o.p_value, "outcome_cells": o.cells,
+            "outcome_draws": o.null_draws, "null_flip": o.null_flip}
 
 
 def with_counterfactuals(record: ExplainRecord, *, dropless_same: bool | None = None,

@@ -1,4 +1,5 @@
-"""What the causal maps of an explanation table add up to: how many splits are near-ties, how many
+"""What the causal maps of an explanation table add up to: how many splits are near-ties, decisive or
+without a decisive cell (`traces.analysis.map_outcome`), how many
 chains reach a capacity event of the batch, where the decisive cells lie, how concentrated and how
 additive the effects are, and what a map cost.
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from traces.analysis.causal_map import parse_links
 from traces.analysis.explain_table import ExplainRecord
+from traces.analysis.map_outcome import Outcome
 from traces.analysis.proof import chain_links
 
 
@@ -23,9 +25,14 @@ class MapSummary:
     """The causal maps of a table (records with a map)."""
 
     mapped: int                 # divergent pairs with a map
-    near_ties: int              # no cell beats its null
+    near_ties: int              # outcome near_tie: a run's margin is within what random changes do
+    decisive: int               # outcome decisive: not a near-tie, a cell beats its null
+    no_decisive: int            # outcome no_decisive_cell: neither
+    unstated: int               # maps stored before the outcome (explanation table version 5)
+    borderline: int             # stated outcomes whose near-tie test's interval holds one half
     reach_batch: int            # chains ending at a capacity event of the batch
-    chains: int                 # pairs with a chain (a decisive cell)
+    located: int                # decisive pairs (version 5: pairs with a cell beating its null)
+    chains: int                 # of which with a chain
     just_before: int            # decisive cells (strongest of each pair) at t*-1
     in_prefill: int             # ... in the prompt
     layers: dict[int, int]      # layer of the strongest decisive cell -> pairs
@@ -39,10 +46,19 @@ class MapSummary:
         if not self.mapped:
             return ""
         layers = ", ".join(f"layer {k}: {v}" for k, v in sorted(self.layers.items()))
-        decisive = self.mapped - self.near_ties
-        return (f"Causal maps of {self.mapped} divergent pairs: {self.near_ties} near-ties (no differing "
-                f"cell beats a random change of its size at its position); of the other {decisive}, the "
-                f"strongest decisive cell lies at t*-1 in {self.just_before}, in the prompt in "
+        if self.unstated == self.mapped:
+            outcome = (f"their outcome is not stated (the table predates the near-tie test: `explain "
+                       f"--redo`); "
+                       f"{self.located} hold a cell beating its null: ")
+        else:
+            outcome = (f"{self.near_ties} near-ties (a run's margin at t* is within what most random changes "
+                       f"of the strongest cell's size at its position do), {self.decisive} decisive (a cell "
+                       f"beats its null and alone flips its run's token), {self.no_decisive} with no "
+                       f"decisive cell" + (f", {self.unstated} not stated" if self.unstated else "")
+                       + f"; in {self.borderline} the near-tie test is borderline (the share's 95% interval "
+                       f"holds one half); of the {self.located} decisive pairs, ")
+        return (f"Causal maps of {self.mapped} divergent pairs: {outcome}"
+                f"the strongest cell beating its null lies at t*-1 in {self.just_before}, in the prompt in "
                 f"{self.in_prefill} ({layers}); {self.reach_batch} of {self.chains} chains reach a capacity "
                 f"event of the batch. "
                 f"The strongest cell carries {self.median_concentration:.0%} of B's summed single-cell "
@@ -60,11 +76,19 @@ def _median(values: list[float]) -> float:
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
+def _borderline(r: ExplainRecord) -> bool:
+    o = r.map_outcome()
+    return o is not None and any(t.borderline for t in o.ties)
+
+
 def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
     mapped = [r for r in records if r.diverged and r.map_cells > 0]
-    chained = [r for r in mapped if r.map_chain]
+    # Where decisive cells lie and where chains lead: of decisive pairs (a near-tie's cells beating their
+    # null are not its cause); a version-5 table, without outcomes, counts every pair with such a cell.
+    decisive = [r for r in mapped if r.outcome == Outcome.DECISIVE or (not r.outcome and r.decisive_cells)]
+    chained = [r for r in decisive if r.map_chain]
     tops = []
-    for r in mapped:
+    for r in decisive:
         if r.decisive_cells:
             _, layer_text, position_text = r.decisive_cells.split()[0].split(":")
             tops.append((r, int(layer_text), int(position_text)))
@@ -75,8 +99,13 @@ def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
     seconds = [r.map_seconds for r in mapped if r.map_seconds >= 0]
     return MapSummary(
         mapped=len(mapped),
-        near_ties=sum(1 for r in mapped if r.near_tie),
+        near_ties=sum(1 for r in mapped if r.outcome == Outcome.NEAR_TIE),
+        decisive=sum(1 for r in mapped if r.outcome == Outcome.DECISIVE),
+        no_decisive=sum(1 for r in mapped if r.outcome == Outcome.NO_DECISIVE_CELL),
+        unstated=sum(1 for r in mapped if not r.outcome),
+        borderline=sum(1 for r in mapped if r.outcome and _borderline(r)),
         reach_batch=sum(1 for r in chained if parse_links(r.map_chain)[-1][0] == "capacity"),
+        located=len(decisive),
         chains=len(chained),
         just_before=sum(1 for r, _, p in tops if p == r.t_star - 1),
         in_prefill=sum(1 for r, _, p in tops if p < r.t_star - r.new_index),
