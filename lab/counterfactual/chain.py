@@ -25,7 +25,7 @@ import numpy as np
 
 from lab.counterfactual.estimate import effects, linearize
 from lab.counterfactual.nulls import null_test
-from traces.analysis.causal_map import ALPHA, CellEffect, ChainLink
+from traces.analysis.map_cells import ALPHA, CellEffect, ChainLink
 
 #: Links a chain holds at most.
 MAX_LINKS = 8

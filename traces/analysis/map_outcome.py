@@ -26,15 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from traces.analysis.map_cells import ALPHA, CellEffect, PairMap
 from traces.vocabulary import Vocabulary
 
-if TYPE_CHECKING:
-    from traces.analysis.causal_map import CellEffect, PairMap
-
-#: A cell beats its null at a corrected p of at most this (`traces.analysis.causal_map.ALPHA`).
-ALPHA = 0.05
+__all__ = ["ALPHA", "Outcome", "PairOutcome", "outcome_text", "pair_outcome"]
 
 #: The near-tie threshold: the share of null draws at least as large as the margin.
 TIE_SHARE = 0.5
