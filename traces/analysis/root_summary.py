@@ -28,7 +28,9 @@ class MapSummary:
     near_ties: int              # outcome near_tie: a run's margin is within what random changes do
     decisive: int               # outcome decisive: not a near-tie, a cell beats its null
     no_decisive: int            # outcome no_decisive_cell: neither
-    unstated: int               # maps stored before the outcome (explanation table version 5)
+    unstated: int               # maps without an outcome: stored before it (explanation table version
+                                # 5), or with no null tested (a model without first-order estimates)
+    untested: int               # of which stored before the outcome (`explain --redo` states it)
     borderline: int             # stated outcomes whose near-tie test's interval holds one half
     reach_batch: int            # chains ending at a capacity event of the batch
     located: int                # decisive pairs (version 5: pairs with a cell beating its null)
@@ -47,9 +49,12 @@ class MapSummary:
             return ""
         layers = ", ".join(f"layer {k}: {v}" for k, v in sorted(self.layers.items()))
         if self.unstated == self.mapped:
-            outcome = (f"their outcome is not stated (the table predates the near-tie test: `explain "
-                       f"--redo`); "
-                       f"{self.located} hold a cell beating its null: ")
+            why = ("the table predates the near-tie test: `explain --redo`" if self.untested == self.mapped
+                   else "no null was tested: the nulls need the first-order estimates of the project's "
+                   "own model" if not self.untested
+                   else f"{self.untested} predate the near-tie test (`explain --redo`), the others have "
+                   "no null")
+            outcome = f"their outcome is not stated ({why}); {self.located} hold a cell beating its null: "
         else:
             outcome = (f"{self.near_ties} near-ties (a run's margin at t* is within what most random changes "
                        f"of the strongest cell's size at its position do), {self.decisive} decisive (a cell "
@@ -57,10 +62,10 @@ class MapSummary:
                        f"decisive cell" + (f", {self.unstated} not stated" if self.unstated else "")
                        + f"; in {self.borderline} the near-tie test is borderline (the share's 95% interval "
                        f"holds one half); of the {self.located} decisive pairs, ")
-        return (f"Causal maps of {self.mapped} divergent pairs: {outcome}"
-                f"the strongest cell beating its null lies at t*-1 in {self.just_before}, in the prompt in "
-                f"{self.in_prefill} ({layers}); {self.reach_batch} of {self.chains} chains reach a capacity "
-                f"event of the batch. "
+        where = (f"the strongest cell beating its null lies at t*-1 in {self.just_before}, in the prompt in "
+                 f"{self.in_prefill} ({layers}); {self.reach_batch} of {self.chains} chains reach a capacity "
+                 f"event of the batch. ") if self.located else "none. "
+        return (f"Causal maps of {self.mapped} divergent pairs: {outcome}{where}"
                 f"The strongest cell carries {self.median_concentration:.0%} of B's summed single-cell "
                 f"effects (median); all cells together give {self.median_joint_ratio:.2f} times their sum "
                 f"(median). A map took {self.median_seconds:.1f} s (median), {self.most_seconds:.1f} s at "
@@ -103,6 +108,7 @@ def map_summary(records: Sequence[ExplainRecord]) -> MapSummary:
         decisive=sum(1 for r in mapped if r.outcome == Outcome.DECISIVE),
         no_decisive=sum(1 for r in mapped if r.outcome == Outcome.NO_DECISIVE_CELL),
         unstated=sum(1 for r in mapped if not r.outcome),
+        untested=sum(1 for r in mapped if not r.outcome and r.outcome_untested),
         borderline=sum(1 for r in mapped if r.outcome and _borderline(r)),
         reach_batch=sum(1 for r in chained if parse_links(r.map_chain)[-1][0] == "capacity"),
         located=len(decisive),
