@@ -193,7 +193,7 @@ def record_headline(o: PairOutcome | None, decisive_cells: str, map_chain: str) 
         return "Causal map: no null was tested, so no outcome is stated."
     if o.kind and o.kind != Outcome.DECISIVE:
         beats = (decisive_cells.split()[0], math.nan) if decisive_cells else None
-        return f"Causal map: {outcome_text(o, 'A', 'B', beats)}"
+        return f"Causal map: {outcome_text(o, 'A', 'B', beats, brief=True)}"
     if not decisive_cells:
         return f"Causal map: no cell beats its null; {UNSTATED}." if not o.kind else ""
     run, layer, position = decisive_cells.split()[0].split(":")

@@ -207,10 +207,12 @@ def not_a_tie_text(o: PairOutcome, a: str, b: str) -> str:
             f"position, reach {' and '.join(parts)}.")
 
 
-def outcome_text(o: PairOutcome, a: str, b: str, beats: tuple[str, float] | None = None) -> str:
+def outcome_text(o: PairOutcome, a: str, b: str, beats: tuple[str, float] | None = None,
+                 brief: bool = False) -> str:
     """The outcome in words, naming run A `a` and run B `b` (a decisive outcome's cell is said by the
     chain's words; this says why it is not a near-tie). `beats`: the strongest cell beating its null
-    ('B:layer:position', corrected p or nan), which a near-tie names too."""
+    ('B:layer:position', corrected p or nan), which a near-tie names too. `brief` (a headline): a
+    near-tie's flip rate without its interval."""
     names = {"B": b, "A": a}
     if o.kind == Outcome.DECISIVE:
         return not_a_tie_text(o, a, b)
@@ -225,12 +227,17 @@ def outcome_text(o: PairOutcome, a: str, b: str, beats: tuple[str, float] | None
         untied = [(t, names[s]) for s, t in zip(("B", "A"), o.ties, strict=True)
                   if t.tested and s not in whose]
         rest = "".join(f" {name[0].upper()}{name[1:]}'s own margin of {abs(t.baseline):.3g} logits is "
-                       f"reached in only {_share(t.share)} of {t.draws} draws ({_interval(t)})."
-                       for t, name in untied)
-        return (f"A near-tie of {tokens}: random routing changes of the size of the strongest cell, at its "
-                f"position ({patched}'s at {where}), move the logit difference at t* by at least "
-                f"{' and '.join(tests)}; {flip or 'no flip rate stored'}.{rest} The split is within what "
-                f"such a change does: no cell is called its cause{_though(beats, names)}.")
+                       f"reached in only {_share(t.share)} of {t.draws} draws"
+                       + ("." if brief else f" ({_interval(t)}).") for t, name in untied)
+        flips = ""
+        if not math.isnan(o.null_flip) and o.null_draws > 0:
+            low, high = wilson(o.null_flip, o.null_draws)
+            flips = f"; they flip {patched}'s token in {_share(o.null_flip)}" + (
+                "" if brief else f" (95% interval {_share(low)} to {_share(high)})")
+        though = _though(beats, names)
+        return (f"A near-tie of {tokens}: random routing changes of the strongest cell's size at its "
+                f"position ({patched}'s {where}) reach {' and '.join(tests)}{flips}.{rest}"
+                + (f" No cell is called the split's cause{though}." if though else ""))
     if o.kind == Outcome.NO_DECISIVE_CELL:
         margin = abs(o.ties[("B", "A").index(run)].baseline) if run in ("B", "A") else math.nan
         beaten = not math.isnan(o.p_value) and o.p_value <= ALPHA
