@@ -231,10 +231,13 @@ def causal_map_key(figure: CausalMapFigure, style: FigureStyle) -> key.Key:
 
 def draw_causal_map(layout: pg.GraphicsLayout, style: FigureStyle, data: CausalMapData, sel,
                     fit: int = 0) -> CausalMapFigure:
-    """Both directions (fit 0), or B's alone (fit 1: a short page); the key under them."""
-    figure = CausalMapFigure(layout, style, sides=SIDES if fit == 0 else SIDES[:1])
+    """Both directions (fit 0), or on a short page (fit 1) the one the chain runs through (the decisive
+    cell's; B's where no cell beats its null); the key under them."""
+    kept = chain_side(data)
+    figure = CausalMapFigure(layout, style, sides=SIDES if fit == 0 else (kept,))
     figure.set_data(data)
-    figure.left_out = [] if fit == 0 else ["run A patched toward B (the second panel)"]
+    gone = [s for s in SIDES if s not in figure.sides]
+    figure.left_out = [f"run {s} patched toward {'A' if s == 'B' else 'B'} (its panel)" for s in gone]
     if not data.message:
         layout.addItem(causal_map_key(figure, style), row=len(figure.sides), col=0)
     return figure
