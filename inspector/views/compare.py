@@ -13,7 +13,6 @@ from inspector.figure_data.compare import CompareData, compare_data
 from inspector.figures.compare import CompareFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
-from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX
 from inspector.views.glossary import tip
 from inspector.views.hover import HoverLine
@@ -87,9 +86,6 @@ class CompareView(PairChoiceView):
 
     def exported(self, d: CompareData) -> CompareData:
         return {"A": d.with_split(d.length), "B": d.with_split(0)}.get(self.figure.shown, d)
-
-    def selection(self, d: CompareData) -> Selection:
-        return Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer)
 
     # -- drawing --------------------------------------------------------------------------------
 

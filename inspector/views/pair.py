@@ -15,7 +15,6 @@ from inspector.figures.divergence_text import A_COLOR, B_COLOR, T_STAR_BG, compl
 from inspector.figures.pair import PairFigure
 from inspector.figures.style import FigureStyle
 from inspector.qt import Qt, QtCore, QtGui, QtWidgets, pg
-from inspector.specs.selection import Selection
 from inspector.views.base import MIN_PLOT_PX
 from inspector.views.cause_box import CauseBox
 from inspector.views.hover import HoverLine
@@ -160,9 +159,6 @@ class PairView(PairChoiceView):
             self._arranging = True
             self.splitter.setSizes(sizes)
             self._arranging = False
-
-    def selection(self, d) -> Selection:
-        return Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer)
 
     # -- drawing --------------------------------------------------------------------------------
 

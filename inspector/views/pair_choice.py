@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from inspector.qt import QtWidgets
+from inspector.specs.selection import Selection
 from inspector.views.base import View
 from inspector.views.notice import Notice
 from inspector.views.pair_picker import PairPicker
@@ -41,6 +42,9 @@ class PairChoiceView(View):
         state.reference_changed.connect(self._follow_reference)
         state.layer_changed.connect(self.invalidate)
         state.position_changed.connect(on_position)
+
+    def selection(self, d) -> Selection:
+        return Selection(request=d.request, pair=(d.run_a, d.run_b), layer=d.layer)
 
     def exportable(self) -> bool:
         return not self.panels.isHidden()   # hidden panels: the notice says why there is no pair
