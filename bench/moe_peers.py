@@ -118,7 +118,7 @@ def contenders(size: str, policy: RoutingPolicy, wanted: list[str] | None = None
     torch.manual_seed(1)
     torch.nn.init.normal_(dense.w_in, std=0.02)
     torch.nn.init.normal_(dense.w_out, std=0.02)
-    out = {"ours": lambda x: moe(x, torch.ones(x.shape[:2], dtype=torch.bool), policy)[0],
+    out = {"ours": lambda x: moe(x, None, policy)[0],  # every token routed, as the peers route them
            "HF eager": hf_block(moe, "eager"), "HF grouped_mm": hf_block(moe, "grouped_mm")}
     vllm = vllm_block(moe)
     if vllm is not None:

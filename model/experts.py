@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from model import native
 from model.kernels import KERNEL_VERSION as COMPILED_VERSION
 from model.kernels import TORCH_KERNEL_VERSION as TORCH_VERSION
-from model.routing import SMALL_TOKENS, StepPlan
+from model.routing import StepPlan
 
 #: The path name of the pure-PyTorch kernels.
 TORCH_PATH = "torch"
@@ -129,44 +128,11 @@ EXPERTS: dict[tuple[int, str, str], Experts] = {
 }
 
 
-class WholeStepPlan(StepPlan):
-    """`routing.StepPlan` for the compiled step of any number of tokens: the kernel routes a prefill as it
-    routes a decode step (`route_position`, the tensor path's decision bit for bit) in microseconds,
-    where the tensor path's operators take a millisecond at 2048 tokens."""
-
-    def __init__(self, policy, E: int):
-        super().__init__(policy, E)
-        self._dropless: dict[int, torch.Tensor] = {}  # G -> C[G] of a dropless policy (no S)
-        self._plain = self.applies and policy.dropless and policy.score_fn == "softmax"
-
-    def step(self, valid: torch.Tensor, pad: torch.Tensor | None) -> tuple | None:
-        """`StepPlan.step`; without pads under a dropless policy (a decode step's common case) the tokens
-        routed and counted are the valid ones and the capacity does not depend on them."""
-        if pad is not None or not self._plain or not valid.is_cpu or not valid.numel():
-            return super().step(valid, pad)
-        G = valid.shape[0] if self.by_seq else 1
-        capacity = self._dropless.get(G)
-        if capacity is None:
-            capacity = torch.from_numpy(self.policy.capacity_host(np.zeros(G, np.int64), self.E))
-            self._dropless[G] = capacity
-        return (valid, valid, capacity, *self.flags)
-
-    def args(self, routed: torch.Tensor, counted: torch.Tensor) -> tuple | None:
-        B, T = routed.shape
-        if B * T > SMALL_TOKENS and self.applies and routed.is_cpu:
-            by_seq = self.by_seq
-            c = counted.numpy()
-            S = np.zeros(B if by_seq else 1, np.int64) if self.policy.dropless else \
-                c.sum(1, dtype=np.int64) if by_seq else np.array([c.sum()], np.int64)
-            return (routed, counted, torch.from_numpy(self.policy.capacity_host(S, self.E)), *self.flags)
-        return super().args(routed, counted)
-
-
 def compiled_step(moe: Any, x: torch.Tensor, valid: torch.Tensor, policy, pad: torch.Tensor | None,
                   tile: int):
     """A step in one compiled call: (y, logits, probs, decision fields), or None where the compiled
-    kernels or the block's `WholeStepPlan` do not apply (tile 0: native mode's router linear). The plan
-    is kept on the block while the policy stays the same object."""
+    kernels or the block's plan (`routing.StepPlan` without a limit on the tokens) do not apply (tile 0:
+    native mode's router linear). The plan is kept on the block while the policy stays the same object."""
     module = moe.kernels.module
     if module is None:
         return None
@@ -174,7 +140,7 @@ def compiled_step(moe: Any, x: torch.Tensor, valid: torch.Tensor, policy, pad: t
     if pack is None:
         return None
     if moe._plan is None or moe._plan.policy is not policy:
-        moe._plan = WholeStepPlan(policy, moe.n_experts)
+        moe._plan = StepPlan(policy, moe.n_experts, limit=None)
     plan = moe._plan.step(valid, pad)
     if plan is None:
         return None

@@ -104,7 +104,8 @@ class MoE(nn.Module):
         self.kernels = backends.choose()
         self._pack: tuple[torch.Tensor, torch.Tensor, int] | None = None  # expert weights packed for it
         self._pack_key: tuple | None = None
-        self._plan = None  # the compiled step's `experts.WholeStepPlan` of the last policy
+        self._plan = None  # the compiled step's `routing.StepPlan` of the last policy
+        self._all_valid: dict[tuple, torch.Tensor] = {}  # (B, T, device) -> valid[B,T] all True
 
     @property
     def kernel_version(self) -> int:
@@ -117,15 +118,19 @@ class MoE(nn.Module):
         self.kernels = backends.choose(version, isa)
         return self.kernel_version
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor, policy: RoutingPolicy, *, mode: str = "native",
-                tile: int = 4, pad: torch.Tensor | None = None, forced: ForcedRouting | None = None,
-                seed_offset: int = 0, edit=None, copies: int = 1) -> tuple[torch.Tensor, LayerRouting]:
-        """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route.
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None, policy: RoutingPolicy, *,
+                mode: str = "native", tile: int = 4, pad: torch.Tensor | None = None,
+                forced: ForcedRouting | None = None, seed_offset: int = 0, edit=None,
+                copies: int = 1) -> tuple[torch.Tensor, LayerRouting]:
+        """x[B,T,C] -> (y[B,T,C], routing). `valid[B,T]` marks the tokens to route (None: every token, as
+        a block used alone, outside a model's padded batch, is called).
 
         `edit` (a `model.intervention.LayerEdit`) changes one event of this step: its
         `before_route` may replace router logits, its `after_route` the decision. `copies`: the rows are
         that many stacked copies of one batch, each routed alone (`model.routing.route`).
         """
+        if valid is None:
+            valid = self._everyone(x)
         if forced is None and edit is None and copies == 1:
             tiles = 0 if mode == KernelMode.NATIVE else tile
             step = backends.compiled_step(self, x, valid, policy, pad, tiles)
@@ -143,6 +148,16 @@ class MoE(nn.Module):
             decision = edit.after_route(decision, policy.norm)
         y = self.combine(x, decision.expert, decision.kept, decision.gate, mode, tile)
         return y, LayerRouting(router_logits, decision, None if forced is None else forced.mask)
+
+    def _everyone(self, x: torch.Tensor) -> torch.Tensor:
+        """valid[B,T] with every token of x[B,T,C] routed: one read-only mask per shape and device, kept."""
+        key = (x.shape[0], x.shape[1], x.device)
+        mask = self._all_valid.get(key)
+        if mask is None:
+            if len(self._all_valid) > 64:
+                self._all_valid.clear()
+            mask = self._all_valid[key] = torch.ones(key[:2], dtype=torch.bool, device=x.device)
+        return mask
 
     def combine(self, x: torch.Tensor, expert: torch.Tensor, kept: torch.Tensor, gate: torch.Tensor,
                 mode: str, tile: int) -> torch.Tensor:

@@ -367,13 +367,16 @@ class StepPlan:
     """The compiled router's arguments after the scores (`model.native` `route_position`) under one
     policy with E experts: routed, counted, capacity, K, by_seq, seq_major, token_major, norm, dropless.
     The policy's part is read once (a model keeps its plan while the policy stays the same object); a
-    step adds its masks and its groups' capacities (host integers, each group size computed once).
-    It takes the same integer steps and float operations as `_route_small`, so the same decision bit for
-    bit (a non-finite score: the kernel returns None)."""
+    step adds its masks and its groups' capacities (host integers, each set of group sizes computed once).
+    It takes the same integer steps and float operations as `_route_small` and `_route_by_position`, so
+    the same decision bit for bit (a non-finite score: the kernel returns None). `limit`: the most tokens
+    a step it plans may have (None: any number, as the compiled step routes a prefill in microseconds
+    where the tensor path's operators take a millisecond at 2048 tokens)."""
 
-    def __init__(self, policy: RoutingPolicy, E: int):
+    def __init__(self, policy: RoutingPolicy, E: int, limit: int | None = SMALL_TOKENS):
         self.policy = policy
         self.E = E
+        self.limit = limit
         self.applies = policy.priority in _POSITION and policy.group_by in ("batch", "sequence") \
             and policy.top_k <= 2
         self.by_seq = policy.group_by == "sequence"
@@ -384,15 +387,16 @@ class StepPlan:
     def args(self, routed: torch.Tensor, counted: torch.Tensor) -> tuple | None:
         """The arguments for a step's routed/counted [B,T] masks; None where the compiled router does not
         decide it: a priority other than a position, groups other than batch or sequence, K > 2, more
-        than SMALL_TOKENS tokens, not the CPU."""
+        tokens than the plan's limit, not the CPU."""
         B, T = routed.shape
-        if not self.applies or not 0 < B * T <= SMALL_TOKENS or not routed.is_cpu:
+        N = B * T
+        if not self.applies or N == 0 or (self.limit is not None and self.limit < N) or not routed.is_cpu:
             return None
         if self.policy.dropless:  # C does not depend on S
-            S = (0,) * (B if self.by_seq else 1)
+            S: tuple[int, ...] = (0,) * (B if self.by_seq else 1)
         else:
             c = counted.numpy()
-            S = tuple(int(v) for v in c.sum(1)) if self.by_seq else (int(c.sum()),)
+            S = tuple(c.sum(1).tolist()) if self.by_seq else (int(c.sum()),)
         capacity = self._capacity.get(S)
         if capacity is None:
             if len(self._capacity) > 256:

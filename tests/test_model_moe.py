@@ -8,6 +8,7 @@ from model.moe import MoE
 from model.routing import RoutingPolicy
 from model.tokenizer import encode
 
+FIELDS = ("expert", "kept", "gate", "slot", "group", "requested", "kept_count", "group_tokens")
 MODE = "batch_invariant"  # numerics equal in every batch: differences come from capacity alone
 
 
@@ -76,3 +77,27 @@ def test_batch_grouping_partners_crowding_the_probes_experts_drop_what_it_keeps_
     lost = kept_alone & ~kept_crowded
     assert lost.any(), "the crowded batch should drop candidates the probe keeps alone"
     assert (batch.expert[len(crowd)][lost] == favourite).any()
+
+
+def test_a_block_called_without_a_mask_routes_every_token_as_an_all_true_mask_does(tiny_model):
+    model = tiny_model()
+    moe = model.blocks[0].ffn
+    x = torch.randn(2, 5, 32)
+    everyone = torch.ones(2, 5, dtype=torch.bool)
+    policy = RoutingPolicy.preset("gshard", capacity_formula="deepspeed", capacity_factor=1.0)
+    # no autograd: the compiled step where built; autograd: the tensor path (same operations either side)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            for mode in ("native", "batch_invariant"):
+                y, routing = moe(x, None, policy, mode=mode)
+                y_mask, with_mask = moe(x, everyone, policy, mode=mode)
+                assert torch.equal(y, y_mask) and torch.equal(routing.router_logits, with_mask.router_logits)
+                for name in FIELDS:
+                    a, b = getattr(routing.decision, name), getattr(with_mask.decision, name)
+                    assert torch.equal(a, b), name
+                assert (routing.decision.group >= 0).all()  # every token routed
+    # a mask is kept per shape: another step's shape routes all of its own tokens
+    with torch.no_grad():
+        y, routing = moe(x[:, :3], None, policy)
+    assert y.shape == (2, 3, 32) and routing.decision.group.shape == (2, 3)
+    assert (routing.decision.group >= 0).all()
