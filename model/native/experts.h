@@ -49,17 +49,24 @@ inline void pack_block(const float* w, int64_t row0, int64_t width, int64_t n_in
     for (int64_t v = 0; v < width; ++v) dst[i * width + v] = w[(row0 + v) * n_in + i];
 }
 
+// How a pass over a packed block prefetches: not at all, its own weights ahead of use (the first pass,
+// which streams them from memory), or `lines` cache lines of the next block per input (a later pass,
+// whose weights are in cache: the next block's stream then overlaps this pass's arithmetic).
+enum Fetch { NONE, OWN, NEXT };
+
 // y[r][0 .. LANES*nv) = x[r] @ block for R rows (pointers to rows of n_in), rows of y `stride` apart.
-// `fetch`: the first pass over the block, which streams it from memory (prefetching ahead).
-template <int R, int nv, bool fetch>
-inline void block_rows(const float* const* x, int64_t n_in, const float* block, float* y, int64_t stride) {
+template <int R, int nv, Fetch fetch>
+inline void block_rows(const float* const* x, int64_t n_in, const float* block, float* y, int64_t stride,
+                       const float* next, int64_t lines) {
   vec acc[R][nv];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < nv; ++v) acc[r][v] = simd::zero();
   for (int64_t i = 0; i < n_in; ++i) {
     const float* wi = block + i * nv * LANES;
-    if (fetch)
+    if (fetch == OWN)
       for (int v = 0; v < nv * LANES; v += 16) __builtin_prefetch(wi + PREFETCH + v);
+    if (fetch == NEXT)
+      for (int64_t l = 0; l < lines; ++l) __builtin_prefetch(next + (i * lines + l) * 16, 0, 2);
     vec wv[nv];
     for (int v = 0; v < nv; ++v) wv[v] = simd::load(wi + v * LANES);
     for (int r = 0; r < R; ++r) {
@@ -71,40 +78,46 @@ inline void block_rows(const float* const* x, int64_t n_in, const float* block, 
     for (int v = 0; v < nv; ++v) simd::store(y + r * stride + v * LANES, acc[r][v]);
 }
 
-template <int R, bool fetch>
-inline void block_rows_nv(int nv, const float* const* x, int64_t n_in, const float* block, float* y, int64_t stride) {
+template <int R, Fetch fetch>
+inline void block_rows_nv(int nv, const float* const* x, int64_t n_in, const float* block, float* y, int64_t stride,
+                          const float* next, int64_t lines) {
   switch (nv) {
-    case 1: block_rows<R, 1, fetch>(x, n_in, block, y, stride); break;
-    case 2: block_rows<R, 2, fetch>(x, n_in, block, y, stride); break;
-    case 3: block_rows<R, 3, fetch>(x, n_in, block, y, stride); break;
-    default: block_rows<R, NV, fetch>(x, n_in, block, y, stride); break;
+    case 1: block_rows<R, 1, fetch>(x, n_in, block, y, stride, next, lines); break;
+    case 2: block_rows<R, 2, fetch>(x, n_in, block, y, stride, next, lines); break;
+    case 3: block_rows<R, 3, fetch>(x, n_in, block, y, stride, next, lines); break;
+    default: block_rows<R, NV, fetch>(x, n_in, block, y, stride, next, lines); break;
   }
 }
 
-template <bool fetch>
+template <Fetch fetch>
 inline void rows_of(int rows, int nv, const float* const* x, int64_t n_in, const float* block, float* y,
-                    int64_t stride) {
+                    int64_t stride, const float* next, int64_t lines) {
   switch (rows) {
-    case 1: block_rows_nv<1, fetch>(nv, x, n_in, block, y, stride); break;
-    case 2: block_rows_nv<2, fetch>(nv, x, n_in, block, y, stride); break;
+    case 1: block_rows_nv<1, fetch>(nv, x, n_in, block, y, stride, next, lines); break;
+    case 2: block_rows_nv<2, fetch>(nv, x, n_in, block, y, stride, next, lines); break;
 #if defined(MOE_ISA_AVX512)
-    case 3: block_rows_nv<3, fetch>(nv, x, n_in, block, y, stride); break;
-    case 4: block_rows_nv<4, fetch>(nv, x, n_in, block, y, stride); break;
-    case 5: block_rows_nv<5, fetch>(nv, x, n_in, block, y, stride); break;
-    case 6: block_rows_nv<6, fetch>(nv, x, n_in, block, y, stride); break;
+    case 3: block_rows_nv<3, fetch>(nv, x, n_in, block, y, stride, next, lines); break;
+    case 4: block_rows_nv<4, fetch>(nv, x, n_in, block, y, stride, next, lines); break;
+    case 5: block_rows_nv<5, fetch>(nv, x, n_in, block, y, stride, next, lines); break;
+    case 6: block_rows_nv<6, fetch>(nv, x, n_in, block, y, stride, next, lines); break;
 #endif
     default: break;
   }
 }
 
-// y rows (stride apart) = m rows x @ one packed block of `width` outputs over n_in inputs.
+// y rows (stride apart) = m rows x @ one packed block of `width` outputs over n_in inputs. The first pass
+// (RMAX rows) streams the block from memory; the later passes, whose arithmetic reads it from cache, fetch
+// the `next_floats` weights at `next` (the block a thread runs next) into L2, spread over their inputs.
 inline void matmul_block(const float* const* x, int64_t m, int64_t n_in, const float* block, int64_t width,
-                         float* y, int64_t stride) {
+                         float* y, int64_t stride, const float* next, int64_t next_floats) {
   const int nv = int(width / LANES);
-  for (int64_t r = 0; r < m; r += RMAX) {
+  const int64_t later = (m - 1) / RMAX;  // passes after the first
+  const int64_t lines = later ? (next_floats / 16 + later * n_in - 1) / (later * n_in) : 0;
+  for (int64_t r = 0, pass = 0; r < m; r += RMAX, ++pass) {
     const int rows = int(std::min<int64_t>(RMAX, m - r));
-    if (r == 0) rows_of<true>(rows, nv, x + r, n_in, block, y + r * stride, stride);
-    else rows_of<false>(rows, nv, x + r, n_in, block, y + r * stride, stride);
+    if (r == 0) rows_of<OWN>(rows, nv, x + r, n_in, block, y + r * stride, stride, nullptr, 0);
+    else rows_of<NEXT>(rows, nv, x + r, n_in, block, y + r * stride, stride, next + (pass - 1) * n_in * lines * 16,
+                       lines);
   }
 }
 
@@ -228,8 +241,9 @@ inline void run(const float* x_p, int64_t N, int64_t C, const float* wi_p, const
     const int64_t width = std::min(WIDTH, F - p * WIDTH);
     const float* pair = wi_p + it.expert * 2 * F * C + 2 * p * WIDTH * C;
     float h[2][ROWS * WIDTH];
-    matmul_block(x_rows.data() + it.row0, it.rows, C, pair, width, h[0], WIDTH);
-    matmul_block(x_rows.data() + it.row0, it.rows, C, pair + width * C, width, h[1], WIDTH);
+    matmul_block(x_rows.data() + it.row0, it.rows, C, pair, width, h[0], WIDTH, pair + width * C, width * C);
+    matmul_block(x_rows.data() + it.row0, it.rows, C, pair + width * C, width, h[1], WIDTH, pair + 2 * width * C,
+                 width * C);
     for (int64_t r = 0; r < it.rows; ++r) {
       float* ar = a + (it.row0 + r) * F + p * WIDTH;
       for (int64_t f = 0; f < width; f += LANES)
@@ -240,7 +254,8 @@ inline void run(const float* x_p, int64_t N, int64_t C, const float* wi_p, const
   auto outputs = [&](const Item& it, int64_t b) {
     const int64_t width = std::min(WIDTH, C - b * WIDTH);
     const float* block = wo_p + it.expert * C * F + b * WIDTH * F;
-    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out + it.row0 * C + b * WIDTH, C);
+    matmul_block(a_rows.data() + it.row0, it.rows, F, block, width, out + it.row0 * C + b * WIDTH, C,
+                 block + width * F, width * F);
   };
   const int64_t pairs = (F + WIDTH - 1) / WIDTH, blocks = (C + WIDTH - 1) / WIDTH;
   if (M >= FUSE_ROWS && 3 * F * C * int64_t(sizeof(float)) <= FUSE_BYTES) {
