@@ -54,8 +54,10 @@ CPU_INDEX=https://download.pytorch.org/whl/cpu
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
 if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
   if has_gpu; then
+    # `===`: the version exactly, not 2.13.0+cpu, which `==` also matches and pip prefers (a local
+    # version sorts after its public one) should the kept wheels hold a CPU build from another machine
     echo "setup: NVIDIA GPU found: installing torch's CUDA build"
-    kept_install "$TORCH"
+    kept_install "${TORCH/==/===}"
   elif command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
     echo "setup: installing torch's CPU build from $CPU_INDEX"
     kept_install "$TORCH" --index-url "$CPU_INDEX" --extra-index-url https://pypi.org/simple
