@@ -29,12 +29,13 @@ mkdir -p "$WHEELS"
 # kept_install [-e] REQUIREMENT [PIP-OPTIONS...]: pip install REQUIREMENT from the kept wheels alone;
 # when they lack one, install it as usual, then keep the wheels of what that installed (setuptools and
 # pip included: vLLM pins setuptools) and setuptools, which builds the project.
+# from_kept [PIP-OPTIONS...] REQUIREMENT: install from the kept wheels alone, without the network.
+from_kept() { "$VPY" -m pip install -q --no-index --find-links "$WHEELS" "$@" >/dev/null 2>&1; }
 kept_install() {
   local editable=() requirement before new
   [ "$1" = -e ] && { editable=(-e); shift; }
   requirement=$1; shift
-  "$VPY" -m pip install -q --no-index --find-links "$WHEELS" "$@" "${editable[@]}" "$requirement" \
-    >/dev/null 2>&1 && return 0
+  from_kept "$@" "${editable[@]}" "$requirement" && return 0
   before=$("$VPY" -m pip freeze --all --exclude-editable | LC_ALL=C sort)
   "$VPY" -m pip install -q "$@" "${editable[@]}" "$requirement" || return 1
   new=$(mktemp)
@@ -53,11 +54,14 @@ TORCH="torch==2.13.0"
 CPU_INDEX=https://download.pytorch.org/whl/cpu
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
 if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
-  if has_gpu; then
-    # `===`: the version exactly, not 2.13.0+cpu, which `==` also matches and pip prefers (a local
-    # version sorts after its public one) should the kept wheels hold a CPU build from another machine
+  # with a GPU `===`: the version exactly, not 2.13.0+cpu, which `==` also matches and pip prefers (a local
+  # version sorts after its public one) should the kept wheels hold a CPU build from another machine
+  wanted=$TORCH; has_gpu && wanted=${TORCH/==/===}
+  if from_kept "$wanted"; then  # no index asked, none waited for
+    echo "setup: installed $wanted from the kept wheels"
+  elif has_gpu; then
     echo "setup: NVIDIA GPU found: installing torch's CUDA build"
-    kept_install "${TORCH/==/===}"
+    kept_install "$wanted"
   elif command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
     echo "setup: installing torch's CPU build from $CPU_INDEX"
     kept_install "$TORCH" --index-url "$CPU_INDEX" --extra-index-url https://pypi.org/simple
@@ -105,12 +109,14 @@ if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
     echo "setup: installing $spec for the vLLM tests (a few minutes, about 3.4 GB; once)"
     constraints=$(mktemp)
     "$VPY" -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
-    extra=()
-    if ! has_gpu && command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
+    started=$(date +%s)
+    extra=()  # PyTorch's CPU index, asked only when the kept wheels do not hold the install
+    if ! from_kept -c "$constraints" "$spec" && ! has_gpu && command -v curl >/dev/null 2>&1 \
+        && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
       extra=(--extra-index-url "$CPU_INDEX")
     fi
-    started=$(date +%s)
-    if kept_install "$spec" -c "$constraints" "${extra[@]}"; then
+    if "$VPY" -c "import importlib.metadata as m; m.version('${spec%%=*}')" >/dev/null 2>&1 \
+        || kept_install "$spec" -c "$constraints" "${extra[@]}"; then
       outcome="installed: $spec in $(( $(date +%s) - started )) s"
     else
       outcome="failed: pip could not install $spec beside $(cat "$constraints")"
