@@ -69,7 +69,7 @@ if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
     echo "setup: $CPU_INDEX did not answer within 5 s: installing $TORCH from the default index"
     kept_install "$TORCH"
   fi
-  "$VPY" -c "import torch; print('setup: installed torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
+  "$VPY" -W ignore -c "import torch; print('setup: installed torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 elif has_gpu && "$VPY" -c "import sys, torch; sys.exit(bool(torch.version.cuda))"; then
   echo "setup: an NVIDIA GPU is present but .venv holds torch's CPU build; remove .venv to install the CUDA build" >&2
 fi
@@ -108,7 +108,7 @@ if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
   else
     echo "setup: installing $spec for the vLLM tests (a few minutes, about 3.4 GB; once)"
     constraints=$(mktemp)
-    "$VPY" -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
+    "$VPY" -W ignore -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
     started=$(date +%s)
     extra=()  # PyTorch's CPU index, asked only when the kept wheels do not hold the install
     if ! from_kept -c "$constraints" "$spec" && ! has_gpu && command -v curl >/dev/null 2>&1 \
