@@ -14,8 +14,12 @@ Slots follow the k-major position priority (docs/routing.md) with batch-major ar
 
 from __future__ import annotations
 
+import copy
+import gc
 import subprocess
 import sys
+import weakref
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -34,6 +38,7 @@ from inspector.figure_data.runs import completion_clusters, runs_figure_data
 from traces import TraceWriter, open_trace
 from traces.analysis import ExplainRecord, RunArrays, explain_pair, prefix_tree, row_trace, to_columns
 from traces.analysis.explain_table import table_attrs, table_name, with_counterfactuals
+from traces.analysis.request import analyse_request
 from traces.synthetic import byte_vocab, synthetic_meta
 
 L, K, E, V, T, P = 2, 2, 4, 8, 6, 2
@@ -429,3 +434,29 @@ def test_runs_are_called_a_and_b_by_whole_name_only():
     assert [label(r) for r in ("r1", "r1.0", "r10", "r1.5")] == ["A", "B", "run r10", "run r1.5"]
     same = letter_labels("r1", "r1")  # one run: no letters
     assert same("r1") == run_label("r1") == "run r1"
+
+
+def test_a_requests_analysis_keeps_the_rows_it_was_given_not_a_copy_of_them_all(known):
+    """`export --view runs` goes through thousands of runs read on demand (a bounded memo): the analysis
+    keeps the sequence it was given, so the rows it went through can be freed (a copy of them all held
+    2.6 GB at 2,000 runs)."""
+    source = known.rows(known.choices(0))
+    alive: weakref.WeakSet = weakref.WeakSet()
+
+    class Fresh(Sequence):  # 400 runs of the request, each read built anew, as past the source's memo
+        def __len__(self) -> int:
+            return 400
+
+        def __getitem__(self, i):
+            if isinstance(i, slice):
+                return [self[j] for j in range(len(self))[i]]
+            row = copy.copy(source[range(len(self))[i] % len(source)])  # IndexError past the end
+            alive.add(row)
+            return row
+
+    rows = Fresh()
+    analysis = analyse_request(rows, reference=0)
+    gc.collect()
+    assert len(alive) <= 2, f"{len(alive)} of 400 rows still held after the analysis"
+    assert analysis.rows is rows
+    assert len(analysis.verdicts) == 400

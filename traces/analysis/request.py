@@ -29,7 +29,7 @@ from traces.prompts import PromptMismatch, differs
 class RequestAnalysis:
     """Divergence of N runs of one request against the reference run `reference` (an index into `rows`)."""
 
-    rows: tuple[RowTrace, ...]
+    rows: Sequence[RowTrace]  # may read each row on demand (a large request): never copied whole
     reference: int
     completions: Completions     # U(N), mode share, over `completions.n_new_tokens` new tokens
     new: np.ndarray              # [N, n_new] the compared new tokens
@@ -96,7 +96,7 @@ def analyse_request(rows: Sequence[RowTrace], reference: int = 0,
         pairs.append(explain_pair_with_differences(ref, row))
     new = new_tokens(tokens, prompt_lens, n_new)
     return RequestAnalysis(
-        rows=tuple(rows), reference=reference, completions=count_completions(new), new=new,
+        rows=rows, reference=reference, completions=count_completions(new), new=new,
         first_divergence=first_divergence(new, reference), tree=prefix_tree(new),
         verdicts=tuple(v for v, _ in pairs), differences=tuple(d for _, d in pairs),
         lengths=np.array([len(t) for t in tokens], dtype=np.int64),
