@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from inspector.figure_data.divergence_source import DivergenceSource, find_record, table_reference
+from inspector.figure_data.divergence_source import (
+    ONCE_ROW_MEMO,
+    DivergenceSource,
+    find_record,
+    table_reference,
+)
 from inspector.specs.selection import Selection
 from traces.analysis.reference import reference_index
 from traces.analysis.request import analyse_request
@@ -58,7 +63,7 @@ def first_divergent(trace) -> Divergent | None:
     """The probe request's first divergent run with a capacity (else its first divergent run) among
     the trace's first SCAN_LIMIT runs; reference: the explanation table's, else the request's first
     run, as the pair view's. None when none of them diverges."""
-    source = DivergenceSource(_FirstRuns(trace, SCAN_LIMIT))
+    source = DivergenceSource(_FirstRuns(trace, SCAN_LIMIT), ONCE_ROW_MEMO)
     request = source.default_request()
     if request is None:
         return None

@@ -20,6 +20,7 @@ from inspector.figure_data.cause_columns import (
 from inspector.figure_data.compare import COLUMNS as COMPARE_COLUMNS
 from inspector.figure_data.compare import compare_data
 from inspector.figure_data.divergence_source import (
+    ONCE_ROW_MEMO,
     DivergenceSource,
     RunChoice,
     table_reference,
@@ -73,7 +74,7 @@ def _choice(choices: list[RunChoice], run: str, request: int) -> RunChoice:
 def read_pair(trace, sel: Selection):
     """The side-by-side data (`PairData`) of runs `sel.pair` (default: the request's first two
     runs) at MoE layer `sel.layer`."""
-    source = DivergenceSource(trace)
+    source = DivergenceSource(trace, ONCE_ROW_MEMO)
     request = pick_request(source, sel, sel.pair or ())
     choices = source.choices(request)
     if sel.pair is not None:
@@ -102,7 +103,7 @@ def read_runs(trace, sel: Selection):
     the runs of condition `sel.condition` ('' = all; default: the reference run's, else the first
     of several), against reference run `sel.run` (default: the explanation table's, else the
     first run of the request in the condition: `traces.analysis.reference`)."""
-    source = DivergenceSource(trace)
+    source = DivergenceSource(trace, ONCE_ROW_MEMO)
     request = pick_request(source, sel)
     choices = source.choices(request)
     conditions = source.conditions(request)
