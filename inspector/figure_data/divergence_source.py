@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 ROW_MEMO = 64
 #: Rows kept by a source made for one export or one pick: it goes through a request's runs once, in order,
 #: against one reference (kept as the most recently used), so a few suffice (`export --view runs` of
-#: 2,000 runs: 294 MB at its peak as PDF, against 306 MB with the app's ROW_MEMO).
+#: 2,000 runs: 295 MB at its peak as PDF, against 306 MB with the app's ROW_MEMO).
 ONCE_ROW_MEMO = 8
 
 

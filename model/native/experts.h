@@ -49,10 +49,10 @@ inline void pack_block(const float* w, int64_t row0, int64_t width, int64_t n_in
     for (int64_t v = 0; v < width; ++v) dst[i * width + v] = w[(row0 + v) * n_in + i];
 }
 
-// How a pass over a packed block prefetches: not at all, its own weights ahead of use (the first pass,
-// which streams them from memory), or `lines` cache lines of the next block per input (a later pass,
-// whose weights are in cache: the next block's stream then overlaps this pass's arithmetic).
-enum Fetch { NONE, OWN, NEXT };
+// How a pass over a packed block prefetches: its own weights ahead of use (the first pass, which streams
+// them from memory), or `lines` cache lines of the next block per input (a later pass, whose weights are
+// in cache: the next block's stream then overlaps this pass's arithmetic).
+enum Fetch { OWN, NEXT };
 
 // y[r][0 .. LANES*nv) = x[r] @ block for R rows (pointers to rows of n_in), rows of y `stride` apart.
 template <int R, int nv, Fetch fetch>
