@@ -53,6 +53,7 @@ kept_install() {
 TORCH="torch==2.13.0"
 CPU_INDEX=https://download.pytorch.org/whl/cpu
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+cpu_index_answers() { command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; }
 if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
   # with a GPU `===`: the version exactly, not 2.13.0+cpu, which `==` also matches and pip prefers (a local
   # version sorts after its public one) should the kept wheels hold a CPU build from another machine
@@ -62,7 +63,7 @@ if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
   elif has_gpu; then
     echo "setup: NVIDIA GPU found: installing torch's CUDA build"
     kept_install "$wanted"
-  elif command -v curl >/dev/null 2>&1 && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
+  elif cpu_index_answers; then
     echo "setup: installing torch's CPU build from $CPU_INDEX"
     kept_install "$TORCH" --index-url "$CPU_INDEX" --extra-index-url https://pypi.org/simple
   else
@@ -95,6 +96,14 @@ fi
 # the suite keeps its torch. Tried once: the stamp records the outcome, and a failure only makes the
 # vLLM tests skip (remove the stamp to try again).
 VLLM_VERSION=0.30.0
+# install_vllm SPEC CONSTRAINTS: from the kept wheels, else from the index (PyTorch's CPU index beside it
+# on a machine without a GPU, when it answers: asked only then)
+install_vllm() {
+  from_kept -c "$2" "$1" && return 0
+  local extra=()
+  if ! has_gpu && cpu_index_answers; then extra=(--extra-index-url "$CPU_INDEX"); fi
+  kept_install "$1" -c "$2" "${extra[@]}"
+}
 vllm_stamp=.venv/.vllm-stamp
 if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
   spec=""
@@ -110,13 +119,7 @@ if [ "${1:-}" = "--with-vllm" ] && [ ! -f "$vllm_stamp" ]; then
     constraints=$(mktemp)
     "$VPY" -W ignore -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
     started=$(date +%s)
-    extra=()  # PyTorch's CPU index, asked only when the kept wheels do not hold the install
-    if ! from_kept -c "$constraints" "$spec" && ! has_gpu && command -v curl >/dev/null 2>&1 \
-        && curl -sf -m 5 -o /dev/null "$CPU_INDEX/torch/"; then
-      extra=(--extra-index-url "$CPU_INDEX")
-    fi
-    if "$VPY" -c "import importlib.metadata as m; m.version('${spec%%=*}')" >/dev/null 2>&1 \
-        || kept_install "$spec" -c "$constraints" "${extra[@]}"; then
+    if install_vllm "$spec" "$constraints"; then
       outcome="installed: $spec in $(( $(date +%s) - started )) s"
     else
       outcome="failed: pip could not install $spec beside $(cat "$constraints")"
